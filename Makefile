@@ -1,0 +1,40 @@
+# make book   - create .venv, install requirements.txt, build the HTML book into _build/html
+# make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
+# make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
+#
+# On a machine with no package index (the course's GPU machine), run in the environment that is
+# already there instead of a venv:   make test USE_SYSTEM=1
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+ifeq ($(USE_SYSTEM),1)
+PY := $(PYTHON)
+STAMP :=
+else
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+endif
+PYTEST_ARGS ?=
+
+.PHONY: book test labs setup clean
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -r requirements.txt
+	touch $@
+
+setup: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+book: $(STAMP)
+	$(PY) -m jupyter_book build . --warningiserror --keep-going
+	@echo "book: open _build/html/index.html"
+
+labs: $(STAMP)
+	$(PY) -m fraglab.labs build
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,15 @@
+"""fraglab: the Python tooling of the register-level tensor-core course.
+
+- :mod:`fraglab.toolchain` - the one compile path (NVRTC -> PTX, CUBIN, ptxas report), GPU or not
+- :mod:`fraglab.sass`      - SASS listings and instruction counts by opcode and class
+- :mod:`fraglab.device`    - is there a GPU, which one, what it supports; gpu/cpu mode
+- :mod:`fraglab.launch`    - the one launch path, argument checks, poisoned outputs
+- :mod:`fraglab.warp`      - a NumPy emulator of a warp: shuffles with CUDA's mask rules, fragments
+- :mod:`fraglab.bench`     - the one benchmark path (CUDA events, medians, ratios, device record)
+- :mod:`fraglab.labs`      - cutting labs from solutions, and grading checks
+- one module per topic with the Python wrappers of its kernels, e.g. :mod:`fraglab.hello_warp`
+"""
+from .toolchain import ARCHES, Build, CompileError, compile  # noqa: F401
+from .device import gpu_available, mode, status_line  # noqa: F401
+
+__version__ = "0.1.0"

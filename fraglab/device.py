@@ -1,0 +1,106 @@
+"""Is there a GPU, which one, and what can it do? Also the course's two modes.
+
+Mode ``gpu`` runs CUDA kernels; mode ``cpu`` (no GPU, or ``FRAGLAB_MODE=cpu``) compiles them, reads
+their SASS and runs the NumPy warp emulator instead, and says plainly what it did not run.
+"""
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+
+class GPUUnavailable(RuntimeError):
+    """Raised by code that needs a CUDA GPU when none is visible (or FRAGLAB_MODE=cpu)."""
+
+
+@lru_cache(maxsize=None)
+def _probe() -> tuple[bool, str]:
+    try:
+        import cupy
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # no driver, no CuPy, ...
+        return False, f"{type(e).__name__}: {e}".strip()
+    if n == 0:
+        return False, "CUDA driver found, but no GPU"
+    return True, ""
+
+
+def gpu_available() -> bool:
+    """True when CuPy sees a CUDA GPU and ``FRAGLAB_MODE`` is not ``cpu``."""
+    return mode() == "gpu"
+
+
+def mode() -> str:
+    """``'gpu'`` or ``'cpu'``. ``FRAGLAB_MODE=cpu`` forces GPU-less mode on a GPU machine;
+    ``FRAGLAB_MODE=gpu`` makes a missing GPU an error instead of a silent fallback."""
+    forced = os.environ.get("FRAGLAB_MODE", "").strip().lower()
+    if forced not in ("", "auto", "cpu", "gpu"):
+        raise ValueError(f"FRAGLAB_MODE must be cpu, gpu or auto, not {forced!r}")
+    if forced == "cpu":
+        return "cpu"
+    ok, why = _probe()
+    if forced == "gpu" and not ok:
+        raise GPUUnavailable(f"FRAGLAB_MODE=gpu but no CUDA GPU is usable ({why})")
+    return "gpu" if ok else "cpu"
+
+
+def why_no_gpu() -> str:
+    if os.environ.get("FRAGLAB_MODE", "").lower() == "cpu":
+        return "FRAGLAB_MODE=cpu"
+    ok, why = _probe()
+    return "" if ok else (why or "no CUDA GPU")
+
+
+def require_gpu(what: str = "this") -> None:
+    if not gpu_available():
+        raise GPUUnavailable(f"{what} needs a CUDA GPU, and none is usable here ({why_no_gpu()}). "
+                             "On a GPU-less machine the course compiles kernels and runs the warp "
+                             "emulator instead.")
+
+
+def compute_capability() -> tuple[int, int]:
+    require_gpu("reading the compute capability")
+    import cupy
+    cc = cupy.cuda.Device().compute_capability  # e.g. '90'
+    return int(cc[:-1]), int(cc[-1])
+
+
+def arch() -> str:
+    """The current GPU's target, e.g. ``'sm_90'``."""
+    major, minor = compute_capability()
+    return f"sm_{major}{minor}"
+
+
+def name() -> str:
+    require_gpu("reading the GPU name")
+    import cupy
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    n = props["name"]
+    return n.decode() if isinstance(n, bytes) else str(n)
+
+
+#: Lowest compute capability for each input type of WMMA.
+_WMMA_MIN_CC = {"f16": (7, 0), "s8": (7, 2), "u8": (7, 2), "bf16": (8, 0), "tf32": (8, 0),
+                "f64": (8, 0)}
+
+
+def supports(dtype: str, cc: tuple[int, int] | None = None) -> tuple[bool, str]:
+    """Can WMMA use inputs of ``dtype`` (f16, bf16, tf32, s8, u8, f64) on this GPU (or on ``cc``)?
+
+    Returns ``(ok, reason)``; the reason is a sentence fit for a skip message.
+    """
+    need = _WMMA_MIN_CC.get(dtype)
+    if need is None:
+        raise ValueError(f"unknown WMMA input type {dtype!r}; known: {sorted(_WMMA_MIN_CC)}")
+    cc = cc or compute_capability()
+    if tuple(cc) >= need:
+        return True, ""
+    return False, (f"{dtype} WMMA needs compute capability {need[0]}.{need[1]} or newer; "
+                   f"this GPU is {cc[0]}.{cc[1]}")
+
+
+def status_line() -> str:
+    """One line saying where code runs. Notebooks print it; nbval sanitizes it (it differs by machine)."""
+    if gpu_available():
+        return f"[gpu] kernels run on {name()} ({arch()})"
+    return f"[cpu] no GPU ({why_no_gpu()}): kernels are compiled and their SASS checked, not run"

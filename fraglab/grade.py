@@ -1,0 +1,103 @@
+"""Graded checks for labs.
+
+A check prints ``PASS <exercise>: <what was checked>`` when the answer is right and raises
+:class:`GradeError` (an ``AssertionError``) naming what is wrong otherwise. Notebooks keep the
+PASS line as the cell's stored output, so nbval fails an unsolved or wrong lab.
+
+Lines that differ between a GPU machine and a GPU-less one start with ``[gpu]`` or ``[cpu]``; the
+course's nbval sanitizer (``nbval_sanitize.cfg``) hides them, so the same stored outputs grade
+in both modes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import device, toolchain
+
+
+class GradeError(AssertionError):
+    pass
+
+
+def passed(exercise: str, what: str) -> None:
+    print(f"PASS {exercise}: {what}")
+
+
+def fail(exercise: str, message: str) -> None:
+    raise GradeError(f"{exercise} is not solved yet: {message}")
+
+
+def rel_error(got, ref) -> float:
+    """‖got − ref‖ / ‖ref‖ in float64 (inf if ``got`` has NaN/inf where ``ref`` is finite)."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return float("inf")
+    if not np.all(np.isfinite(got) == np.isfinite(ref)):
+        return float("inf")
+    fin = np.isfinite(ref)
+    num = np.linalg.norm((got - ref)[fin])
+    den = np.linalg.norm(ref[fin])
+    return float(num / den) if den > 0 else float(num)
+
+
+def mismatch_table(got, ref, *, rtol: float, atol: float = 0.0, labels=("row", "col"),
+                   limit: int = 8) -> str:
+    """A few of the worst elements, e.g. ``row 3 col 7: got 1.5, expected 2.0``."""
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    if got.shape != ref.shape:
+        return f"shape {got.shape}, expected {ref.shape}"
+    bad = ~np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    idx = np.argwhere(bad)
+    if len(idx) == 0:
+        return "all elements agree"
+    lines = [f"{len(idx)} of {got.size} elements wrong:"]
+    for i in idx[:limit]:
+        where = " ".join(f"{n} {v}" for n, v in zip(labels, i)) if got.ndim else "value"
+        lines.append(f"  {where}: got {got[tuple(i)]:.6g}, expected {ref[tuple(i)]:.6g}")
+    if len(idx) > limit:
+        lines.append(f"  ... and {len(idx) - limit} more")
+    return "\n".join(lines)
+
+
+def check_close(exercise: str, got, ref, *, rtol: float, atol: float = 0.0, what: str = "",
+                labels=("row", "col")) -> None:
+    """Pass when every element is within ``atol + rtol*|ref|`` (NaN only where ``ref`` is NaN)."""
+    got = np.asarray(got)
+    ref = np.asarray(ref)
+    if got.shape != ref.shape:
+        fail(exercise, f"result has shape {got.shape}, expected {ref.shape}")
+    if not np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,
+                       equal_nan=True):
+        fail(exercise, mismatch_table(got, ref, rtol=rtol, atol=atol, labels=labels))
+    passed(exercise, what or f"{got.size} values match the reference")
+
+
+def check_sass(exercise: str, source: str, kernel: str, *, expect: dict[str, int] | None = None,
+               classes_zero: tuple[str, ...] = (), arches=toolchain.ARCHES) -> dict:
+    """Compile ``source`` for every target and check its SASS: ``expect`` maps a base opcode to
+    its exact count; ``classes_zero`` lists instruction classes that must not appear. Returns the
+    per-arch opcode counters."""
+    counts = {}
+    for arch in arches:
+        try:
+            b = toolchain.compile(f"{exercise}.cu", arch, source=source)
+        except toolchain.CompileError as e:
+            fail(exercise, f"the CUDA code does not compile for {arch}:\n{e.log}")
+        if kernel not in b.resources:
+            fail(exercise, f"no kernel named {kernel!r} (found {b.kernels})")
+        ops, cls = b.opcodes(kernel), b.classes(kernel)
+        for op, n in (expect or {}).items():
+            if ops.get(op, 0) != n:
+                fail(exercise, f"{arch} SASS has {ops.get(op, 0)} {op}, expected {n}")
+        for c in classes_zero:
+            if cls[c]:
+                fail(exercise, f"{arch} SASS has {cls[c]} {c} instruction(s), expected none")
+        counts[arch] = ops
+    return counts
+
+
+def mode_line(gpu_text: str, cpu_text: str) -> None:
+    """Print what this machine did, tagged so that nbval compares it in neither mode."""
+    print(f"[gpu] {gpu_text}" if device.gpu_available() else f"[cpu] {cpu_text}")

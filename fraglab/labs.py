@@ -1,0 +1,134 @@
+"""Labs are their solution notebooks with the exercise regions cut out, mechanically.
+
+In a solution notebook, an exercise is a region of a code cell between two marker lines::
+
+    # BEGIN EXERCISE 1
+    #| raise NotImplementedError("Exercise 1: ...")     <- stub line: kept in the lab, uncommented
+    v = values.copy()                                    <- solution line: cut from the lab
+    # END EXERCISE
+
+``//`` works as the comment leader too (for CUDA source held in a Python string), so ``//|`` marks
+a stub line there. Everything outside the regions, outputs included, is copied unchanged: the lab
+keeps the outputs a correct solution prints, so nbval fails on the lab until it is solved.
+
+    python -m fraglab.labs build   # write labs/*.ipynb from solutions/*.ipynb
+    python -m fraglab.labs check   # fail if a lab is not exactly what build would write
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import sys
+from pathlib import Path
+
+from .toolchain import REPO_ROOT
+
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+LABS_DIR = REPO_ROOT / "labs"
+
+BEGIN = re.compile(r"^\s*(#|//)\s*BEGIN EXERCISE\s+(\S+)")
+END = re.compile(r"^\s*(#|//)\s*END EXERCISE\b")
+STUB = re.compile(r"^(\s*)(#|//)\| ?(.*)$")
+
+
+class LabFormatError(ValueError):
+    """A solution notebook's exercise markers are malformed."""
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def regions(text: str, where: str = "") -> list[tuple[str, int, int]]:
+    """``(exercise id, begin line, end line)`` of each region in a cell's text (0-based lines)."""
+    out, open_at, open_id = [], None, None
+    for i, line in enumerate(text.splitlines()):
+        if BEGIN.match(line):
+            if open_at is not None:
+                raise LabFormatError(f"{where}: line {i + 1}: BEGIN EXERCISE inside exercise {open_id}")
+            open_at, open_id = i, BEGIN.match(line).group(2)
+        elif END.match(line):
+            if open_at is None:
+                raise LabFormatError(f"{where}: line {i + 1}: END EXERCISE without BEGIN")
+            out.append((open_id, open_at, i))
+            open_at = None
+    if open_at is not None:
+        raise LabFormatError(f"{where}: exercise {open_id} has no END EXERCISE")
+    return out
+
+
+def cut(text: str, where: str = "") -> str:
+    """The lab version of a cell's text: inside each region, only the stub lines, uncommented."""
+    lines = text.splitlines(keepends=True)
+    drop: set[int] = set()
+    replace: dict[int, str] = {}
+    for _, b, e in regions(text, where):
+        for i in range(b + 1, e):
+            m = STUB.match(lines[i].rstrip("\n"))
+            if m:
+                replace[i] = m.group(1) + m.group(3) + ("\n" if lines[i].endswith("\n") else "")
+            else:
+                drop.add(i)
+    return "".join(replace.get(i, l) for i, l in enumerate(lines) if i not in drop)
+
+
+def make_lab(solution: dict, where: str = "notebook") -> dict:
+    """The lab notebook (a new dict) for a solution notebook dict."""
+    lab = copy.deepcopy(solution)
+    ids: list[str] = []
+    for k, cell in enumerate(lab["cells"]):
+        text = _source(cell)
+        found = regions(text, f"{where} cell {k}")
+        if found and cell["cell_type"] != "code":
+            raise LabFormatError(f"{where} cell {k}: exercise markers belong in code cells")
+        if found:
+            ids += [r[0] for r in found]
+            cell["source"] = cut(text, f"{where} cell {k}")
+    if not ids:
+        raise LabFormatError(f"{where}: no exercise regions; a lab needs at least one")
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise LabFormatError(f"{where}: exercise ids used twice: {sorted(dup)}")
+    return lab
+
+
+def read(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def write(path: Path, nb: dict) -> None:
+    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def build(check_only: bool = False) -> list[str]:
+    """Write (or, with ``check_only``, compare) every lab. Returns the names of stale labs."""
+    stale = []
+    for sol in sorted(SOLUTIONS_DIR.glob("*.ipynb")):
+        lab_path = LABS_DIR / sol.name
+        lab = make_lab(read(sol), str(sol.relative_to(REPO_ROOT)))
+        if not lab_path.exists() or read(lab_path) != lab:
+            stale.append(sol.name)
+            if not check_only:
+                write(lab_path, lab)
+    return stale
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in (["build"], ["check"]):
+        print(__doc__)
+        return 2
+    stale = build(check_only=argv == ["check"])
+    if argv == ["check"] and stale:
+        print("labs differ from their solutions outside the exercise regions (run "
+              "`python -m fraglab.labs build`): " + ", ".join(stale))
+        return 1
+    print(("rebuilt: " if argv == ["build"] else "up to date: ") + (", ".join(stale) or "nothing")
+          if argv == ["build"] else "all labs up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Reading SASS: disassemble a cubin with nvdisasm and count instructions by opcode and by class."""
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from .toolchain import ToolchainError, find_tool
+
+#: Instruction classes the course talks about. Order matters: the first matching prefix wins,
+#: so ``IMAD.MOV`` (a move in disguise) is tested before ``IMAD``.
+CLASSES: dict[str, tuple[str, ...]] = {
+    "tensor": ("HMMA", "HGMMA", "IMMA", "IGMMA", "BMMA", "DMMA", "QGMMA", "UTCHMMA", "UTCQMMA"),
+    "shared": ("LDSM", "STSM", "LDS", "STS", "ATOMS"),
+    "global": ("LDGSTS", "LDGDEPBAR", "LDG", "STG", "RED", "ATOMG", "UBLKCP", "UTMALDG", "UTMASTG"),
+    "local": ("LDL", "STL"),
+    "shuffle": ("SHFL",),
+    "barrier": ("BAR", "SYNCS", "MEMBAR", "WARPSYNC", "DEPBAR"),
+    "move": ("IMAD.MOV", "MOV", "UMOV", "PRMT", "SEL"),
+    "integer": ("LOP3", "SHF", "IMAD", "LEA", "IADD3", "IADD", "ISETP", "IMNMX", "VIMNMX",
+                "ULOP3", "USHF", "UIMAD", "ULEA", "UIADD3", "UISETP", "FLO", "POPC", "BREV"),
+    "float": ("FFMA", "FADD", "FMUL", "FMNMX", "FSETP", "FSEL", "MUFU", "HADD2", "HMUL2",
+              "HFMA2", "HMNMX2", "F2F", "F2I", "I2F", "FCHK", "FRND"),
+    "control": ("BRA", "EXIT", "RET", "CALL", "BSSY", "BSYNC", "NOP", "YIELD", "BPT", "WARPGROUP"),
+    "special": ("S2R", "S2UR", "CS2R", "R2UR", "LDCU", "LDC", "ULDC", "VOTE", "VOTEU", "MATCH"),
+}
+_INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+def disassemble(build, kernel: str | None = None) -> str:
+    """nvdisasm text of ``build`` (a :class:`fraglab.toolchain.Build`), or of one kernel in it."""
+    nvdisasm = find_tool("nvdisasm")
+    with tempfile.TemporaryDirectory() as tmp:
+        cubin = Path(tmp) / "k.cubin"
+        cubin.write_bytes(build.cubin)
+        r = subprocess.run([str(nvdisasm), "-c", "-g", str(cubin)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ToolchainError(f"nvdisasm failed on {build.name} ({build.arch}):\n{r.stderr}")
+    text = r.stdout
+    if kernel is None:
+        return text
+    return function_text(text, kernel)
+
+
+def function_text(sass_text: str, kernel: str) -> str:
+    """The part of an nvdisasm listing that belongs to one kernel (section ``.text.<kernel>``)."""
+    lines, keep, found = [], False, False
+    for line in sass_text.splitlines():
+        s = line.strip()
+        if s.startswith(".section") or (s.startswith(".text.") and s.endswith(":")):
+            name = s.split()[1].split(",")[0] if s.startswith(".section") else s[:-1]
+            keep = name == f".text.{kernel}"
+            found |= keep
+        if keep:
+            lines.append(line)
+    if not found:
+        names = sorted(set(re.findall(r"^\.text\.([\w$]+):", sass_text, re.M)))
+        raise KeyError(f"kernel {kernel!r} not in the SASS; kernels there: {names}")
+    return "\n".join(lines)
+
+
+def instructions(sass_text: str, padding: bool = False) -> list[str]:
+    """Opcodes of a listing in order, full form (``HMMA.16816.F32``), predicates dropped.
+
+    Each kernel ends with a branch to itself followed by NOPs that pad the code to an alignment
+    boundary; they never execute, so they are left out unless ``padding=True``.
+    """
+    ops = [m.group(2) for m in _INSN.finditer(sass_text)]
+    if not padding:
+        while ops and ops[-1] == "NOP":
+            ops.pop()
+        if ops and ops[-1] == "BRA" and (len(ops) < 2 or ops[-2] in ("EXIT", "BRA")):
+            ops.pop()
+    return ops
+
+
+def count_opcodes(sass_text: str, base: bool = True) -> Counter:
+    ops = instructions(sass_text)
+    return Counter(op.split(".")[0] if base else op for op in ops)
+
+
+def classify(opcode: str) -> str:
+    for cls, prefixes in CLASSES.items():
+        for p in prefixes:
+            if opcode == p or opcode.startswith(p + "."):
+                return cls
+    return "other"
+
+
+def count_classes(sass_text: str) -> Counter:
+    """Counter over :data:`CLASSES` names (and ``other``); zero counts are included."""
+    c = Counter({k: 0 for k in (*CLASSES, "other")})
+    c.update(classify(op) for op in instructions(sass_text))
+    return c

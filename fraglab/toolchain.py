@@ -1,0 +1,359 @@
+"""The course's one compile path: CUDA source -> NVRTC -> PTX + CUBIN + ptxas resource report.
+
+Everything (book chapters, labs, tests, benchmarks) compiles through :func:`compile`, which works
+with or without a GPU: NVRTC and the disassembler are libraries and programs, not the driver.
+
+    >>> b = compile("00_hello_warp", arch="sm_90")
+    >>> b.resources["warp_sum"]["registers"]
+    >>> print(b.sass("warp_sum"))
+
+Results are cached on disk (``$FRAGLAB_CACHE`` or ``~/.cache/fraglab``), keyed by the source, every
+header in ``kernels/``, the options and the NVRTC version, so a re-run does not recompile.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+KERNELS_DIR = REPO_ROOT / "kernels"
+
+#: Targets every kernel is compile-tested for. sm_75 (Turing, Colab's T4) has f16 WMMA only.
+ARCHES = ("sm_75", "sm_80", "sm_90", "sm_120")
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a source. ``log`` holds the compiler log (file(line): error: ...)."""
+
+    def __init__(self, name: str, arch: str, log: str):
+        self.name, self.arch, self.log = name, arch, log
+        super().__init__(f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
+
+
+class ToolchainError(RuntimeError):
+    """A tool or header the course needs is missing; the message says how to get it."""
+
+
+# --------------------------------------------------------------------------------------------
+# Finding NVRTC, headers and binary tools
+# --------------------------------------------------------------------------------------------
+
+def _nvrtc():
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ToolchainError("CuPy is not installed: run `make test` or "
+                             "`pip install -r requirements.txt`") from e
+    return nvrtc
+
+
+@lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    """(major, minor) of the NVRTC library CuPy loaded."""
+    try:
+        return tuple(_nvrtc().getVersion())
+    except Exception as e:  # libnvrtc missing
+        raise ToolchainError(
+            "CuPy found no NVRTC library. Install the wheel matching your CuPy "
+            "(nvidia-cuda-nvrtc-cu12 for cupy-cuda12x) or a CUDA toolkit.\n" + str(e)) from e
+
+
+def _pip_nvidia_dirs() -> list[Path]:
+    """Folders of the pip `nvidia.*` wheels (cuda_runtime, cuda_nvcc, cu13, ...)."""
+    out = []
+    for entry in sys.path:
+        root = Path(entry or ".") / "nvidia"
+        if root.is_dir():
+            out.extend(sorted(p for p in root.iterdir() if p.is_dir()))
+    return out
+
+
+def _header_cuda_major(include_dir: Path) -> int | None:
+    """CUDA major version of a header folder, read from cuda_runtime_api.h (None if unknown)."""
+    for name in ("cuda_runtime_api.h", "cuda.h"):
+        h = include_dir / name
+        if h.is_file():
+            m = re.search(r"#define\s+CUDART?_VERSION\s+(\d+)", h.read_text(errors="replace"))
+            if m:
+                return int(m.group(1)) // 1000
+    return None
+
+
+def _include_candidates() -> list[Path]:
+    cands: list[Path] = []
+    if os.environ.get("CUDA_PATH"):
+        cands.append(Path(os.environ["CUDA_PATH"]) / "include")
+    cands.append(Path("/usr/local/cuda/include"))
+    cands += [d / "include" for d in _pip_nvidia_dirs()]
+    seen, out = set(), []
+    for c in cands:
+        if c.is_dir() and c.resolve() not in seen:
+            seen.add(c.resolve())
+            out.append(c)
+    return out
+
+
+@lru_cache(maxsize=None)
+def include_dirs() -> tuple[Path, ...]:
+    """Header folders that together provide ``mma.h`` and ``crt/mma.h`` for this NVRTC.
+
+    ``mma.h`` only forwards to ``crt/mma.h``; the pip wheels split them (``cuda_runtime`` has the
+    first, ``cuda_nvcc`` the second), so both folders are returned when needed. Folders whose CUDA
+    major version differs from NVRTC's are passed over: CUDA 13 headers do not suit NVRTC 12.
+    """
+    major = nvrtc_version()[0]
+    cands = [c for c in _include_candidates() if _header_cuda_major(c) in (major, None)]
+    for c in cands:  # one folder with both: a full toolkit
+        if (c / "mma.h").is_file() and (c / "crt" / "mma.h").is_file() \
+                and _header_cuda_major(c) == major:
+            return (c,)
+    top = [c for c in cands if (c / "mma.h").is_file() and _header_cuda_major(c) == major]
+    crt = [c for c in cands if (c / "crt" / "mma.h").is_file()]
+    if top and crt:
+        return (top[0], crt[0])
+    raise ToolchainError(
+        f"No CUDA {major}.x headers providing both mma.h and crt/mma.h were found (looked in: "
+        + ", ".join(map(str, _include_candidates())) + "). With pip, install "
+        f"nvidia-cuda-runtime-cu{major} and nvidia-cuda-nvcc-cu{major}; or set CUDA_PATH to a "
+        "CUDA toolkit of the same major version as NVRTC.")
+
+
+def find_tool(name: str) -> Path:
+    """Path of a CUDA binary tool (nvdisasm, cuobjdump, ptxas): pip wheels, CUDA_PATH, PATH."""
+    cands = [d / "bin" / name for d in _pip_nvidia_dirs()]
+    if os.environ.get("CUDA_PATH"):
+        cands.append(Path(os.environ["CUDA_PATH"]) / "bin" / name)
+    cands.append(Path("/usr/local/cuda/bin") / name)
+    which = shutil.which(name)
+    if which:
+        cands.append(Path(which))
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return c
+    raise ToolchainError(f"`{name}` not found: install the nvidia-cuda-{name} wheel "
+                         "(see requirements.txt) or put a CUDA toolkit's bin/ on PATH")
+
+
+# --------------------------------------------------------------------------------------------
+# Compiling
+# --------------------------------------------------------------------------------------------
+
+_PTXAS_FUNC = re.compile(r"Compiling entry function '([^']+)' for '(sm_\w+)'")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers")
+
+
+def parse_ptxas_log(log: str) -> dict[str, dict]:
+    """Per kernel: registers, barriers, smem, cmem0, stack_frame, spill_stores, spill_loads (bytes)."""
+    res: dict[str, dict] = {}
+    cur = None
+    for line in log.splitlines():
+        m = _PTXAS_FUNC.search(line)
+        if m:
+            cur = res.setdefault(m.group(1), dict(registers=0, barriers=0, smem=0, cmem0=0,
+                                                  stack_frame=0, spill_stores=0, spill_loads=0))
+            continue
+        if cur is None:
+            continue
+        m = _PTXAS_FRAME.search(line)
+        if m:
+            cur.update(stack_frame=int(m.group(1)), spill_stores=int(m.group(2)),
+                       spill_loads=int(m.group(3)))
+        if _PTXAS_USED.search(line):
+            cur["registers"] = int(_PTXAS_USED.search(line).group(1))
+            for key, pat in (("barriers", r"used (\d+) barriers"), ("smem", r"(\d+) bytes smem"),
+                             ("cmem0", r"(\d+) bytes cmem\[0\]")):
+                mm = re.search(pat, line)
+                cur[key] = int(mm.group(1)) if mm else 0
+    return res
+
+
+def _normalize_arch(arch: str | int | None) -> str:
+    if arch is None:
+        from . import device
+        return device.arch()
+    a = str(arch).lower().replace("compute_", "sm_")
+    if not a.startswith("sm_"):
+        a = "sm_" + a
+    if not re.fullmatch(r"sm_\d{2,3}a?", a):
+        raise ValueError(f"arch must look like 'sm_90' (or 90), got {arch!r}")
+    return a
+
+
+def kernel_path(name: str | os.PathLike) -> Path:
+    """``'00_hello_warp'`` -> ``kernels/00_hello_warp.cu``; a path is returned as is."""
+    p = Path(name)
+    if p.suffix in (".cu", ".cuh") and p.is_file():
+        return p
+    cand = KERNELS_DIR / (str(name) + ("" if str(name).endswith(".cu") else ".cu"))
+    if not cand.is_file():
+        known = ", ".join(sorted(q.stem for q in KERNELS_DIR.glob("*.cu")))
+        raise FileNotFoundError(f"no kernel source {cand} (known: {known})")
+    return cand
+
+
+def _headers_digest() -> str:
+    h = hashlib.sha256()
+    for p in sorted(KERNELS_DIR.glob("*.cuh")):
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("FRAGLAB_CACHE", Path.home() / ".cache" / "fraglab"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@dataclass
+class Build:
+    """One compiled translation unit for one target."""
+    name: str
+    arch: str
+    options: tuple[str, ...]
+    ptx: str
+    cubin: bytes
+    log: str
+    key: str
+    resources: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> list[str]:
+        return sorted(self.resources)
+
+    def sass(self, kernel: str | None = None) -> str:
+        """SASS of one kernel (or the whole cubin) from nvdisasm."""
+        from . import sass
+        return sass.disassemble(self, kernel)
+
+    def opcodes(self, kernel: str, base: bool = True):
+        """Counter of SASS opcodes of a kernel (base names like HMMA, or full like HMMA.16816.F32)."""
+        from . import sass
+        return sass.count_opcodes(self.sass(kernel), base=base)
+
+    def classes(self, kernel: str):
+        """Counter of SASS instruction classes (tensor, shared, global, shuffle, barrier, ...)."""
+        from . import sass
+        return sass.count_classes(self.sass(kernel))
+
+    def report(self, kernel: str) -> dict:
+        """Resource use of a kernel from ptxas, plus the SASS class counts."""
+        if kernel not in self.resources:
+            raise KeyError(f"{self.name} has no kernel {kernel!r}; it has {self.kernels}")
+        return {**self.resources[kernel], **{f"sass_{k}": v for k, v in self.classes(kernel).items()}}
+
+
+_memory_cache: dict[str, Build] = {}
+
+
+def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: str | None = None,
+            defines: dict | None = None, options: tuple[str, ...] | list[str] = ()) -> Build:
+    """Compile a kernel file (``kernels/NAME.cu``) or a ``source`` string for ``arch``.
+
+    ``arch`` defaults to the GPU in use (an error without one). ``defines`` become ``-DKEY=VALUE``.
+    Kernels should be ``extern "C"`` so their names are plain. Raises :class:`CompileError` with
+    NVRTC's log (file and line of each error) when the source does not compile.
+    """
+    arch = _normalize_arch(arch)
+    if source is None:
+        path = kernel_path(name)
+        source, label = path.read_text(), str(path.relative_to(REPO_ROOT)) \
+            if path.resolve().is_relative_to(REPO_ROOT) else str(path)
+    else:
+        label = str(name)
+    opts = [f"-arch={arch}", "-std=c++17", "-lineinfo", "--ptxas-options=-v",
+            f"-I{KERNELS_DIR}"] + [f"-I{d}" for d in include_dirs()]
+    opts += [f"-D{k}={v}" for k, v in sorted((defines or {}).items())] + list(options)
+    key = hashlib.sha256(json.dumps([label, source, _headers_digest(), opts,
+                                     list(nvrtc_version())]).encode()).hexdigest()[:24]
+    if key in _memory_cache:
+        return _memory_cache[key]
+    build = _load_cached(key)
+    if build is None:
+        build = _nvrtc_compile(label, arch, source, opts, key)
+        _store_cached(build)
+    _memory_cache[key] = build
+    return build
+
+
+def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+    nvrtc = _nvrtc()
+    prog = nvrtc.createProgram(source, label, [], [])
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            raise CompileError(label, arch, nvrtc.getProgramLog(prog).rstrip("\x00")) from None
+        log = nvrtc.getProgramLog(prog).rstrip("\x00")
+        ptx = nvrtc.getPTX(prog)
+        cubin = nvrtc.getCUBIN(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+    ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
+    cubin = _complete_elf(bytes(cubin))
+    return Build(name=label, arch=arch, options=tuple(opts), ptx=ptx.rstrip("\x00"),
+                 cubin=bytes(cubin), log=log, key=key, resources=parse_ptxas_log(log))
+
+
+def _complete_elf(data: bytes) -> bytes:
+    """Pad a cubin to the length its own ELF headers give.
+
+    CuPy's ``getCUBIN`` returns the buffer one byte short (it treats the size as a C string's and
+    drops the last byte), and nvdisasm then calls the file invalid. Rather than assume how many
+    bytes are missing, read the ELF64 section and program header tables and pad with zeros to their end.
+    """
+    import struct
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ToolchainError("NVRTC returned something that is not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
+    for i in range(shnum):
+        off = shoff + i * shentsize
+        if off + shentsize > len(data):
+            break
+        sh_type, = struct.unpack_from("<I", data, off + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", data, off + 24)
+        if sh_type != 8:  # SHT_NOBITS occupies no file space
+            end = max(end, sh_offset + sh_size)
+    return data + b"\x00" * max(0, end - len(data))
+
+
+def _load_cached(key: str) -> Build | None:
+    d = cache_dir() / key
+    try:
+        meta = json.loads((d / "meta.json").read_text())
+        return Build(ptx=(d / "kernel.ptx").read_text(), cubin=(d / "kernel.cubin").read_bytes(),
+                     **meta)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _store_cached(b: Build) -> None:
+    d = cache_dir() / b.key
+    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "kernel.ptx").write_text(b.ptx)
+        (tmp / "kernel.cubin").write_bytes(b.cubin)
+        meta = dict(name=b.name, arch=b.arch, options=list(b.options), log=b.log, key=b.key,
+                    resources=b.resources)
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        os.replace(tmp, d) if not d.exists() else shutil.rmtree(tmp)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)  # a read-only cache only costs a recompile
+
+
+def compile_all(name: str, arches=ARCHES, **kw) -> dict[str, Build]:
+    """Compile one source for several targets (the compile tests use this)."""
+    return {a: compile(name, a, **kw) for a in arches}

@@ -1,0 +1,28 @@
+"""Test tiers. Every machine: unit, compile + SASS, emulator, labs and solutions through nbval in
+GPU-less mode, the book build. Where CuPy sees a GPU, also: kernels against NumPy references and
+nbval of book, labs and solutions in GPU mode. A skipped test says why."""
+import numpy as np
+import pytest
+
+from fraglab import device
+
+
+def pytest_collection_modifyitems(config, items):
+    if device.gpu_available():
+        return
+    skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {device.why_no_gpu()}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    return f"fraglab mode: {device.mode()} ({device.status_line()})"
+
+
+@pytest.fixture
+def rng():
+    """Fresh random inputs on every run (the seed is printed on failure by pytest's -ra output)."""
+    seed = np.random.SeedSequence().entropy % 2**32
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
