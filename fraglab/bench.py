@@ -3,8 +3,9 @@
 Every number in the course is measured here, so every number is taken the same way:
 
 * **GPU clocks, not host clocks.** Each repeat is bracketed by a pair of CUDA events
-  recorded on the current stream; the GPU stamps them, so launch queues and Python
-  overhead on the host do not leak into the result.
+  recorded on the current stream; the GPU stamps them. A small "gate" kernel holds the
+  stream while the host enqueues the repeats, so Python launch overhead does not leak
+  into the result either (see :class:`_Gate`).
 * **Warm-up in the same process** (module load, NVRTC compilation, clock ramp-up),
   then **many repeats**, reported as a median with its spread (p10/p90, IQR).
 * **Optional L2 flush** before each repeat, outside the timed region, for "cold cache"
@@ -20,11 +21,14 @@ when you time something, so ``import fraglab.bench`` works on a machine without 
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import json
 import os
 import platform
 import socket
 import sys
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
@@ -117,47 +121,113 @@ def _flush_l2(stream) -> None:
     _cupy().cuda.runtime.memsetAsync(buf.data.ptr, 0, buf.nbytes, stream.ptr)
 
 
-def _event_timer(fn: Callable[[], Any], n: int, flush_l2: bool) -> list[float]:
+_GATE_SRC = r"""
+extern "C" __global__ void fraglab_bench_gate(volatile int* flags, unsigned long long timeout_ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    while (flags[0] == 0) {                    // spin until the host opens the gate ...
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 > timeout_ns) { flags[1] = 1; return; }   // ... or give up (no deadlock)
+    }
+}"""
+
+
+class _Gate:
+    """A one-thread kernel that holds the stream until the host has enqueued a chunk of repeats.
+
+    Without it, a callable that the host launches more slowly than the GPU runs it (a tiny
+    kernel launched from Python) leaves the GPU idle *between* the start event and the kernel,
+    and the launch gap is timed as if it were kernel time. The gate's flags live in mapped,
+    pinned host memory (on 64-bit Linux the host pointer is also the device pointer).
+    """
+
+    _instance = None
+    timeout_s = 1.0
+
+    def __init__(self):
+        cp = _cupy()
+        rt = cp.cuda.runtime
+        self.ptr = rt.hostAlloc(8, rt.hostAllocMapped | rt.hostAllocPortable)  # kept for the process
+        self.flags = (ctypes.c_int * 2).from_address(self.ptr)  # [open, timed_out]
+        self.kernel = cp.RawKernel(_GATE_SRC, "fraglab_bench_gate")
+
+    @classmethod
+    def get(cls) -> "_Gate":
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+    def close(self, stream) -> None:
+        self.flags[0] = self.flags[1] = 0
+        self.kernel((1,), (1,), (np.uint64(self.ptr), np.uint64(int(self.timeout_s * 1e9))),
+                    stream=stream)
+
+    def open(self) -> None:
+        self.flags[0] = 1
+
+
+_CHUNK = 32  # repeats enqueued behind one gate: keeps well inside the driver's launch queue
+
+
+def _event_timer(fn: Callable[[], Any], n: int, flush_l2: bool, hold: bool = True) -> list[float]:
     """Time ``n`` calls of ``fn`` with one pair of CUDA events per call.
 
-    All ``n`` repeats are enqueued before we synchronize once, at the end: the host runs
-    ahead, so the GPU sees the calls back to back and each event pair measures GPU time
-    only. (Synchronizing per repeat would idle the GPU while the host launches the next
-    call, and for microsecond kernels that idle gap would land inside the timed region.)
-    The L2 flush, if asked for, sits between one call's end event and the next one's start.
+    Repeats are enqueued in chunks of ``_CHUNK``; with ``hold=True`` each chunk waits behind
+    :class:`_Gate`, so the GPU runs the calls back to back and each event pair measures GPU
+    time only. We synchronize once per chunk, outside every timed region. The L2 flush, if
+    asked for, sits between one call's end event and the next one's start event.
     """
     cp = _cupy()
     stream = cp.cuda.get_current_stream()
-    pairs = []
-    for _ in range(n):
-        if flush_l2:
-            _flush_l2(stream)
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        pairs.append((start, end))
-    pairs[-1][1].synchronize()
-    return [cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
+    gate = _Gate.get() if hold else None
+    times: list[float] = []
+    for first in range(0, n, _CHUNK):
+        if gate:
+            gate.close(stream)
+        pairs = []
+        for _ in range(min(_CHUNK, n - first)):
+            if flush_l2:
+                _flush_l2(stream)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(stream)
+            fn()
+            end.record(stream)
+            pairs.append((start, end))
+        if gate:
+            gate.open()
+        pairs[-1][1].synchronize()
+        if gate and gate.flags[1]:
+            warnings.warn("fraglab.bench: the host took over "
+                          f"{_Gate.timeout_s:g} s to enqueue {len(pairs)} calls (does fn "
+                          "synchronize?); these timings include launch gaps. Try hold=False.",
+                          RuntimeWarning, stacklevel=3)
+        times += [cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
+    return times
 
 
 def time_kernel(fn: Callable[[], Any], *, warmup: int = 10, repeat: int = 200,
-                flush_l2: bool = False, name: str | None = None,
+                flush_l2: bool = False, name: str | None = None, hold: bool = True,
                 _timer: TimerFn | None = None) -> Timing:
     """Time ``fn()``, a zero-argument callable that enqueues GPU work on the current stream.
 
-    ``warmup`` untimed calls come first (same flush setting), then ``repeat`` timed ones.
+    ``warmup`` untimed calls come first (same flush setting, but no gate: a first call may
+    compile or load a module, which takes longer than the gate waits), then ``repeat``
+    timed ones.
     ``flush_l2=True`` evicts L2 before every repeat, outside the timed region.
+    ``hold=False`` drops the gate (see :func:`_event_timer`); only for callables that must
+    synchronize inside, whose numbers then include launch gaps.
     """
     if repeat < 1:
         raise ValueError("repeat must be >= 1")
     if _timer is None:
         _require_gpu()
-    timer = _timer or _event_timer
+    timer = _timer or functools.partial(_event_timer, hold=hold)
+    warm = _timer or functools.partial(_event_timer, hold=False)  # no gate: first calls may compile
     if warmup > 0:
-        timer(fn, warmup, flush_l2)
+        warm(fn, warmup, flush_l2)
     times = timer(fn, repeat, flush_l2)
-    return Timing(name, times, {"warmup": warmup, "repeat": repeat, "flush_l2": flush_l2})
+    return Timing(name, times, {"warmup": warmup, "repeat": repeat, "flush_l2": flush_l2,
+                                "hold": hold})
 
 
 # --------------------------------------------------------------------------- comparing
@@ -219,7 +289,8 @@ class Comparison:
 
 def compare(variants: dict[str, Callable[[], Any]], *, baseline: str | None = None,
             warmup: int = 10, repeat: int = 200, rounds: int = 5, flush_l2: bool = False,
-            progress: bool = True, _timer: TimerFn | None = None) -> Comparison:
+            progress: bool = True, hold: bool = True,
+            _timer: TimerFn | None = None) -> Comparison:
     """Time several variants in interleaved rounds and compare them as ratios.
 
     Each variant is warmed up, then ``rounds`` rounds run; in each round every variant is
@@ -236,10 +307,11 @@ def compare(variants: dict[str, Callable[[], Any]], *, baseline: str | None = No
         raise ValueError("repeat must be >= 1")
     if _timer is None:
         _require_gpu()
-    timer = _timer or _event_timer
+    timer = _timer or functools.partial(_event_timer, hold=hold)
+    warm = _timer or functools.partial(_event_timer, hold=False)  # no gate: first calls may compile
     for name in names:
         if warmup > 0:
-            timer(variants[name], warmup, flush_l2)
+            warm(variants[name], warmup, flush_l2)
     plan = _schedule(names, repeat, rounds)
     samples: dict[str, list[float]] = {k: [] for k in names}
     bar = _Progress(len(plan), enabled=progress)
@@ -251,8 +323,8 @@ def compare(variants: dict[str, Callable[[], Any]], *, baseline: str | None = No
             f"{k} {_fmt_ms(float(np.median(v)))} ms" for k, v in samples.items()))
     bar.close()
     settings = {"warmup": warmup, "repeat": repeat, "rounds": len(plan),
-                "flush_l2": flush_l2, "orders": [o for o, _ in plan]}
-    timings = {k: Timing(k, v, {"warmup": warmup, "flush_l2": flush_l2})
+                "flush_l2": flush_l2, "hold": hold, "orders": [o for o, _ in plan]}
+    timings = {k: Timing(k, v, {"warmup": warmup, "flush_l2": flush_l2, "hold": hold})
                for k, v in samples.items()}
     clocks = clock_check() if _timer is None else None
     return Comparison(timings, baseline, settings, clocks)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import device, toolchain
+from . import device, toolchain, warp
 
 
 class GradeError(AssertionError):
@@ -41,26 +41,6 @@ def rel_error(got, ref) -> float:
     return float(num / den) if den > 0 else float(num)
 
 
-def mismatch_table(got, ref, *, rtol: float, atol: float = 0.0, labels=("row", "col"),
-                   limit: int = 8) -> str:
-    """A few of the worst elements, e.g. ``row 3 col 7: got 1.5, expected 2.0``."""
-    got = np.asarray(got, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if got.shape != ref.shape:
-        return f"shape {got.shape}, expected {ref.shape}"
-    bad = ~np.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
-    idx = np.argwhere(bad)
-    if len(idx) == 0:
-        return "all elements agree"
-    lines = [f"{len(idx)} of {got.size} elements wrong:"]
-    for i in idx[:limit]:
-        where = " ".join(f"{n} {v}" for n, v in zip(labels, i)) if got.ndim else "value"
-        lines.append(f"  {where}: got {got[tuple(i)]:.6g}, expected {ref[tuple(i)]:.6g}")
-    if len(idx) > limit:
-        lines.append(f"  ... and {len(idx) - limit} more")
-    return "\n".join(lines)
-
-
 def check_close(exercise: str, got, ref, *, rtol: float, atol: float = 0.0, what: str = "",
                 labels=("row", "col")) -> None:
     """Pass when every element is within ``atol + rtol*|ref|`` (NaN only where ``ref`` is NaN)."""
@@ -70,7 +50,8 @@ def check_close(exercise: str, got, ref, *, rtol: float, atol: float = 0.0, what
         fail(exercise, f"result has shape {got.shape}, expected {ref.shape}")
     if not np.allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,
                        equal_nan=True):
-        fail(exercise, mismatch_table(got, ref, rtol=rtol, atol=atol, labels=labels))
+        fail(exercise, warp.format_diff(got, ref, rtol=rtol, atol=atol, equal_nan=True,
+                                        index_names=labels[:got.ndim]))
     passed(exercise, what or f"{got.size} values match the reference")
 
 
@@ -96,6 +77,32 @@ def check_sass(exercise: str, source: str, kernel: str, *, expect: dict[str, int
                 fail(exercise, f"{arch} SASS has {cls[c]} {c} instruction(s), expected none")
         counts[arch] = ops
     return counts
+
+
+class count_calls:
+    """Count calls of ``module.name`` inside a ``with`` block (e.g. shuffles in the emulator)::
+
+        with grade.count_calls(warp, "shfl_xor_sync") as n:
+            answer(v)
+        n.calls  # how many shuffles the answer used
+    """
+
+    def __init__(self, module, name: str):
+        self.module, self.name, self.calls = module, name, 0
+
+    def __enter__(self):
+        self.original = getattr(self.module, self.name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return self.original(*args, **kwargs)
+
+        setattr(self.module, self.name, counted)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.original)
+        return False
 
 
 def mode_line(gpu_text: str, cpu_text: str) -> None:

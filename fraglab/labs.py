@@ -32,6 +32,26 @@ END = re.compile(r"^\s*(#|//)\s*END EXERCISE\b")
 STUB = re.compile(r"^(\s*)(#|//)\| ?(.*)$")
 
 
+#: The first code cell of every notebook (book, labs, solutions); a test checks they are identical.
+SETUP_CELL = """\
+# Setup: make the course's `fraglab` package importable (on Colab, fetch the course first).
+import pathlib, subprocess, sys
+here = pathlib.Path.cwd().resolve()
+root = next((p for p in (here, *here.parents) if (p / "fraglab" / "__init__.py").is_file()), None)
+if root is None and "google.colab" in sys.modules:
+    root = pathlib.Path("/content/fraglab-course")
+    if not root.exists():
+        subprocess.run(["git", "clone", "-q", "--depth", "1",
+                        "https://github.com/fraglab-course/fraglab", str(root)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
+                    str(root / "requirements-colab.txt")], check=True)
+if root is None:
+    raise RuntimeError("Open this notebook from a clone of the course (see its README).")
+sys.path.insert(0, str(root))
+import fraglab
+print(fraglab.status_line())"""
+
+
 class LabFormatError(ValueError):
     """A solution notebook's exercise markers are malformed."""
 

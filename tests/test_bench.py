@@ -8,6 +8,7 @@ import io
 import json
 import os
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -261,7 +262,9 @@ def _scale_fn(cp, n):
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_time_kernel(cp):
-    t = bench.time_kernel(_scale_fn(cp, 1 << 20), warmup=10, repeat=100, name="scale1M")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the first call compiles: warm-up must not hit the gate
+        t = bench.time_kernel(_scale_fn(cp, 1 << 20), warmup=10, repeat=100, name="scale1M")
     assert t.n == 100
     assert 0 < t.min_ms <= t.median_ms < 50
     assert t.p10_ms <= t.median_ms <= t.p90_ms
@@ -310,3 +313,38 @@ def test_gpu_flush_l2(cp):
     assert bench._l2_flush_buffer() is buf  # allocated once
     assert cold.n == 100 and cold.median_ms > 0
     assert cold.median_ms > 0.9 * hot.median_ms
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_gate_hides_launch_overhead(cp):
+    # A tiny kernel launched from Python: the host is slower than the GPU. Without the gate
+    # the launch gap lands inside the events; with it, only GPU time is measured.
+    fn = _scale_fn(cp, 1 << 12)
+    held = bench.time_kernel(fn, repeat=100)
+    loose = bench.time_kernel(fn, repeat=100, hold=False)
+    assert held.median_ms <= 1.05 * loose.median_ms
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_same_kernel_twice_ratio_near_one(cp):
+    fn = _scale_fn(cp, 1 << 22)
+    c = bench.compare({"A": fn, "A_again": fn}, repeat=100, progress=False)
+    assert 0.8 < c.ratios()["A_again"] < 1.25
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_gate_times_out_instead_of_deadlocking(cp, monkeypatch):
+    monkeypatch.setattr(bench._Gate, "timeout_s", 0.05)
+    work = _scale_fn(cp, 1 << 12)
+
+    def syncs():  # a callable that synchronizes inside cannot run behind the gate
+        work()
+        cp.cuda.get_current_stream().synchronize()
+
+    with pytest.warns(RuntimeWarning, match="hold=False"):
+        t = bench.time_kernel(syncs, warmup=0, repeat=3)
+    assert t.n == 3
+    assert bench.time_kernel(syncs, warmup=1, repeat=3, hold=False).n == 3

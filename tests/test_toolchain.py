@@ -1,0 +1,104 @@
+"""The compile path, on any machine: NVRTC, headers, cubins, the ptxas report, SASS."""
+import struct
+
+import pytest
+
+from fraglab import sass, toolchain
+from fraglab.toolchain import ARCHES, CompileError
+
+KERNEL_FILES = sorted(p.stem for p in toolchain.KERNELS_DIR.glob("*.cu"))
+
+
+def test_include_dirs_hold_mma_headers():
+    dirs = toolchain.include_dirs()
+    assert any((d / "mma.h").is_file() for d in dirs)
+    assert any((d / "crt" / "mma.h").is_file() for d in dirs)
+
+
+def test_headers_match_nvrtc_major():
+    major = toolchain.nvrtc_version()[0]
+    for d in toolchain.include_dirs():
+        assert toolchain._header_cuda_major(d) in (major, None)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("name", KERNEL_FILES)
+def test_every_kernel_compiles_for_every_target(name, arch):
+    b = toolchain.compile(name, arch)
+    assert b.arch == arch and b.kernels, f"{name} defines no extern \"C\" kernel"
+    assert f".target {arch}" in b.ptx
+    # the cubin is a complete ELF for the right machine: nvdisasm reads it
+    text = b.sass()
+    n = arch[3:]
+    assert f"EF_CUDA_SM{n}" in text or f".target\t{arch}" in text
+    for k in b.kernels:
+        assert sass.instructions(b.sass(k)), f"no SASS for {k}"
+        assert b.resources[k]["registers"] > 0
+
+
+def test_cubin_is_padded_to_its_elf_size():
+    b = toolchain.compile("00_hello_warp", "sm_90")
+    shoff, = struct.unpack_from("<Q", b.cubin, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", b.cubin, 0x3A)
+    assert len(b.cubin) >= shoff + shentsize * shnum
+
+
+def test_compile_error_shows_file_and_line():
+    src = 'extern "C" __global__ void k(float* p) {\n  p[0] = 1.0f\n}\n'
+    with pytest.raises(CompileError) as e:
+        toolchain.compile("labs/my_kernel.cu", "sm_80", source=src)
+    assert "labs/my_kernel.cu(3)" in str(e.value) or "labs/my_kernel.cu(2)" in str(e.value)
+    assert "error" in e.value.log
+
+
+def test_unknown_kernel_file_lists_known_ones():
+    with pytest.raises(FileNotFoundError, match="00_hello_warp"):
+        toolchain.compile("no_such_kernel", "sm_90")
+
+
+@pytest.mark.parametrize("bad", ["90x", "sm90a1", "compute", ""])
+def test_bad_arch_is_rejected(bad):
+    with pytest.raises(ValueError, match="arch"):
+        toolchain.compile("00_hello_warp", bad)
+
+
+def test_arch_spellings_are_equivalent():
+    a = toolchain.compile("00_hello_warp", 90)
+    b = toolchain.compile("00_hello_warp", "sm_90")
+    assert a.key == b.key
+
+
+def test_defines_change_the_build(tmp_path):
+    src = 'extern "C" __global__ void k(int* p) { p[0] = VALUE; }\n'
+    b1 = toolchain.compile("d.cu", "sm_80", source=src, defines={"VALUE": 1})
+    b2 = toolchain.compile("d.cu", "sm_80", source=src, defines={"VALUE": 2})
+    assert b1.key != b2.key and b1.cubin != b2.cubin
+
+
+def test_disk_cache_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path))
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] *= 2.0f; }\n'
+    b1 = toolchain.compile("cache_test.cu", "sm_90", source=src)
+    assert (tmp_path / b1.key / "kernel.cubin").is_file()
+    toolchain._memory_cache.clear()
+    b2 = toolchain.compile("cache_test.cu", "sm_90", source=src)
+    assert (b2.cubin, b2.ptx, b2.resources) == (b1.cubin, b1.ptx, b1.resources)
+
+
+def test_ptxas_report_parsing():
+    log = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+           "ptxas info    : Function properties for k\n"
+           "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 40 registers, used 1 barriers, 1024 bytes smem, 372 bytes cmem[0]\n")
+    r = toolchain.parse_ptxas_log(log)["k"]
+    assert r == dict(registers=40, barriers=1, smem=1024, cmem0=372, stack_frame=16,
+                     spill_stores=8, spill_loads=4)
+
+
+def test_resource_report_of_a_shared_memory_kernel():
+    src = ('extern "C" __global__ void k(float* p) { __shared__ float s[256];\n'
+           ' s[threadIdx.x] = p[threadIdx.x]; __syncthreads(); p[threadIdx.x] = s[255 - threadIdx.x]; }\n')
+    b = toolchain.compile("smem.cu", "sm_90", source=src)
+    rep = b.report("k")
+    assert rep["smem"] == 1024 and rep["barriers"] == 1
+    assert rep["sass_shared"] == 2 and rep["sass_barrier"] >= 1
