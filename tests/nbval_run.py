@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_nbval(notebook: Path, mode: str, timeout: int = 900) -> tuple[int, set[int], str]:
     """(return code, indices of failed code cells, output) of nbval on ``notebook`` in ``mode``."""
-    env = dict(os.environ, FRAGLAB_MODE=mode, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, FRAGLAB_MODE=mode, PYTHONPATH=path, MPLBACKEND="Agg")
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         r = subprocess.run(

@@ -1,0 +1,43 @@
+"""Execute notebooks in place (the book's chapters are executed on a GPU and committed).
+
+    python -m fraglab.notebooks book/00_hello_warp.ipynb [more.ipynb ...]
+
+Each notebook runs top to bottom in a fresh kernel of the current Python, from its own folder;
+a cell that raises stops it with the error. Outputs are written back into the file.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def execute(path: str | Path, timeout: int = 900) -> float:
+    import nbformat
+    from nbclient import NotebookClient
+    path = Path(path).resolve()
+    nb = nbformat.read(path, as_version=4)
+    t0 = time.perf_counter()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    for cell in nb.cells:  # keep the files stable: no volatile ids or timing metadata
+        cell.pop("id", None)
+        cell.metadata.pop("execution", None)
+    nb.nbformat_minor = 4
+    nbformat.write(nb, path)
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        print(__doc__)
+        return 2
+    for i, p in enumerate(paths, 1):
+        print(f"[{i}/{len(paths)}] executing {p} ...", flush=True)
+        print(f"[{i}/{len(paths)}] {p}: done in {execute(p):.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

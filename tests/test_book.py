@@ -1,0 +1,62 @@
+"""The book: every chapter listed, executed on a GPU with outputs committed, builds without
+warnings; on a GPU machine its chapters pass nbval."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nbval_run import ROOT, run_nbval
+
+CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
+TOC = (ROOT / "_toc.yml").read_text()
+
+
+def test_toc_lists_exactly_the_chapters():
+    listed = set(re.findall(r"file:\s*(\S+)", TOC))
+    on_disk = {f"book/{p.stem}" for p in CHAPTERS} | {"book/intro"}
+    assert listed | {"book/intro"} == on_disk, f"toc {sorted(listed)} vs files {sorted(on_disk)}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_was_executed_on_a_gpu(chapter):
+    nb = json.loads(chapter.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(c.get("outputs") for c in code[:1]), "not executed: the setup cell has no output"
+    first = "".join(code[0]["outputs"][0].get("text", ""))
+    assert first.startswith("[gpu]"), f"executed without a GPU: {first!r}"
+    for c in code:
+        for o in c.get("outputs", []):
+            assert o.get("output_type") != "error", f"a stored error output: {o.get('evalue')}"
+
+
+@pytest.mark.parametrize("page", [*CHAPTERS, *(ROOT / "book").glob("*.md")],
+                         ids=lambda p: p.name)
+def test_no_placeholders(page):
+    text = page.read_text()
+    for word in ("TODO", "FIXME", "TBD", "placeholder", "lorem ipsum"):
+        assert word.lower() not in text.lower(), f"{page.name} contains {word!r}"
+
+
+@pytest.mark.slow
+def test_book_builds_without_warnings(tmp_path):
+    exe = shutil.which("jupyter-book", path=str(Path(sys.executable).parent)) or shutil.which("jupyter-book")
+    if exe is None:
+        pytest.skip("jupyter-book is not installed in this environment (make test installs it)")
+    r = subprocess.run([exe, "build", str(ROOT), "--warningiserror", "--keep-going",
+                        "--path-output", str(tmp_path)], capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    for p in CHAPTERS:
+        assert (tmp_path / "_build" / "html" / "book" / f"{p.stem}.html").is_file()
+
+
+@pytest.mark.nbval
+@pytest.mark.gpu
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_passes_nbval_on_the_gpu(chapter):
+    rc, failed, out = run_nbval(chapter, "gpu")
+    assert rc == 0 and not failed, out[-4000:]
