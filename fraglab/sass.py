@@ -76,6 +76,14 @@ def instructions(sass_text: str, padding: bool = False) -> list[str]:
     return ops
 
 
+def listing(sass_text: str, padding: bool = False) -> list[str]:
+    """The instructions of a listing as text (``SHFL.BFLY PT, R5, R2, 0x10, 0x1f``), one per
+    line, without addresses, encodings or (unless ``padding``) the trailing alignment padding."""
+    lines = [m.group(0).split("*/", 1)[1].strip().rstrip(";").strip()
+             for m in re.finditer(r"/\*[0-9a-f]{4,}\*/[^;]*;", sass_text)]
+    return lines[:len(instructions(sass_text, padding=padding))]
+
+
 def count_opcodes(sass_text: str, base: bool = True) -> Counter:
     ops = instructions(sass_text)
     return Counter(op.split(".")[0] if base else op for op in ops)

@@ -40,11 +40,12 @@ def test_hello_warp_writes_the_register_table():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("strided", [False, True], ids=["block_per_row", "strided"])
 @pytest.mark.parametrize("rows", [1, 7, 1000, 65537])
-def test_warp_sum_matches_numpy(rows, rng):
+def test_warp_sum_matches_numpy(rows, strided, rng):
     import cupy as cp
     x = rng.standard_normal((rows, 32)).astype(np.float32)
-    got = hello_warp.warp_sum(cp.asarray(x)).get()
+    got = hello_warp.warp_sum(cp.asarray(x), strided=strided, warps_per_block=3).get()
     ref = x.astype(np.float64).sum(axis=1)
     assert not np.isnan(got).any(), "some rows were not written"
     err = np.abs(got - ref) / np.abs(x).sum(axis=1)
@@ -68,10 +69,19 @@ def test_warp_sum_propagates_inf_and_nan(rng):
     (lambda cp: cp.zeros((4, 31), cp.float32), ValueError, "shape"),
     (lambda cp: cp.zeros((4, 32, 1), cp.float32), ValueError, "shape"),
     (lambda cp: cp.zeros((0, 32), cp.float32), ValueError, "rows"),
-    (lambda cp: cp.zeros((32, 8), cp.float32).T, ValueError, "shape"),
+    (lambda cp: cp.zeros((32, 8), cp.float32).T, ValueError, "contiguous"),
     (lambda cp: cp.zeros((4, 64), cp.float32)[:, ::2], ValueError, "contiguous"),
+    (lambda cp: cp.zeros((2**26, 32), cp.float32), ValueError, "rows"),
 ])
 def test_warp_sum_rejects_bad_arguments(bad, exc, msg):
     import cupy as cp
     with pytest.raises(exc, match=msg):
         hello_warp.warp_sum(bad(cp))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("wpb, exc", [(0, ValueError), (33, ValueError), (2.0, TypeError)])
+def test_warp_sum_rejects_bad_block_shapes(wpb, exc):
+    import cupy as cp
+    with pytest.raises(exc, match="warps_per_block"):
+        hello_warp.warp_sum(cp.zeros((4, 32), cp.float32), strided=True, warps_per_block=wpb)
