@@ -29,8 +29,32 @@ CLASSES: dict[str, tuple[str, ...]] = {
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:\{\s*)?(@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
 
 
+_listings: dict[str, str] = {}
+
+
 def disassemble(build, kernel: str | None = None) -> str:
-    """nvdisasm text of ``build`` (a :class:`fraglab.toolchain.Build`), or of one kernel in it."""
+    """nvdisasm text of ``build`` (a :class:`fraglab.toolchain.Build`), or of one kernel in it.
+
+    The whole cubin is disassembled once and the listing kept, in memory and next to the build
+    in the disk cache, so asking for each kernel of a file in turn costs one nvdisasm run.
+    """
+    text = _listings.get(build.key)
+    if text is None:
+        from .toolchain import cache_dir
+        cached = cache_dir() / build.key / "kernel.sass"
+        try:
+            text = cached.read_text()
+        except OSError:
+            text = _run_nvdisasm(build)
+            try:
+                cached.write_text(text)
+            except OSError:
+                pass  # a read-only cache only costs a re-run
+        _listings[build.key] = text
+    return text if kernel is None else function_text(text, kernel)
+
+
+def _run_nvdisasm(build) -> str:
     nvdisasm = find_tool("nvdisasm")
     with tempfile.TemporaryDirectory() as tmp:
         cubin = Path(tmp) / "k.cubin"
@@ -38,10 +62,7 @@ def disassemble(build, kernel: str | None = None) -> str:
         r = subprocess.run([str(nvdisasm), "-c", "-g", str(cubin)], capture_output=True, text=True)
     if r.returncode != 0:
         raise ToolchainError(f"nvdisasm failed on {build.name} ({build.arch}):\n{r.stderr}")
-    text = r.stdout
-    if kernel is None:
-        return text
-    return function_text(text, kernel)
+    return r.stdout
 
 
 def function_text(sass_text: str, kernel: str) -> str:
