@@ -66,7 +66,7 @@ def check_sass(exercise: str, source: str, kernel: str, *, expect: dict[str, int
             b = toolchain.compile(f"{exercise}.cu", arch, source=source)
         except toolchain.CompileError as e:
             fail(exercise, f"the CUDA code does not compile for {arch}:\n{e.log}")
-        if kernel not in b.resources:
+        if kernel not in b.kernels:
             fail(exercise, f"no kernel named {kernel!r} (found {b.kernels})")
         ops, cls = b.opcodes(kernel), b.classes(kernel)
         for op, n in (expect or {}).items():

@@ -26,7 +26,7 @@ def get_kernel(name: str, kernel: str, *, source: str | None = None,
         mod = cupy.cuda.function.Module()
         mod.load(build.cubin)
         _modules[(dev, build.key)] = mod
-    if kernel not in build.resources:
+    if kernel not in build.kernels:
         raise KeyError(f"{build.name} defines no kernel {kernel!r} (it has {build.kernels}); "
                        'kernels must be extern "C"')
     return mod.get_function(kernel)

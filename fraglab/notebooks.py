@@ -33,10 +33,17 @@ def main(argv=None) -> int:
     if not paths:
         print(__doc__)
         return 2
+    failed = []
     for i, p in enumerate(paths, 1):
         print(f"[{i}/{len(paths)}] executing {p} ...", flush=True)
-        print(f"[{i}/{len(paths)}] {p}: done in {execute(p):.1f} s", flush=True)
-    return 0
+        try:
+            print(f"[{i}/{len(paths)}] {p}: done in {execute(p):.1f} s", flush=True)
+        except Exception as e:  # report, and go on with the next notebook
+            failed.append(p)
+            print(f"[{i}/{len(paths)}] {p}: FAILED: {type(e).__name__}: {str(e)[-1500:]}", flush=True)
+    if failed:
+        print("failed: " + ", ".join(failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -227,7 +227,8 @@ class Build:
 
     @property
     def kernels(self) -> list[str]:
-        return sorted(self.resources)
+        """Entry points of the cubin, read from its ELF section names (``.text.<kernel>``)."""
+        return elf_kernels(self.cubin)
 
     def sass(self, kernel: str | None = None) -> str:
         """SASS of one kernel (or the whole cubin) from nvdisasm."""
@@ -246,8 +247,11 @@ class Build:
 
     def report(self, kernel: str) -> dict:
         """Resource use of a kernel from ptxas, plus the SASS class counts."""
-        if kernel not in self.resources:
+        if kernel not in self.kernels:
             raise KeyError(f"{self.name} has no kernel {kernel!r}; it has {self.kernels}")
+        if kernel not in self.resources:
+            raise KeyError(f"the ptxas report of {self.name} ({self.arch}) lacks {kernel!r}; "
+                           f"NVRTC's log was:\n{self.log[-2000:]}")
         return {**self.resources[kernel], **{f"sass_{k}": v for k, v in self.classes(kernel).items()}}
 
 
@@ -327,6 +331,22 @@ def _complete_elf(data: bytes) -> bytes:
         if sh_type != 8:  # SHT_NOBITS occupies no file space
             end = max(end, sh_offset + sh_size)
     return data + b"\x00" * max(0, end - len(data))
+
+
+def elf_kernels(cubin: bytes) -> list[str]:
+    """Names of the kernels in a cubin: its sections named ``.text.<kernel>``."""
+    import struct
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
+    str_off, = struct.unpack_from("<Q", cubin, shoff + shstrndx * shentsize + 24)
+    names = []
+    for i in range(shnum):
+        name_off, = struct.unpack_from("<I", cubin, shoff + i * shentsize)
+        start = str_off + name_off
+        name = cubin[start:cubin.index(b"\0", start)].decode()
+        if name.startswith(".text."):
+            names.append(name[len(".text."):])
+    return sorted(names)
 
 
 def _load_cached(key: str) -> Build | None:

@@ -60,3 +60,20 @@ def test_book_builds_without_warnings(tmp_path):
 def test_chapter_passes_nbval_on_the_gpu(chapter):
     rc, failed, out = run_nbval(chapter, "gpu")
     assert rc == 0 and not failed, out[-4000:]
+
+
+NOTEBOOKS = sorted(p for d in ("book", "labs", "solutions") for p in (ROOT / d).glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[f"{p.parent.name}/{p.stem}" for p in NOTEBOOKS])
+def test_every_code_cell_parses(nb):
+    """Catches a broken cell on any machine, before a GPU run finds it."""
+    import ast
+    cells = [c for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code"]
+    for i, c in enumerate(cells):
+        src = "".join(c["source"])
+        src = "\n".join(l for l in src.splitlines() if not l.lstrip().startswith(("%", "!")))
+        try:
+            ast.parse(src)
+        except SyntaxError as e:
+            raise AssertionError(f"code cell {i}: {e}") from None
