@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def run_nbval(notebook: Path, mode: str, timeout: int = 900) -> tuple[int, set[int], str]:
     """(return code, indices of failed code cells, output) of nbval on ``notebook`` in ``mode``."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, FRAGLAB_MODE=mode, PYTHONPATH=path, MPLBACKEND="Agg")
+    env = dict(os.environ, FRAGLAB_MODE=mode, PYTHONPATH=path)
+    env.pop("MPLBACKEND", None)  # the kernel must keep its inline backend, or figures vanish
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         r = subprocess.run(
