@@ -16,8 +16,10 @@ over a shared-memory softmax on an H100 (Table 6). This module has five parts:
   :func:`emulate_fa2`, which follows the FA-2 kernel lane by lane with the same addresses.
 * **Wrappers** of ``kernels/05_flash_attention_fa1.cu`` (:func:`fa1`: ``paper_baseline``,
   ``fair_baseline``, ``inregister``) and ``kernels/05_flash_attention_fa2.cu`` (:func:`fa2`:
-  f16/bf16, head dimension 64/128, causal or not, any sequence length).
-* **The benchmark**: ``python -m fraglab.flash_attention bench --out DIR`` (about a minute on
+  f16/bf16, head dimension 64/128, causal or not, any sequence length). For lab 05,
+  :func:`fa1_lab_source` builds the in-register FA-1 kernel around a softmax step written
+  elsewhere (``fa1(..., softmax_source=...)`` runs it).
+* **The benchmark**: ``python -m fraglab.flash_attention bench --out DIR`` (about ten seconds plus compilation on
   an H100, at most 3): the paper's pair at its size, the fair pair, and the FA-2 kernel's TFLOP/s next to
   PyTorch's ``scaled_dot_product_attention`` (flash backend). See :func:`run_bench`.
 
@@ -541,12 +543,20 @@ def _allow_smem(fn, nbytes: int) -> None:
     _smem_limit_set.add((fn.ptr, nbytes))
 
 
-def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = None, out=None):
+def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = None, out=None,
+                 softmax_source: str | None = None):
     """Check the arguments of :func:`fa1`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
-    :mod:`fraglab.bench`)."""
+    :mod:`fraglab.bench`). ``softmax_source``: see :func:`fa1_lab_source` (in-register
+    variant only)."""
     if variant not in FA1_VARIANTS:
         raise ValueError(f"variant must be one of {FA1_VARIANTS}, got {variant!r}")
+    if softmax_source is not None:
+        if not isinstance(softmax_source, str):
+            raise TypeError(f"softmax_source must be a str of CUDA code, got {type(softmax_source).__name__}")
+        if variant != "inregister":
+            raise ValueError("softmax_source replaces the in-register softmax step; it needs "
+                             f"variant='inregister', got {variant!r}")
     dtype, (b, h, n, d) = _check_qkv(q, k, v, FA1_HEAD_DIMS, align=32)
     if dtype != "f16":
         raise TypeError("the FA-1 kernels take float16 inputs only (they follow the paper's f16 WMMA)")
@@ -558,7 +568,10 @@ def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = 
         out = launch.poisoned(q.shape, np.float16)
     else:
         launch.check_array("out", out, dtype=np.float16, shape=q.shape)
-    fn = launch.get_kernel(KERNELS_FA1, fa1_kernel(variant, d))
+    if softmax_source is None:
+        fn = launch.get_kernel(KERNELS_FA1, fa1_kernel(variant, d))
+    else:
+        fn = launch.get_kernel(FA1_LAB_NAME, f"fa1_lab_d{d}", source=fa1_lab_source(softmax_source))
     smem = fa1_smem_bytes(d)
     _allow_smem(fn, smem)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E))
@@ -566,14 +579,84 @@ def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = 
     return (lambda: launch.launch(fn, grid, 32, args, shared_mem=smem)), out
 
 
-def fa1(q, k, v, variant: str = "inregister", *, scale: float | None = None):
+def fa1(q, k, v, variant: str = "inregister", *, scale: float | None = None,
+        softmax_source: str | None = None):
     """FA-1 style attention (one warp per 16 query rows, 16x16 WMMA tiles, O in shared memory)
     with one of three softmax paths: ``'paper_baseline'``, ``'fair_baseline'`` or
     ``'inregister'`` (Alg. 4). ``q``, ``k``, ``v``: float16 (B, H, N, d), d in 64/128/512, N a
-    multiple of 16. Non-causal. Returns O (float16, same shape)."""
-    run, out = fa1_launcher(q, k, v, variant, scale=scale)
+    multiple of 16. Non-causal. Returns O (float16, same shape). With ``softmax_source`` (a CUDA
+    string, see :func:`fa1_lab_source`) the in-register kernel runs with that softmax step."""
+    run, out = fa1_launcher(q, k, v, variant, scale=scale, softmax_source=softmax_source)
     run()
     return out
+
+
+# -------------------------------------------------------------------------------------------------
+# The lab's hook: the in-register FA-1 kernel with its softmax step written elsewhere
+# -------------------------------------------------------------------------------------------------
+
+FA1_LAB_NAME = "05_flash_attention_fa1_lab.cu"
+
+#: The device function a ``softmax_source`` must define (see :func:`fa1_lab_source`).
+FA1_LAB_STEP = ("__device__ __forceinline__ void online_softmax_step(float (&x)[8], float (&m)[2], "
+                "float (&l)[2], float (&alpha)[2], float scale_log2)")
+
+_FA1_LAB_TAIL = r"""
+// ---- appended by fraglab.flash_attention.fa1_lab_source ----------------------------------------
+// SoftmaxInRegister's data movement around a softmax step supplied from outside.
+struct SoftmaxLab {
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};   // rows g and g + 8
+    __device__ void init(const Fa1Tile&) {}
+    __device__ void step(AccFrag& s, const Fa1Tile& t, float scale_log2) {
+        const int lane = lane_id(), g = lane >> 2, c = lane & 3;
+        float x[8], alpha[2];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) x[i] = s.x[i];
+        online_softmax_step(x, m, l, alpha, scale_log2);
+        if (c == 0) { t.alpha[g] = alpha[0]; t.alpha[g + 8] = alpha[1]; }
+        __half2* p = reinterpret_cast<__half2*>(t.p);
+#pragma unroll
+        for (int i = 0; i < 8; i += 2) {
+            const int row = g + 8 * ((i >> 1) & 1), col = 2 * c + 8 * (i >> 2);
+            p[(row * FA1_LDP + col) / 2] = __floats2half2_rn(x[i], x[i + 1]);
+        }
+        __syncwarp();
+    }
+};
+"""
+
+
+def fa1_lab_source(softmax_source: str, *, unroll: int | None = None) -> str:
+    """CUDA source of ``kernels/05_flash_attention_fa1.cu`` with its kernels replaced by
+    ``fa1_lab_d<D>`` (D = 64, 128, 512): the in-register kernel whose softmax arithmetic is
+    ``softmax_source``, which must define :data:`FA1_LAB_STEP`::
+
+        __device__ __forceinline__ void online_softmax_step(float (&x)[8], float (&m)[2],
+                                                            float (&l)[2], float (&alpha)[2],
+                                                            float scale_log2);
+
+    ``x``: the lane's 8 accumulator registers of S = Q K^T (unscaled; x[0, 1, 4, 5] in row
+    g = lane / 4, x[2, 3, 6, 7] in row g + 8). ``m``, ``l``: the lane's running max (log2 domain,
+    -inf before the first tile) and sum of rows g and g + 8. On return ``x`` holds P (normalized,
+    FA-1 form), ``m`` and ``l`` the new statistics, ``alpha`` the factor of the old output rows
+    (``l_old 2^(m_old - m_new) / l_new``). Storing P and alpha to shared memory is the kernel's.
+    ``unroll`` sets ``FA1_UNROLL`` (1 to compare SASS with the kernels file built with
+    ``defines={"FA1_UNROLL": 1}``). Use with :func:`fa1` (``softmax_source=``) or
+    :func:`fraglab.toolchain.compile`.
+    """
+    if not isinstance(softmax_source, str):
+        raise TypeError(f"softmax_source must be a str, got {type(softmax_source).__name__}")
+    from . import toolchain
+    text = toolchain.kernel_path(KERNELS_FA1).read_text()
+    lines = text.splitlines()
+    keep = [l for l in lines if not l.startswith("FA1_ALL(")]
+    if len(lines) - len(keep) != len(FA1_HEAD_DIMS):
+        raise RuntimeError(f"{KERNELS_FA1}.cu no longer ends with one FA1_ALL(D) line per head "
+                           "dimension; update fa1_lab_source")
+    head = "" if unroll is None else f"#define FA1_UNROLL {int(unroll)}\n"
+    kernels = "".join(f"FA1_KERNEL(fa1_lab, {d}, SoftmaxLab)\n" for d in FA1_HEAD_DIMS)
+    return (head + "\n".join(keep) + "\n\n// ---- the softmax step (fa1_lab_source) ----\n"
+            + softmax_source + "\n" + _FA1_LAB_TAIL + kernels)
 
 
 def _require_fa2_gpu(dtype: str) -> None:
@@ -905,7 +988,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m fraglab.flash_attention",
                                 description="Topic 05_flash_attention benchmarks")
     sub = p.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="FA-1 pairs and FA-2 vs SDPA (about a minute on an H100)")
+    b = sub.add_parser("bench", help="FA-1 pairs and FA-2 vs SDPA (about ten seconds plus compilation on an H100)")
     b.add_argument("--out", required=True, help="folder for results.json")
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke test)")
     args = p.parse_args(argv)
