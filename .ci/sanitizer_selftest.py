@@ -20,6 +20,7 @@ extern "C" __global__ void race(float* out) {
 }
 '''
 
+cp.cuda.set_allocator(None)  # each array its own allocation, so memcheck knows where it ends
 bug = sys.argv[1]
 fn = launch.get_kernel("sanitizer_selftest.cu", bug, source=SOURCE)
 if bug == "oob":

@@ -1,10 +1,20 @@
 """Test tiers. Every machine: unit, compile + SASS, emulator, labs and solutions through nbval in
 GPU-less mode, the book build. Where CuPy sees a GPU, also: kernels against NumPy references and
 nbval of book, labs and solutions in GPU mode. A skipped test says why."""
+import os
+
 import numpy as np
 import pytest
 
 from fraglab import device
+
+
+def pytest_configure(config):
+    # Under compute-sanitizer, give every CuPy array its own cudaMalloc: with CuPy's pool, an
+    # overrun past an array but inside the pool's block is memory memcheck considers valid.
+    if os.environ.get("FRAGLAB_NO_MEMPOOL") == "1" and device.gpu_available():
+        import cupy
+        cupy.cuda.set_allocator(None)
 
 
 def pytest_collection_modifyitems(config, items):
