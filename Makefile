@@ -9,9 +9,11 @@ PYTHON ?= python3
 VENV ?= .venv
 ifeq ($(USE_SYSTEM),1)
 PY := $(PYTHON)
+JB := jupyter-book
 STAMP :=
 else
 PY := $(VENV)/bin/python
+JB := $(VENV)/bin/jupyter-book
 STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?=
@@ -30,7 +32,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 book: $(STAMP)
-	$(PY) -m jupyter_book build . --warningiserror --keep-going
+	$(JB) build . --warningiserror --keep-going
 	@echo "book: open _build/html/index.html"
 
 labs: $(STAMP)
