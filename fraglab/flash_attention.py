@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from . import device, launch, warp
+from .dtypes import from_bf16, to_bf16  # noqa: F401  (used here and re-exported)
 
 KERNELS_FA1 = "05_flash_attention_fa1"
 KERNELS_FA2 = "05_flash_attention_fa2"
@@ -56,17 +57,8 @@ LOG2E = 1.4426950408889634
 # bf16 as uint16 bit patterns
 # =================================================================================================
 
-def to_bf16(x) -> np.ndarray:
-    """float values -> bf16 bit patterns (uint16), rounded to nearest even; NaN stays NaN."""
-    f = np.ascontiguousarray(x, dtype=np.float32)
-    b = f.view(np.uint32).astype(np.uint64)
-    bits = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(f), np.uint16(0x7FC0), bits).astype(np.uint16)
 
 
-def from_bf16(bits) -> np.ndarray:
-    """bf16 bit patterns (uint16) -> float32 (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def round_to(x, dtype: str) -> np.ndarray:

@@ -49,6 +49,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from . import launch, toolchain
+from .dtypes import from_bf16, to_bf16  # noqa: F401  (used here and re-exported)
 
 KERNELS = "04_microbenchmark"
 WAYS = ("smem", "regs")
@@ -96,18 +97,8 @@ def kernel_name(way: str, dtype: str = "bf16", clock: bool = False) -> str:
     return f"rowmax_{_check_way(way)}_{_check_dtype(dtype)}" + ("_clock" if clock else "")
 
 
-def to_bf16(x) -> np.ndarray:
-    """float values -> bf16 bit patterns (uint16), round to nearest even; NaN stays NaN.
-    (NumPy and CuPy have no bfloat16 dtype: bf16 tiles travel as uint16.)"""
-    f = np.ascontiguousarray(x, dtype=np.float32)
-    b = f.view(np.uint32).astype(np.uint64)
-    bits = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(f), np.uint16(0x7FC0), bits).astype(np.uint16)
 
 
-def from_bf16(bits) -> np.ndarray:
-    """bf16 bit patterns (uint16) -> float32 (exact)."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def storage_dtype(dtype: str):

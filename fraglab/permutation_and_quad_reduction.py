@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from . import device, launch, sass, warp
+from .dtypes import from_bf16, to_bf16  # noqa: F401  (used here and re-exported)
 
 KERNELS = "03_permutation_and_quad_reduction"
 WARPS_PER_BLOCK = 4                      # as in the .cu file: one tile per warp
@@ -303,17 +304,8 @@ def reference(tiles, op) -> tuple[np.ndarray, np.ndarray]:
 # bf16 as uint16 bit patterns (CuPy and NumPy have no bfloat16 dtype)
 # -------------------------------------------------------------------------------------------------
 
-def to_bf16(x) -> np.ndarray:
-    """float values -> bf16 bit patterns (uint16), rounding to nearest even; NaN stays NaN."""
-    b = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = np.isnan(np.asarray(x, dtype=np.float32))
-    return np.where(nan, np.uint16(0x7FC0), rounded).astype(np.uint16)
 
 
-def from_bf16(bits) -> np.ndarray:
-    """bf16 bit patterns (uint16) -> float32."""
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from . import device, launch, warp
+from .dtypes import round_bf16, round_tf32  # noqa: F401  (used here and re-exported)
 
 KERNELS = "01_tracer"
 LAYOUTS_DIR = Path(__file__).resolve().parent / "layouts"
@@ -106,28 +107,8 @@ TYPES = {
 }
 
 
-def round_bf16(x) -> np.ndarray:
-    """float32 -> nearest bf16 (round to nearest, ties to even), returned as float32.
-
-    NumPy has no bf16; a bf16 is the top 16 bits of a float32, so round the low 16 bits away:
-    add 0x7FFF plus the lowest kept bit (that makes ties go to even), then clear them. This is
-    what ``__float2bfloat16_rn`` does for finite values; NaN stays NaN.
-    """
-    f = np.asarray(x, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    keep_lsb = (bits >> 16) & 1
-    rounded = ((bits + 0x7FFF + keep_lsb) & 0xFFFF0000).astype(np.uint32)
-    out = rounded.view(np.float32)
-    return np.where(np.isnan(f), f, out).astype(np.float32)
 
 
-def round_tf32(x) -> np.ndarray:
-    """float32 -> tf32 as ``cvt.rna.tf32.f32`` does (nearest, ties away from zero): keep the top
-    19 bits (sign, 8 exponent bits, 10 significand bits)."""
-    f = np.asarray(x, dtype=np.float32)
-    bits = f.view(np.uint32).astype(np.uint64)
-    rounded = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
-    return np.where(np.isnan(f), f, rounded.view(np.float32)).astype(np.float32)
 
 
 def round_to(type_name: str, x) -> np.ndarray:

@@ -27,15 +27,6 @@
 
 using namespace nvcuda;
 
-// bf16, tf32 and f64 fragments exist from sm_80 on. Their kernels keep their name on older
-// targets (so every build lists the same kernels) but their body is a trap there; the Python
-// wrapper refuses such a GPU before launching.
-#if __CUDA_ARCH__ >= 800
-#define SM80_ONLY(...) __VA_ARGS__
-#else
-#define SM80_ONLY(...) __trap()
-#endif
-
 // ---- element conversions -------------------------------------------------------------------
 // Memory type of the tile that load_matrix_sync reads, from a float tracer value.
 template <typename T> __device__ __forceinline__ T from_float(float v);

@@ -29,12 +29,6 @@
 
 using namespace nvcuda;
 
-#if __CUDA_ARCH__ >= 800
-#define SM80_ONLY(...) __VA_ARGS__
-#else
-#define SM80_ONLY(...) __trap()
-#endif
-
 // ---- the formulas ----------------------------------------------------------------------------
 struct Eq12 {                                        // the paper's (1) and (2)
     __device__ __forceinline__ int row(int lane, int i) const { return lane / 4 + ((i >> 1) & 1) * 8; }

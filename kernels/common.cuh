@@ -8,3 +8,12 @@ __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 
 // The mask naming all 32 lanes: what *_sync intrinsics take when the whole warp takes part.
 #define FULL_MASK 0xffffffffu
+
+// Code that needs sm_80 or newer (bf16, tf32 and f64 tensor cores). On older targets the kernel
+// keeps its name, so every build lists the same kernels, but its body traps; the Python wrappers
+// refuse such a GPU before launching (fraglab.device.supports).
+#if __CUDA_ARCH__ >= 800
+#define SM80_ONLY(...) __VA_ARGS__
+#else
+#define SM80_ONLY(...) __trap()
+#endif
