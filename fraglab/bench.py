@@ -205,6 +205,18 @@ def _event_timer(fn: Callable[[], Any], n: int, flush_l2: bool, hold: bool = Tru
     return times
 
 
+def _timers(repeat: int, hold: bool, _timer: TimerFn | None) -> tuple[TimerFn, TimerFn]:
+    """Check ``repeat`` and the GPU; return the timer for measured calls (gated unless
+    ``hold=False``) and the one for warm-up calls (never gated: a first call may compile or load
+    a module, which takes longer than the gate waits). A test's ``_timer`` replaces both."""
+    if repeat < 1:
+        raise ValueError("repeat must be >= 1")
+    if _timer is None:
+        _require_gpu()
+    return (_timer or functools.partial(_event_timer, hold=hold),
+            _timer or functools.partial(_event_timer, hold=False))
+
+
 def time_kernel(fn: Callable[[], Any], *, warmup: int = 10, repeat: int = 200,
                 flush_l2: bool = False, name: str | None = None, hold: bool = True,
                 _timer: TimerFn | None = None) -> Timing:
@@ -217,12 +229,7 @@ def time_kernel(fn: Callable[[], Any], *, warmup: int = 10, repeat: int = 200,
     ``hold=False`` drops the gate (see :func:`_event_timer`); only for callables that must
     synchronize inside, whose numbers then include launch gaps.
     """
-    if repeat < 1:
-        raise ValueError("repeat must be >= 1")
-    if _timer is None:
-        _require_gpu()
-    timer = _timer or functools.partial(_event_timer, hold=hold)
-    warm = _timer or functools.partial(_event_timer, hold=False)  # no gate: first calls may compile
+    timer, warm = _timers(repeat, hold, _timer)
     if warmup > 0:
         warm(fn, warmup, flush_l2)
     times = timer(fn, repeat, flush_l2)
@@ -303,12 +310,7 @@ def compare(variants: dict[str, Callable[[], Any]], *, baseline: str | None = No
     baseline = names[0] if baseline is None else baseline
     if baseline not in variants:
         raise KeyError(f"baseline {baseline!r} is not one of {names}")
-    if repeat < 1:
-        raise ValueError("repeat must be >= 1")
-    if _timer is None:
-        _require_gpu()
-    timer = _timer or functools.partial(_event_timer, hold=hold)
-    warm = _timer or functools.partial(_event_timer, hold=False)  # no gate: first calls may compile
+    timer, warm = _timers(repeat, hold, _timer)
     for name in names:
         if warmup > 0:
             warm(variants[name], warmup, flush_l2)

@@ -145,8 +145,7 @@ def main(argv=None) -> int:
         print("labs differ from their solutions outside the exercise regions (run "
               "`python -m fraglab.labs build`): " + ", ".join(stale))
         return 1
-    print(("rebuilt: " if argv == ["build"] else "up to date: ") + (", ".join(stale) or "nothing")
-          if argv == ["build"] else "all labs up to date")
+    print("rebuilt: " + (", ".join(stale) or "nothing") if argv == ["build"] else "all labs up to date")
     return 0
 
 
