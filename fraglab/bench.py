@@ -27,13 +27,15 @@ import json
 import os
 import platform
 import socket
-import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from . import device, launch, nvml, stats
+from .progress import Progress
 
 __all__ = ["Timing", "Comparison", "time_kernel", "compare", "sweep", "device_info",
            "clock_check", "save_results", "load_results"]
@@ -48,16 +50,8 @@ def _cupy():
     return cupy
 
 
-def _require_gpu() -> int:
-    """Return the number of visible GPUs, or raise a RuntimeError that says why none is."""
-    cp = _cupy()
-    try:
-        count = cp.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # CUDARuntimeError: no driver, too old a driver, ...
-        raise RuntimeError(f"no CUDA GPU visible to CuPy: {exc}") from exc
-    if count == 0:
-        raise RuntimeError("no CUDA GPU visible to CuPy: getDeviceCount() returned 0")
-    return count
+def _require_gpu() -> None:
+    device.require_gpu("timing on the GPU")
 
 
 # --------------------------------------------------------------------------- statistics
@@ -74,18 +68,19 @@ class Timing:
         if self.times_ms.size == 0:
             raise ValueError("a Timing needs at least one sample")
 
-    def _pct(self, q: float) -> float:
-        return float(np.percentile(self.times_ms, q))  # linear interpolation
+    @functools.cached_property
+    def stats(self) -> dict:
+        """:func:`fraglab.stats.summary` of the repeats (ms)."""
+        return stats.summary(self.times_ms)
 
-    n = property(lambda self: int(self.times_ms.size))
-    median_ms = property(lambda self: self._pct(50))
-    p10_ms = property(lambda self: self._pct(10))
-    p90_ms = property(lambda self: self._pct(90))
-    min_ms = property(lambda self: float(self.times_ms.min()))
-    mean_ms = property(lambda self: float(self.times_ms.mean()))
-    # sample standard deviation (ddof=1); 0 for a single sample
-    std_ms = property(lambda self: float(self.times_ms.std(ddof=1)) if self.n > 1 else 0.0)
-    iqr_ms = property(lambda self: self._pct(75) - self._pct(25))
+    n = property(lambda self: self.stats["n"])
+    median_ms = property(lambda self: self.stats["median"])
+    p10_ms = property(lambda self: self.stats["p10"])
+    p90_ms = property(lambda self: self.stats["p90"])
+    min_ms = property(lambda self: self.stats["min"])
+    mean_ms = property(lambda self: self.stats["mean"])
+    std_ms = property(lambda self: self.stats["std"])  # sample standard deviation (ddof=1)
+    iqr_ms = property(lambda self: self.stats["iqr"])
 
     def summary(self) -> str:
         return (f"{self.median_ms:.4f} ms median (p10 {self.p10_ms:.4f}, "
@@ -149,7 +144,8 @@ class _Gate:
         rt = cp.cuda.runtime
         self.ptr = rt.hostAlloc(8, rt.hostAllocMapped | rt.hostAllocPortable)  # kept for the process
         self.flags = (ctypes.c_int * 2).from_address(self.ptr)  # [open, timed_out]
-        self.kernel = cp.RawKernel(_GATE_SRC, "fraglab_bench_gate")
+        self.kernel = launch.get_kernel("fraglab_bench_gate.cu", "fraglab_bench_gate",
+                                        source=_GATE_SRC)
 
     @classmethod
     def get(cls) -> "_Gate":
@@ -159,8 +155,8 @@ class _Gate:
 
     def close(self, stream) -> None:
         self.flags[0] = self.flags[1] = 0
-        self.kernel((1,), (1,), (np.uint64(self.ptr), np.uint64(int(self.timeout_s * 1e9))),
-                    stream=stream)
+        launch.launch(self.kernel, 1, 1, (np.uint64(self.ptr), np.uint64(int(self.timeout_s * 1e9))),
+                      stream=stream)
 
     def open(self) -> None:
         self.flags[0] = 1
@@ -316,7 +312,7 @@ def compare(variants: dict[str, Callable[[], Any]], *, baseline: str | None = No
             warm(variants[name], warmup, flush_l2)
     plan = _schedule(names, repeat, rounds)
     samples: dict[str, list[float]] = {k: [] for k in names}
-    bar = _Progress(len(plan), enabled=progress)
+    bar = Progress(len(plan), enabled=progress)
     for r, (order, count) in enumerate(plan, 1):
         bar.show(r, "round ...", final=False)
         for name in order:
@@ -339,7 +335,7 @@ def sweep(fn_of_param: Callable[[Any], Callable[[], Any]], params: Iterable[Any]
     Each record is ``Timing.to_dict()`` plus ``label`` and ``param``.
     """
     params = list(params)
-    bar = _Progress(len(params), enabled=progress)
+    bar = Progress(len(params), enabled=progress)
     records = []
     for i, p in enumerate(params, 1):
         bar.show(i, f"{label}={p} ...", final=False)
@@ -350,45 +346,8 @@ def sweep(fn_of_param: Callable[[Any], Callable[[], Any]], params: Iterable[Any]
     return records
 
 
-# --------------------------------------------------------------------------- progress
 def _fmt_ms(x: float) -> str:
     return f"{x:.4g}" if abs(x) < 1e4 else f"{x:.0f}"
-
-
-def _supports_cr(stream) -> bool:
-    """True where '\\r' rewrites the line: a terminal, or a Jupyter (ipykernel) output."""
-    if type(stream).__module__.startswith("ipykernel"):
-        return True
-    try:
-        return bool(stream.isatty())
-    except Exception:
-        return False
-
-
-class _Progress:
-    """A dependency-free progress line: updated in place on a TTY/Jupyter, else one line per step."""
-
-    def __init__(self, total: int, enabled: bool = True, stream=None):
-        self.total, self.enabled = total, enabled
-        self.stream = stream if stream is not None else sys.stdout
-        self.inplace = _supports_cr(self.stream)
-        self._width = 0
-
-    def show(self, i: int, text: str, final: bool = True) -> None:
-        if not self.enabled:
-            return
-        line = f"[{i}/{self.total}] {text}"
-        if self.inplace:
-            self.stream.write("\r" + line + " " * max(0, self._width - len(line)))
-            self._width = len(line)
-        elif final:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.inplace and self._width:
-            self.stream.write("\n")
-            self.stream.flush()
 
 
 # --------------------------------------------------------------------------- the machine
@@ -396,53 +355,9 @@ def _cuda_version(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
-def _s(x) -> str:
-    return x.decode() if isinstance(x, bytes) else str(x)
-
-
-# NVML "clocks event reasons" bits that mean the clock was held down by power/heat/hardware.
-_THROTTLE_BITS = {0x4: "sw_power_cap", 0x8: "hw_slowdown", 0x20: "sw_thermal_slowdown",
-                  0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown"}
-_OTHER_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x10: "sync_boost",
-               0x100: "display_clock_setting"}
-_THROTTLE_MASK = sum(_THROTTLE_BITS)
-
-
-def _nvml_read(pci_bus_id: str, index: int) -> dict:
-    """Clocks (MHz) and state from NVML; raises if pynvml or the driver library is missing."""
-    import pynvml as nv
-    nv.nvmlInit()
-    try:
-        try:
-            h = nv.nvmlDeviceGetHandleByPciBusId(pci_bus_id)  # robust to CUDA_VISIBLE_DEVICES
-        except Exception:
-            h = nv.nvmlDeviceGetHandleByIndex(index)
-        out = {"source": "nvml",
-               "sm_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
-               "mem_mhz": nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),
-               "sm_max_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
-               "mem_max_mhz": nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
-               "driver_version": _s(nv.nvmlSystemGetDriverVersion())}
-        for getter in ("nvmlDeviceGetCurrentClocksEventReasons",
-                       "nvmlDeviceGetCurrentClocksThrottleReasons"):
-            if hasattr(nv, getter):
-                try:
-                    out["clock_reasons_mask"] = int(getattr(nv, getter)(h))
-                    break
-                except Exception:
-                    pass
-        try:
-            out["temperature_c"] = nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)
-        except Exception:
-            pass
-        return out
-    finally:
-        nv.nvmlShutdown()
-
-
 def _read_clocks(dev: int, pci_bus_id: str) -> dict:
     try:
-        return _nvml_read(pci_bus_id, dev)
+        return nvml.read_clocks(pci_bus_id, dev)
     except Exception as exc:  # no pynvml, no libnvidia-ml, ...: fall back to CUDA attributes
         rt = _cupy().cuda.runtime
         def attr(a):
@@ -455,6 +370,10 @@ def _read_clocks(dev: int, pci_bus_id: str) -> dict:
                 "sm_mhz": None, "mem_mhz": None,
                 "sm_max_mhz": attr(rt.cudaDevAttrClockRate),
                 "mem_max_mhz": attr(rt.cudaDevAttrMemoryClockRate)}
+
+
+def _decoded(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
 
 
 def device_info(device: int | None = None) -> dict:
@@ -474,7 +393,7 @@ def device_info(device: int | None = None) -> dict:
     drv = rt.driverGetVersion()
     run = rt.runtimeGetVersion()
     return {
-        "name": _s(props["name"]), "device_id": dev, "pci_bus_id": pci,
+        "name": _decoded(props["name"]), "device_id": dev, "pci_bus_id": pci,
         "compute_capability": f"{props['major']}.{props['minor']}",
         "sm_count": int(props["multiProcessorCount"]),
         "l2_cache_bytes": int(props["l2CacheSize"]),
@@ -501,12 +420,10 @@ def clock_check(device: int | None = None) -> dict:
     c = _read_clocks(dev, cp.cuda.runtime.deviceGetPCIBusId(dev))
     sm, top = c.get("sm_mhz"), c.get("sm_max_mhz")
     mask = c.get("clock_reasons_mask")
-    reasons = None if mask is None else [
-        n for b, n in {**_THROTTLE_BITS, **_OTHER_BITS}.items() if mask & b]
     return {"source": c["source"], "sm_mhz": sm, "sm_max_mhz": top,
             "sm_fraction_of_max": (sm / top) if sm and top else None,
-            "reasons": reasons, "temperature_c": c.get("temperature_c"),
-            "throttled": None if mask is None else bool(mask & _THROTTLE_MASK)}
+            "reasons": nvml.throttle_reasons(mask), "temperature_c": c.get("temperature_c"),
+            "throttled": nvml.is_throttled(mask)}
 
 
 # --------------------------------------------------------------------------- JSON

@@ -17,12 +17,34 @@ class GPUUnavailable(RuntimeError):
 def _probe() -> tuple[bool, str]:
     try:
         import cupy
+    except ImportError as e:
+        return False, f"CuPy is not installed ({e})"
+    if not _driver_present():
+        return False, "no NVIDIA driver/GPU found"
+    try:
         n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # no driver, no CuPy, ...
+    except Exception as e:  # a driver too old for this CuPy, a broken install, ...
         return False, f"{type(e).__name__}: {e}".strip()
     if n == 0:
         return False, "CUDA driver found, but no GPU"
     return True, ""
+
+
+def _driver_present() -> bool:
+    """Is the NVIDIA driver's library loadable? Without it CUDA reports "driver version is
+    insufficient", which misleads on a machine that has no GPU at all."""
+    import ctypes
+    import ctypes.util
+    for name in ("libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda") or "",
+                 "nvcuda.dll"):
+        if not name:
+            continue
+        try:
+            ctypes.CDLL(name)
+            return True
+        except OSError:
+            pass
+    return False
 
 
 def gpu_available() -> bool:

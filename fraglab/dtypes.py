@@ -37,3 +37,37 @@ def round_tf32(x) -> np.ndarray:
     bits = f.view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32)
     return np.where(np.isnan(f), f, rounded.view(np.float32)).astype(np.float32)
+
+
+#: Range of each integer element type (the kernels' casts wrap to it).
+INT_RANGES = {"s8": (-128, 127), "u8": (0, 255), "s32": (-2**31, 2**31 - 1)}
+
+#: Every element type :func:`round_to` knows.
+ROUNDABLE = ("f64", "f32", "tf32", "f16", "bf16", *INT_RANGES)
+
+
+def round_to(x, dtype: str, result=np.float64) -> np.ndarray:
+    """What the device's conversion of float ``x`` to element type ``dtype`` gives, returned as
+    ``result`` (float64 by default; every f16/bf16/tf32 value is exact in float32 too).
+
+    f16: ``__float2half_rn``; bf16: ``__float2bfloat16_rn``; tf32: ``cvt.rna``; f32: float32
+    rounding; s8/u8/s32: round to the nearest integer and wrap to the type's width, as the
+    kernels' casts do. The one rounding function of the course: every reference rounds here.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if dtype == "f64":
+        y = x
+    elif dtype == "f32":
+        y = x.astype(np.float32)
+    elif dtype == "f16":
+        y = x.astype(np.float32).astype(np.float16)
+    elif dtype == "bf16":
+        y = round_bf16(x.astype(np.float32))
+    elif dtype == "tf32":
+        y = round_tf32(x.astype(np.float32))
+    elif dtype in INT_RANGES:
+        lo, hi = INT_RANGES[dtype]
+        y = (np.rint(x) - lo) % (hi - lo + 1) + lo
+    else:
+        raise ValueError(f"unknown element type {dtype!r}; known: {', '.join(ROUNDABLE)}")
+    return np.asarray(y).astype(result)

@@ -32,8 +32,11 @@ def get_kernel(name: str, kernel: str, *, source: str | None = None,
     return mod.get_function(kernel)
 
 
-def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = False) -> None:
-    """Launch ``fn`` (from :func:`get_kernel`). ``sync=True`` waits and surfaces device errors."""
+def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = False,
+           stream=None) -> None:
+    """Launch ``fn`` (from :func:`get_kernel`) on ``stream`` (default: the current one).
+    ``shared_mem`` above 48 KB is allowed first (:func:`allow_dynamic_smem`). ``sync=True``
+    waits and surfaces device errors."""
     import cupy
     grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     block = tuple(int(b) for b in (block if isinstance(block, (tuple, list)) else (block,)))
@@ -44,7 +47,11 @@ def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = Fa
         threads *= b
     if threads > 1024:
         raise ValueError(f"block {block} has {threads} threads; at most 1024 are allowed")
-    fn(grid, block, args, shared_mem=shared_mem)
+    allow_dynamic_smem(fn, shared_mem)
+    if stream is None:
+        fn(grid, block, args, shared_mem=shared_mem)
+    else:
+        fn(grid, block, args, shared_mem=shared_mem, stream=stream)
     if sync:
         cupy.cuda.get_current_stream().synchronize()
 
@@ -81,6 +88,22 @@ def check_array(name: str, a, *, dtype=None, shape: tuple | None = None, ndim: i
     return a
 
 
+def check_aligned(name: str, a, nbytes: int, why: str = "") -> None:
+    """``a`` (a CuPy array) must start on an ``nbytes`` boundary: fresh allocations do, offset
+    views may not. ``why`` says which instruction needs it."""
+    if a.data.ptr % nbytes:
+        raise ValueError(f"{name} must start at a {nbytes}-byte aligned address"
+                         + (f" ({why})" if why else "")
+                         + f"; this view starts at an offset: pass a copy ({name}.copy())")
+
+
+def check_choice(name: str, value, choices) -> object:
+    """``value`` must be one of ``choices``; returns it."""
+    if value not in tuple(choices):
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+    return value
+
+
 def check_multiple(name: str, value: int, multiple: int) -> int:
     if value % multiple:
         raise ValueError(f"{name} = {value} must be a multiple of {multiple}")
@@ -93,6 +116,39 @@ def check_range(name: str, value: int, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise ValueError(f"{name} = {value} must be between {lo} and {hi}")
     return value
+
+
+_smem_allowed: set = set()
+
+#: Dynamic shared memory a kernel may take without opting in.
+DEFAULT_SMEM_LIMIT = 48 * 1024
+
+
+def allow_dynamic_smem(fn, nbytes: int) -> None:
+    """Raise a kernel's dynamic shared-memory limit to ``nbytes`` when it needs more than the
+    48 KB every GPU allows by default (once per kernel and size)."""
+    if nbytes <= DEFAULT_SMEM_LIMIT or (fn.ptr, nbytes) in _smem_allowed:
+        return
+    from cupy_backends.cuda.api import driver
+    driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+    _smem_allowed.add((fn.ptr, nbytes))
+
+
+def to_device(x):
+    """A NumPy array (or anything array-like) on the GPU; CuPy arrays pass through unchanged."""
+    import cupy
+    return x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
+
+
+def to_host(x):
+    """A NumPy array of ``x`` (CuPy arrays are copied back; tuples and dicts element-wise)."""
+    if isinstance(x, tuple):
+        return tuple(to_host(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_host(v) for k, v in x.items()}
+    if hasattr(x, "get") and type(x).__module__.startswith("cupy"):
+        return x.get()
+    return x
 
 
 def poisoned(shape, dtype, value=float("nan")):

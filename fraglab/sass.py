@@ -7,7 +7,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from .toolchain import ToolchainError, find_tool
+from .tools import ToolchainError, cache_dir, find_tool
 
 #: Instruction classes the course talks about. Order matters: the first matching prefix wins,
 #: so ``IMAD.MOV`` (a move in disguise) is tested before ``IMAD``.
@@ -40,7 +40,6 @@ def disassemble(build, kernel: str | None = None) -> str:
     """
     text = _listings.get(build.key)
     if text is None:
-        from .toolchain import cache_dir
         cached = cache_dir() / build.key / "kernel.sass"
         try:
             text = cached.read_text()
@@ -103,6 +102,37 @@ def listing(sass_text: str, padding: bool = False) -> list[str]:
     lines = [m.group(0).split("*/", 1)[1].strip().rstrip(";").strip()
              for m in re.finditer(r"/\*[0-9a-f]{4,}\*/[^;]*;", sass_text)]
     return lines[:len(instructions(sass_text, padding=padding))]
+
+
+_NUMBERED = re.compile(r"(\.L_x_|__internal_)\d+")
+
+
+def normalized_listing(sass_text: str) -> list[str]:
+    """:func:`listing` with the kernel's own name and the numbers of labels and internal helper
+    functions replaced (``<kernel>``, ``.L_x_#``), so that two kernels compiled from the same code
+    compare equal."""
+    names = re.findall(r"^\.text\.([\w$]+):", sass_text, re.M)
+    lines = [_NUMBERED.sub(r"\1#", line) for line in listing(sass_text)]
+    if len(names) == 1:
+        lines = [re.sub(r"\b" + re.escape(names[0]) + r"\b", "<kernel>", line) for line in lines]
+    return lines
+
+
+def main_path(sass_text: str) -> list[str]:
+    """Opcodes up to the kernel's last EXIT: the path a converged warp runs. What ptxas places
+    after it (e.g. the fallback for a warp whose shuffle masks disagree) only runs when it is
+    branched to."""
+    ops = instructions(sass_text)
+    last = max((i for i, op in enumerate(ops) if op == "EXIT"), default=len(ops) - 1)
+    return ops[:last + 1]
+
+
+def base_opcode(line: str) -> str:
+    """Base opcode of a :func:`listing` line (``@!P0 BAR.SYNC 0x0`` -> ``BAR``)."""
+    parts = line.split()
+    if parts and parts[0].startswith("@"):
+        parts = parts[1:]
+    return parts[0].split(".")[0] if parts else ""
 
 
 def count_opcodes(sass_text: str, base: bool = True) -> Counter:

@@ -7,7 +7,7 @@ with or without a GPU: NVRTC and the disassembler are libraries and programs, no
     >>> b.resources["warp_sum"]["registers"]
     >>> print(b.sass("warp_sum"))
 
-Results are cached on disk (``$FRAGLAB_CACHE`` or ``~/.cache/fraglab``), keyed by the source, every
+Results are cached on disk (:func:`fraglab.tools.cache_dir`, bounded; ``make clean`` empties it), keyed by the source, every
 header in ``kernels/``, the options and the NVRTC version, so a re-run does not recompile.
 """
 from __future__ import annotations
@@ -17,14 +17,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
+import struct
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-KERNELS_DIR = REPO_ROOT / "kernels"
+from . import sass
+from .tools import (KERNELS_DIR, REPO_ROOT, ToolchainError, cache_dir, find_tool,  # noqa: F401
+                    include_dirs, nvrtc, nvrtc_version, prune_cache)
 
 #: Targets every kernel is compile-tested for. sm_75 (Turing, Colab's T4) has f16 WMMA only.
 ARCHES = ("sm_75", "sm_80", "sm_90", "sm_120")
@@ -36,110 +35,6 @@ class CompileError(RuntimeError):
     def __init__(self, name: str, arch: str, log: str):
         self.name, self.arch, self.log = name, arch, log
         super().__init__(f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
-
-
-class ToolchainError(RuntimeError):
-    """A tool or header the course needs is missing; the message says how to get it."""
-
-
-# --------------------------------------------------------------------------------------------
-# Finding NVRTC, headers and binary tools
-# --------------------------------------------------------------------------------------------
-
-def _nvrtc():
-    try:
-        from cupy_backends.cuda.libs import nvrtc
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ToolchainError("CuPy is not installed: run `make test` or "
-                             "`pip install -r requirements.txt`") from e
-    return nvrtc
-
-
-@lru_cache(maxsize=None)
-def nvrtc_version() -> tuple[int, int]:
-    """(major, minor) of the NVRTC library CuPy loaded."""
-    try:
-        return tuple(_nvrtc().getVersion())
-    except Exception as e:  # libnvrtc missing
-        raise ToolchainError(
-            "CuPy found no NVRTC library. Install the wheel matching your CuPy "
-            "(nvidia-cuda-nvrtc-cu12 for cupy-cuda12x) or a CUDA toolkit.\n" + str(e)) from e
-
-
-def _pip_nvidia_dirs() -> list[Path]:
-    """Folders of the pip `nvidia.*` wheels (cuda_runtime, cuda_nvcc, cu13, ...)."""
-    out = []
-    for entry in sys.path:
-        root = Path(entry or ".") / "nvidia"
-        if root.is_dir():
-            out.extend(sorted(p for p in root.iterdir() if p.is_dir()))
-    return out
-
-
-def _header_cuda_major(include_dir: Path) -> int | None:
-    """CUDA major version of a header folder, read from cuda_runtime_api.h (None if unknown)."""
-    for name in ("cuda_runtime_api.h", "cuda.h"):
-        h = include_dir / name
-        if h.is_file():
-            m = re.search(r"#define\s+CUDART?_VERSION\s+(\d+)", h.read_text(errors="replace"))
-            if m:
-                return int(m.group(1)) // 1000
-    return None
-
-
-def _include_candidates() -> list[Path]:
-    cands: list[Path] = []
-    if os.environ.get("CUDA_PATH"):
-        cands.append(Path(os.environ["CUDA_PATH"]) / "include")
-    cands.append(Path("/usr/local/cuda/include"))
-    cands += [d / "include" for d in _pip_nvidia_dirs()]
-    seen, out = set(), []
-    for c in cands:
-        if c.is_dir() and c.resolve() not in seen:
-            seen.add(c.resolve())
-            out.append(c)
-    return out
-
-
-@lru_cache(maxsize=None)
-def include_dirs() -> tuple[Path, ...]:
-    """Header folders that together provide ``mma.h`` and ``crt/mma.h`` for this NVRTC.
-
-    ``mma.h`` only forwards to ``crt/mma.h``; the pip wheels split them (``cuda_runtime`` has the
-    first, ``cuda_nvcc`` the second), so both folders are returned when needed. Folders whose CUDA
-    major version differs from NVRTC's are passed over: CUDA 13 headers do not suit NVRTC 12.
-    """
-    major = nvrtc_version()[0]
-    cands = [c for c in _include_candidates() if _header_cuda_major(c) in (major, None)]
-    for c in cands:  # one folder with both: a full toolkit
-        if (c / "mma.h").is_file() and (c / "crt" / "mma.h").is_file() \
-                and _header_cuda_major(c) == major:
-            return (c,)
-    top = [c for c in cands if (c / "mma.h").is_file() and _header_cuda_major(c) == major]
-    crt = [c for c in cands if (c / "crt" / "mma.h").is_file()]
-    if top and crt:
-        return (top[0], crt[0])
-    raise ToolchainError(
-        f"No CUDA {major}.x headers providing both mma.h and crt/mma.h were found (looked in: "
-        + ", ".join(map(str, _include_candidates())) + "). With pip, install "
-        f"nvidia-cuda-runtime-cu{major} and nvidia-cuda-nvcc-cu{major}; or set CUDA_PATH to a "
-        "CUDA toolkit of the same major version as NVRTC.")
-
-
-def find_tool(name: str) -> Path:
-    """Path of a CUDA binary tool (nvdisasm, cuobjdump, ptxas): pip wheels, CUDA_PATH, PATH."""
-    cands = [d / "bin" / name for d in _pip_nvidia_dirs()]
-    if os.environ.get("CUDA_PATH"):
-        cands.append(Path(os.environ["CUDA_PATH"]) / "bin" / name)
-    cands.append(Path("/usr/local/cuda/bin") / name)
-    which = shutil.which(name)
-    if which:
-        cands.append(Path(which))
-    for c in cands:
-        if c.is_file() and os.access(c, os.X_OK):
-            return c
-    raise ToolchainError(f"`{name}` not found: install the nvidia-cuda-{name} wheel "
-                         "(see requirements.txt) or put a CUDA toolkit's bin/ on PATH")
 
 
 # --------------------------------------------------------------------------------------------
@@ -232,17 +127,14 @@ class Build:
 
     def sass(self, kernel: str | None = None) -> str:
         """SASS of one kernel (or the whole cubin) from nvdisasm."""
-        from . import sass
         return sass.disassemble(self, kernel)
 
     def opcodes(self, kernel: str, base: bool = True):
         """Counter of SASS opcodes of a kernel (base names like HMMA, or full like HMMA.16816.F32)."""
-        from . import sass
         return sass.count_opcodes(self.sass(kernel), base=base)
 
     def classes(self, kernel: str):
         """Counter of SASS instruction classes (tensor, shared, global, shuffle, barrier, ...)."""
-        from . import sass
         return sass.count_classes(self.sass(kernel))
 
     def report(self, kernel: str) -> dict:
@@ -289,18 +181,18 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
 
 
 def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
-    nvrtc = _nvrtc()
-    prog = nvrtc.createProgram(source, label, [], [])
+    lib = nvrtc()
+    prog = lib.createProgram(source, label, [], [])
     try:
         try:
-            nvrtc.compileProgram(prog, opts)
-        except nvrtc.NVRTCError:
-            raise CompileError(label, arch, nvrtc.getProgramLog(prog).rstrip("\x00")) from None
-        log = nvrtc.getProgramLog(prog).rstrip("\x00")
-        ptx = nvrtc.getPTX(prog)
-        cubin = nvrtc.getCUBIN(prog)
+            lib.compileProgram(prog, opts)
+        except lib.NVRTCError:
+            raise CompileError(label, arch, lib.getProgramLog(prog).rstrip("\x00")) from None
+        log = lib.getProgramLog(prog).rstrip("\x00")
+        ptx = lib.getPTX(prog)
+        cubin = lib.getCUBIN(prog)
     finally:
-        nvrtc.destroyProgram(prog)
+        lib.destroyProgram(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
     cubin = _complete_elf(bytes(cubin))
     return Build(name=label, arch=arch, options=tuple(opts), ptx=ptx.rstrip("\x00"),
@@ -314,7 +206,6 @@ def _complete_elf(data: bytes) -> bytes:
     drops the last byte), and nvdisasm then calls the file invalid. Rather than assume how many
     bytes are missing, read the ELF64 section and program header tables and pad with zeros to their end.
     """
-    import struct
     if data[:4] != b"\x7fELF" or data[4] != 2:
         raise ToolchainError("NVRTC returned something that is not a 64-bit ELF cubin")
     shoff, = struct.unpack_from("<Q", data, 0x28)
@@ -335,7 +226,6 @@ def _complete_elf(data: bytes) -> bytes:
 
 def elf_kernels(cubin: bytes) -> list[str]:
     """Names of the kernels in a cubin: its sections named ``.text.<kernel>``."""
-    import struct
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
     str_off, = struct.unpack_from("<Q", cubin, shoff + shstrndx * shentsize + 24)
@@ -370,6 +260,7 @@ def _store_cached(b: Build) -> None:
                     resources=b.resources)
         (tmp / "meta.json").write_text(json.dumps(meta))
         os.replace(tmp, d) if not d.exists() else shutil.rmtree(tmp)
+        prune_cache()
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # a read-only cache only costs a recompile
 

@@ -9,11 +9,16 @@ __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 // The mask naming all 32 lanes: what *_sync intrinsics take when the whole warp takes part.
 #define FULL_MASK 0xffffffffu
 
-// Code that needs sm_80 or newer (bf16, tf32 and f64 tensor cores). On older targets the kernel
-// keeps its name, so every build lists the same kernels, but its body traps; the Python wrappers
-// refuse such a GPU before launching (fraglab.device.supports).
-#if __CUDA_ARCH__ >= 800
+// The one sm_80 guard. bf16, tf32 and f64 tensor cores (and mma.sync with bf16, cp.async) need
+// sm_80 or newer. Every kernel file compiles for every target of fraglab.ARCHES, so code that
+// needs sm_80 sits under `#if FRAGLAB_SM80` (declarations, helpers), and a kernel whose body needs
+// it wraps the body in SM80_ONLY(...): on older targets the kernel keeps its name, so every build
+// lists the same kernels, but its body traps. The Python wrappers refuse such a GPU before
+// launching (fraglab.device.supports).
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#define FRAGLAB_SM80 1
 #define SM80_ONLY(...) __VA_ARGS__
 #else
+#define FRAGLAB_SM80 0
 #define SM80_ONLY(...) __trap()
 #endif

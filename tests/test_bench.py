@@ -11,8 +11,9 @@ import warnings
 import numpy as np
 import pytest
 
-from fraglab import bench
+from fraglab import bench, device
 from fraglab.bench import Comparison, Timing
+from fraglab.progress import Progress
 
 
 def _cupy_sees_gpu() -> bool:
@@ -205,7 +206,7 @@ class _TTY(io.StringIO):
 
 def test_progress_updates_in_place_on_a_tty():
     s = _TTY()
-    bar = bench._Progress(3, stream=s)
+    bar = Progress(3, stream=s)
     bar.show(1, "N=4096 ...", final=False)
     bar.show(1, "N=4096 ... 0.123 ms")
     bar.show(2, "N=8 ... 2 ms")
@@ -229,17 +230,33 @@ def test_progress_disabled_prints_nothing(capsys):
 # --------------------------------------------------------------------------- no GPU
 @pytest.mark.skipif(_HAS_GPU, reason="a GPU is visible; this checks the no-GPU error")
 def test_device_info_raises_clear_error_without_gpu():
-    with pytest.raises(RuntimeError, match="^no CUDA GPU visible to CuPy: "):
+    with pytest.raises(device.GPUUnavailable, match="needs a CUDA GPU.*none is usable here"):
         bench.device_info()
-    with pytest.raises(RuntimeError, match="no CUDA GPU visible to CuPy"):
+    with pytest.raises(device.GPUUnavailable, match="timing on the GPU needs a CUDA GPU"):
         bench.time_kernel(lambda: None, repeat=1)
 
 
 def test_device_info_zero_devices(monkeypatch):
     import cupy
+    monkeypatch.setattr(device, "_driver_present", lambda: True)
     monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", lambda: 0)
-    with pytest.raises(RuntimeError, match="no CUDA GPU visible to CuPy: .*returned 0"):
-        bench.device_info()
+    device._probe.cache_clear()
+    try:
+        with pytest.raises(device.GPUUnavailable, match="CUDA driver found, but no GPU"):
+            bench.device_info()
+    finally:
+        device._probe.cache_clear()
+
+
+def test_no_driver_is_said_plainly(monkeypatch):
+    monkeypatch.setattr(device, "_driver_present", lambda: False)
+    monkeypatch.delenv("FRAGLAB_MODE", raising=False)
+    device._probe.cache_clear()
+    try:
+        assert device.why_no_gpu() == "no NVIDIA driver/GPU found"
+        assert "driver version is insufficient" not in device.status_line()
+    finally:
+        device._probe.cache_clear()
 
 
 # --------------------------------------------------------------------------- GPU

@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from fraglab import sass, toolchain
+from fraglab import sass, toolchain, tools
 from fraglab.toolchain import ARCHES, CompileError
 
 KERNEL_FILES = sorted(p.stem for p in toolchain.KERNELS_DIR.glob("*.cu"))
@@ -18,7 +18,7 @@ def test_include_dirs_hold_mma_headers():
 def test_headers_match_nvrtc_major():
     major = toolchain.nvrtc_version()[0]
     for d in toolchain.include_dirs():
-        assert toolchain._header_cuda_major(d) in (major, None)
+        assert tools._header_cuda_major(d) in (major, None)
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -1,0 +1,89 @@
+"""Errors of the PTX interpreter, worded for learners: where (block, warp, lane), what (the PTX
+instruction) and which CUDA source line (from the PTX ``.loc`` line info)."""
+from __future__ import annotations
+
+
+class PTXError(RuntimeError):
+    """Base class. ``block``, ``warp``, ``lane``, ``instr`` (PTX text), ``source`` (file:line)
+    are set when known."""
+
+    def __init__(self, msg: str, *, block=None, warp=None, lane=None, instr=None, source=None):
+        self.block, self.warp, self.lane, self.instr, self.source = block, warp, lane, instr, source
+        self.detail = msg
+        super().__init__(msg)
+
+
+class PTXSyntaxError(PTXError):
+    """The PTX text could not be parsed."""
+
+
+class UnsupportedInstruction(PTXError):
+    """An opcode or modifier the interpreter does not implement (never a silent wrong value)."""
+
+
+class MemoryAccessError(PTXError):
+    """An out-of-bounds, unmapped or misaligned load or store."""
+
+
+class UninitializedRead(PTXError):
+    """A load of shared or local memory that no thread has written."""
+
+
+class SharedRace(PTXError):
+    """Two threads wrote different values to one shared-memory byte between barriers."""
+
+
+class BarrierError(PTXError):
+    """bar.sync not reached by every thread of the block (deadlock on a GPU)."""
+
+
+class CollectiveError(PTXError):
+    """A *.sync warp collective whose member mask and executing lanes disagree."""
+
+
+class StepBudgetExceeded(PTXError):
+    """The kernel ran more instructions than ``max_steps``."""
+
+
+def short_path(path: str) -> str:
+    """'/work/main/kernels/00_hello_warp.cu' -> 'kernels/00_hello_warp.cu'."""
+    for marker in ("/kernels/", "/include/"):
+        if marker in path:
+            return path[path.rindex(marker) + 1:]
+    return path
+
+
+def source_of(instr, files: dict) -> str | None:
+    """'kernels/x.cu:28' for an instruction (plus 'inlined at ...' when it comes from a helper)."""
+    loc = getattr(instr, "loc", None)
+    if loc is None:
+        return None
+    s = f"{short_path(files.get(loc.file, f'file{loc.file}'))}:{loc.line}"
+    if loc.inlined_at:
+        f, ln, _ = loc.inlined_at
+        s += f" (inlined at {short_path(files.get(f, f'file{f}'))}:{ln})"
+    return s
+
+
+def raise_at(cls, msg: str, ctx, instr, lane=None, **extra):
+    """Raise ``cls`` with a message naming block, warp, lane, instruction and source line.
+    ``ctx`` is the executing warp (it knows its block, warp index and the program's files)."""
+    where = []
+    block = warp = None
+    files = {}
+    if ctx is not None:
+        block, warp, files = ctx.block_idx, ctx.index, ctx.files
+        where.append(f"block {block}")
+        where.append(f"warp {warp}")
+    if lane is not None:
+        where.append(f"lane {lane}")
+        if ctx is not None:
+            where.append(f"thread {ctx.thread_of(lane)}")
+    src = source_of(instr, files)
+    text = f"{msg}\n  at {', '.join(where) or 'an unknown thread'}"
+    if instr is not None:
+        text += f"\n  PTX: {instr.text}   (PTX line {instr.ptx_line})"
+    if src:
+        text += f"\n  CUDA source: {src}"
+    raise cls(text, block=block, warp=warp, lane=lane,
+              instr=None if instr is None else instr.text, source=src, **extra)

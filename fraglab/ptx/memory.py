@@ -1,0 +1,296 @@
+"""Memory spaces: global (one bounded allocation per NumPy array), shared (per block, with
+initialisation and race tracking), local (per thread), const and param.
+
+Addresses are 64-bit integers. State-space addresses (what ``ld.shared``, ``ld.local``,
+``mov %r, smem`` use) start at 0 in their space; generic addresses put shared memory at
+:data:`SHARED_WINDOW` and local memory at :data:`LOCAL_WINDOW` (what ``cvta.shared`` adds), and
+global allocations from :data:`GLOBAL_BASE`, each followed by an unmapped gap, so that running
+off the end of an array is caught rather than landing in the next one.
+
+Every access is vectorised over the lanes that make it: ``addr`` and ``lanes`` are arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+
+SHARED_WINDOW = 0x0000_7E00_0000_0000
+LOCAL_WINDOW = 0x0000_7F00_0000_0000
+WINDOW_SIZE = 1 << 32
+GLOBAL_BASE = 0x0000_1000_0000_0000
+GLOBAL_GAP = 1 << 20
+
+
+class Allocation:
+    def __init__(self, base: int, data: np.ndarray, name: str, writable: bool):
+        self.base, self.name, self.writable = base, name, writable
+        self.bytes = data
+        self.size = data.size
+
+
+class GlobalMemory:
+    """Global memory of one launch: NumPy arrays mapped at distinct bases, written in place."""
+
+    def __init__(self):
+        self.allocs: list[Allocation] = []
+        self.next = GLOBAL_BASE
+        self._bases = np.zeros(0, np.uint64)
+        self._ends = np.zeros(0, np.uint64)
+
+    def map_array(self, arr: np.ndarray, name: str) -> int:
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"argument {name}: pass a C-contiguous NumPy array "
+                             "(np.ascontiguousarray) so that writes can go back in place")
+        data = arr.reshape(-1).view(np.uint8)
+        return self._add(data, name, arr.flags.writeable)
+
+    def map_bytes(self, data: bytes, name: str, writable=True) -> int:
+        return self._add(np.frombuffer(bytearray(data), np.uint8).copy(), name, writable)
+
+    def _add(self, data, name, writable) -> int:
+        base = self.next
+        self.allocs.append(Allocation(base, data, name, writable))
+        self.next = base + ((max(data.size, 1) + GLOBAL_GAP + 0xFFFF) & ~0xFFFF)
+        self._bases = np.array([a.base for a in self.allocs], np.uint64)
+        self._ends = np.array([a.base + a.size for a in self.allocs], np.uint64)
+        return base
+
+    def _resolve(self, w, instr, addr, lanes, nbytes, what):
+        idx = np.searchsorted(self._bases, addr, side="right").astype(np.int64) - 1
+        ok = idx >= 0
+        safe = np.where(ok, idx, 0)
+        ok &= (addr + np.uint64(nbytes)) <= self._ends[safe] if len(self.allocs) else False
+        if not np.all(ok):
+            j = int(np.argmin(ok))
+            a = int(addr[j])
+            near = self._nearest(a)
+            raise_at(MemoryAccessError, f"out-of-bounds global {what} of {nbytes} bytes at "
+                     f"address {a:#x}{near}", w, instr, lane=int(lanes[j]))
+        return safe
+
+    def _nearest(self, a: int) -> str:
+        best = None
+        for al in self.allocs:
+            d = a - al.base
+            if best is None or abs(d) < abs(best[1]):
+                best = (al, d)
+        if best is None:
+            return " (no global memory is mapped)"
+        al, d = best
+        if 0 <= d:
+            return f" ({d} bytes from the start of `{al.name}`, which has {al.size} bytes)"
+        return f" ({-d} bytes before the start of `{al.name}`)"
+
+    def load(self, w, instr, addr, lanes, nbytes):
+        idx = self._resolve(w, instr, addr, lanes, nbytes, "load")
+        first = int(idx[0])
+        if np.all(idx == first):
+            al = self.allocs[first]
+            offs = (addr - np.uint64(al.base)).astype(np.int64)
+            return al.bytes[offs[:, None] + np.arange(nbytes)]
+        out = np.empty((len(addr), nbytes), np.uint8)
+        for a in np.unique(idx):
+            sel = idx == a
+            al = self.allocs[int(a)]
+            offs = (addr[sel] - np.uint64(al.base)).astype(np.int64)
+            out[sel] = al.bytes[offs[:, None] + np.arange(nbytes)]
+        return out
+
+    def store(self, w, instr, addr, lanes, data):
+        nbytes = data.shape[1]
+        idx = self._resolve(w, instr, addr, lanes, nbytes, "store")
+        for a in np.unique(idx):
+            sel = idx == a
+            al = self.allocs[int(a)]
+            if not al.writable:
+                j = int(np.argmax(sel))
+                raise_at(MemoryAccessError, f"store to read-only array `{al.name}`", w, instr,
+                         lane=int(lanes[j]))
+            offs = (addr[sel] - np.uint64(al.base)).astype(np.int64)
+            al.bytes[offs[:, None] + np.arange(nbytes)] = data[sel]
+
+
+class SharedMemory:
+    """One block's shared memory, with per-byte initialisation and last-writer tracking."""
+
+    def __init__(self, size: int, static_size: int, check_uninit=True, check_race=True):
+        self.size, self.static_size = size, static_size
+        self.buf = np.zeros(size, np.uint8)
+        self.init = np.zeros(size, bool)
+        self.writer = np.full(size, -1, np.int32)
+        self.bepoch = np.zeros(size, np.int32)
+        self.wepoch = np.zeros(size, np.int32)
+        self.epoch = 1
+        self.check_uninit, self.check_race = check_uninit, check_race
+
+    def _offsets(self, w, instr, addr, lanes, nbytes, what):
+        if len(addr) and (int(addr.max()) + nbytes > self.size):
+            j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
+            raise_at(MemoryAccessError, f"out-of-bounds shared {what} of {nbytes} bytes at shared "
+                     f"address {int(addr[j])} (the block has {self.size} bytes of shared memory: "
+                     f"{self.static_size} static + {self.size - self.static_size} dynamic)",
+                     w, instr, lane=int(lanes[j]))
+        return addr.astype(np.int64)[:, None] + np.arange(nbytes)
+
+    def load(self, w, instr, addr, lanes, nbytes):
+        offs = self._offsets(w, instr, addr, lanes, nbytes, "load")
+        if self.check_uninit:
+            ini = self.init[offs]
+            if not ini.all():
+                j = int(np.argmin(ini.all(axis=1)))
+                raise_at(UninitializedRead, f"read of uninitialised shared memory: {nbytes} bytes "
+                         f"at shared address {int(addr[j])} were never written by any thread",
+                         w, instr, lane=int(lanes[j]))
+        return self.buf[offs]
+
+    def store(self, w, instr, addr, lanes, data, tids=None):
+        nbytes = data.shape[1]
+        offs = self._offsets(w, instr, addr, lanes, nbytes, "store")
+        if tids is None:
+            tids = w.tid_linear[lanes]
+        if self.check_race:
+            self._race(w, instr, offs, lanes, data, tids)
+        self.buf[offs] = data
+        self.init[offs] = True
+
+    def _race(self, w, instr, offs, lanes, data, tids):
+        flat = offs.ravel()
+        vals = data.ravel()
+        t = np.repeat(tids, offs.shape[1])
+        if len(np.unique(flat)) < len(flat):           # two lanes of this instruction, one byte
+            order = np.argsort(flat, kind="stable")
+            f, v, tt = flat[order], vals[order], t[order]
+            clash = (f[1:] == f[:-1]) & (v[1:] != v[:-1]) & (tt[1:] != tt[:-1])
+            if clash.any():
+                k = int(np.argmax(clash))
+                ln = [int(lanes[np.argmax(tids == tt[k])]), int(lanes[np.argmax(tids == tt[k + 1])])]
+                raise_at(SharedRace, f"shared-memory race: lanes {ln[0]} and {ln[1]} write different "
+                         f"values to shared address {int(f[k])} in the same instruction",
+                         w, instr, lane=ln[1])
+        prev = self.writer[flat]
+        warp_of_prev = prev // 32
+        mine = w.first_thread // 32
+        hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
+                 ((warp_of_prev != mine) | (self.wepoch[flat] == w.sync_epoch)) & \
+                 (self.buf[flat] != vals)
+        if hazard.any():
+            k = int(np.argmax(hazard))
+            lane = int(lanes[k // offs.shape[1]])
+            raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} writes shared address "
+                     f"{int(flat[k])}, which thread {int(prev[k])} wrote with a different value "
+                     "since the last barrier (add __syncthreads() / __syncwarp() between them, "
+                     "or make one thread write)", w, instr, lane=lane)
+        self.writer[flat] = t
+        self.bepoch[flat] = self.epoch
+        self.wepoch[flat] = w.sync_epoch
+
+    def barrier(self):
+        self.epoch += 1
+
+
+class LocalMemory:
+    """Per-thread local memory (the stack frame ``__local_depot``) of one block."""
+
+    def __init__(self, threads: int, size: int, check_uninit=True):
+        self.size = size
+        self.buf = np.zeros((threads, max(size, 1)), np.uint8)
+        self.init = np.zeros((threads, max(size, 1)), bool)
+        self.check_uninit = check_uninit
+
+    def _idx(self, w, instr, addr, lanes, nbytes, what):
+        if len(addr) and int(addr.max()) + nbytes > self.size:
+            j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
+            raise_at(MemoryAccessError, f"out-of-bounds local {what} at local address "
+                     f"{int(addr[j])} (the thread has {self.size} bytes of local memory)",
+                     w, instr, lane=int(lanes[j]))
+        rows = w.tid_linear[lanes][:, None]
+        return rows, addr.astype(np.int64)[:, None] + np.arange(nbytes)
+
+    def load(self, w, instr, addr, lanes, nbytes):
+        rows, cols = self._idx(w, instr, addr, lanes, nbytes, "load")
+        if self.check_uninit and not self.init[rows, cols].all():
+            j = int(np.argmin(self.init[rows, cols].all(axis=1)))
+            raise_at(UninitializedRead, f"read of uninitialised local memory at local address "
+                     f"{int(addr[j])}", w, instr, lane=int(lanes[j]))
+        return self.buf[rows, cols]
+
+    def store(self, w, instr, addr, lanes, data):
+        rows, cols = self._idx(w, instr, addr, lanes, data.shape[1], "store")
+        self.buf[rows, cols] = data
+        self.init[rows, cols] = True
+
+
+class FlatSpace:
+    """A read-only byte space (param, const)."""
+
+    def __init__(self, data: bytes, name: str):
+        self.buf = np.frombuffer(bytes(data) + b"\0" * 8, np.uint8)
+        self.size, self.name = len(data), name
+
+    def load(self, w, instr, addr, lanes, nbytes):
+        if len(addr) and int(addr.max()) + nbytes > self.size:
+            j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
+            raise_at(MemoryAccessError, f"out-of-bounds {self.name} load at {int(addr[j])} "
+                     f"({self.size} bytes)", w, instr, lane=int(lanes[j]))
+        return self.buf[addr.astype(np.int64)[:, None] + np.arange(nbytes)]
+
+    def store(self, w, instr, addr, lanes, data):
+        raise_at(MemoryAccessError, f"store to the read-only {self.name} space", w, instr,
+                 lane=int(lanes[0]))
+
+
+def check_align(w, instr, addr, lanes, align):
+    if align > 1:
+        bad = (addr & np.uint64(align - 1)) != 0
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise_at(MemoryAccessError, f"misaligned access: address {int(addr[j]):#x} is not a "
+                     f"multiple of {align} bytes", w, instr, lane=int(lanes[j]))
+
+
+class BlockMemory:
+    """The spaces one block sees; `space` is 'global', 'shared', 'local', 'const', 'param' or
+    'generic' (resolved per lane by window)."""
+
+    def __init__(self, glob, shared, local, const, param):
+        self.spaces = {"global": glob, "shared": shared, "local": local, "const": const,
+                       "param": param}
+
+    def load(self, w, instr, space, addr, lanes, nbytes, align):
+        check_align(w, instr, addr, lanes, align)
+        if space != "generic":
+            return self.spaces[space].load(w, instr, addr, lanes, nbytes)
+        parts = self._split(addr)
+        if len(parts) == 1:
+            sp, a, _ = parts[0]
+            return self.spaces[sp].load(w, instr, a, lanes, nbytes)
+        out = np.empty((len(addr), nbytes), np.uint8)
+        for sp, a, sel in parts:
+            out[sel] = self.spaces[sp].load(w, instr, a, lanes[sel], nbytes)
+        return out
+
+    def store(self, w, instr, space, addr, lanes, data, align):
+        check_align(w, instr, addr, lanes, align)
+        if space != "generic":
+            return self.spaces[space].store(w, instr, addr, lanes, data)
+        for sp, a, sel in self._split(addr):
+            self.spaces[sp].store(w, instr, a, lanes[sel], data[sel])
+
+    @staticmethod
+    def _split(addr):
+        sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+        lo = (addr >= np.uint64(LOCAL_WINDOW)) & (addr < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+        if not sh.any() and not lo.any():
+            return [("global", addr, slice(None))]
+        if sh.all():
+            return [("shared", addr - np.uint64(SHARED_WINDOW), slice(None))]
+        if lo.all():
+            return [("local", addr - np.uint64(LOCAL_WINDOW), slice(None))]
+        gl = ~sh & ~lo
+        out = []
+        for sp, sel, base in (("global", gl, 0), ("shared", sh, SHARED_WINDOW),
+                              ("local", lo, LOCAL_WINDOW)):
+            if sel.any():
+                out.append((sp, addr[sel] - np.uint64(base), sel))
+        return out
