@@ -1,6 +1,7 @@
 # make book   - create .venv, install requirements.txt, build the HTML book into _build/html
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
+# make clean  - remove the built book, pytest's cache and the compile cache
 #
 # On a machine with no package index (the course's GPU machine), run in the environment that is
 # already there instead of a venv:   make test USE_SYSTEM=1
@@ -20,10 +21,11 @@ PYTEST_ARGS ?=
 
 .PHONY: book test labs setup clean
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -r requirements.txt
+	$(VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 setup: $(STAMP)
@@ -40,3 +42,4 @@ labs: $(STAMP)
 
 clean:
 	rm -rf _build .pytest_cache
+	rm -rf "$${FRAGLAB_CACHE:-$$HOME/.cache/fraglab}"   # the compile cache (fraglab.tools.cache_dir)

@@ -1,9 +1,10 @@
-"""Wrappers for ``kernels/00_hello_warp.cu`` (topic 00_hello_warp)."""
+"""Wrappers for ``kernels/00_hello_warp.cu`` (topic 00_hello_warp), and their problems."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import launch
+from .problem import Case, Problem
 
 KERNELS = "00_hello_warp"
 
@@ -42,3 +43,52 @@ def warp_sum(x, source: str | None = None, *, strided: bool = False, warps_per_b
         blocks = min(-(-rows // warps_per_block), sms * (64 // warps_per_block))
         launch.launch(fn, blocks, 32 * warps_per_block, (x, out, np.int32(rows)))
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Problems: what the tests and the lab check
+# ------------------------------------------------------------------------------------------------
+
+def _rows(rng, rows: int = 1000, special: bool = False, **options) -> dict:
+    x = rng.standard_normal((rows, 32)).astype(np.float32)
+    if special:       # inf, NaN, and inf - inf in the first three rows
+        x[0, 5] = np.inf
+        x[1, 9] = np.nan
+        x[2, 0], x[2, 1] = np.inf, -np.inf
+    return {"x": x, **options}
+
+
+def _sum_reference(x, **_):
+    return x.astype(np.float64).sum(axis=1)
+
+
+def _per_row_error(got, ref, inputs) -> float:
+    """Largest |got - ref| of a row over the sum of its magnitudes (float32 rounding scale);
+    inf where a row was not written or its inf/NaN does not match."""
+    if not np.array_equal(np.isfinite(got), np.isfinite(ref)) or \
+            not np.array_equal(got[~np.isfinite(ref)], ref[~np.isfinite(ref)], equal_nan=True):
+        return float("inf")
+    fin = np.isfinite(ref)
+    scale = np.abs(inputs["x"].astype(np.float64)).sum(axis=1)[fin]
+    return float((np.abs(got[fin] - ref[fin]) / scale).max(initial=0.0))
+
+
+_SUM_CASES = tuple(Case(f"rows{r}", rows=r, edge=r != 1000) for r in (1, 7, 1000, 65537)) + (
+    Case("inf_nan", rows=3, special=True, edge=True),)
+
+PROBLEMS = {
+    "warp_sum": Problem(
+        "00_hello_warp/warp_sum", "the sum of each row of a (rows, 32) float32 matrix",
+        inputs=_rows, reference=_sum_reference, error=_per_row_error, tol=1e-6, labels=("row",),
+        run=lambda x, **_: warp_sum(launch.to_device(x)), cases=_SUM_CASES),
+    "warp_sum_strided": Problem(
+        "00_hello_warp/warp_sum_strided", "the same, with several warps per block looping over rows",
+        inputs=_rows, reference=_sum_reference, error=_per_row_error, tol=1e-6, labels=("row",),
+        run=lambda x, **_: warp_sum(launch.to_device(x), strided=True, warps_per_block=3),
+        cases=_SUM_CASES),
+    "hello_warp": Problem(
+        "00_hello_warp/hello_warp", "each lane's id and eight registers holding 100*lane + r",
+        inputs=lambda rng: {},
+        reference=lambda: (np.arange(32), 100.0 * np.arange(32)[:, None] + np.arange(8)),
+        run=hello_warp, labels=("lane", "reg")),
+}

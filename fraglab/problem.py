@@ -112,6 +112,9 @@ class Problem:
     #: ``requires(case) -> (ok, reason)``, e.g. bf16 needs sm_80 (checked before running)
     requires: Callable[[Case], tuple[bool, str]] | None = None
     labels: tuple = ("row", "col")
+    #: ``error(got, ref, inputs) -> float`` replaces :func:`rel_error` where a kernel's error is
+    #: better measured another way (e.g. per row, against the sum of magnitudes)
+    error: Callable[..., float] | None = None
 
     def __post_init__(self):
         self.cases = tuple(self.cases)
@@ -159,6 +162,8 @@ class Problem:
                 same = g.shape == r.shape and np.array_equal(g.astype(np.float64),
                                                             r.astype(np.float64), equal_nan=True)
                 errors[k] = 0.0 if same else float("inf")
+            elif self.error is not None:
+                errors[k] = float(self.error(g, r, inp))
             else:
                 errors[k] = rel_error(g, r)
             if not errors[k] <= tol:

@@ -32,35 +32,28 @@ def test_numpy_input_is_rejected_before_any_launch():
         hello_warp.warp_sum(np.zeros((4, 32), np.float32))
 
 
-@pytest.mark.gpu
-def test_hello_warp_writes_the_register_table():
-    lanes, regs = hello_warp.hello_warp()
-    np.testing.assert_array_equal(lanes, np.arange(32))
-    np.testing.assert_array_equal(regs, 100.0 * np.arange(32)[:, None] + np.arange(8))
+_CASES = [(name, case) for name, p in hello_warp.PROBLEMS.items() for case in p.cases]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("strided", [False, True], ids=["block_per_row", "strided"])
-@pytest.mark.parametrize("rows", [1, 7, 1000, 65537])
-def test_warp_sum_matches_numpy(rows, strided, rng):
-    import cupy as cp
-    x = rng.standard_normal((rows, 32)).astype(np.float32)
-    got = hello_warp.warp_sum(cp.asarray(x), strided=strided, warps_per_block=3).get()
-    ref = x.astype(np.float64).sum(axis=1)
-    assert not np.isnan(got).any(), "some rows were not written"
-    err = np.abs(got - ref) / np.abs(x).sum(axis=1)
-    assert err.max() < 1e-6
+@pytest.mark.parametrize("name, case", _CASES, ids=[f"{n}-{c}" for n, c in _CASES])
+def test_kernels_match_numpy(name, case, rng):
+    """hello_warp's register table; warp_sum (both launch shapes) against float64 on 1, 7, 1000
+    and 65537 rows, and inf/NaN propagation, with every output poisoned first."""
+    hello_warp.PROBLEMS[name].check(case, rng)
 
 
-@pytest.mark.gpu
-def test_warp_sum_propagates_inf_and_nan(rng):
-    import cupy as cp
-    x = rng.standard_normal((3, 32)).astype(np.float32)
-    x[0, 5] = np.inf
-    x[1, 9] = np.nan
-    x[2, 0], x[2, 1] = np.inf, -np.inf
-    got = hello_warp.warp_sum(cp.asarray(x)).get()
-    assert got[0] == np.inf and np.isnan(got[1]) and np.isnan(got[2])
+def test_a_wrong_sum_fails_its_problem(rng):
+    """The check can fail: a sum that drops a lane, and one that leaves a row unwritten."""
+    p = hello_warp.PROBLEMS["warp_sum"]
+    with pytest.raises(AssertionError, match="WRONG"):
+        p.check("rows7", rng, run=lambda x, **_: x[:, 1:].sum(axis=1))
+    def unwritten(x, **_):
+        out = x.sum(axis=1)
+        out[3] = np.nan
+        return out
+    with pytest.raises(AssertionError, match="row 3"):
+        p.check("rows7", rng, run=unwritten)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,143 @@
+"""The package's shape, checked from the source: no import cycle, one template per topic,
+files of one job (a size guide), and the topic names shared by every folder."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "fraglab"
+#: Kernel files that belong to a topic whose name is their stem up to a variant suffix.
+KERNEL_TOPICS = sorted({p.stem for p in (ROOT / "book").glob("[0-9][0-9]_*.ipynb")})
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
+    """The module ``name`` refers to: itself, or the package it names a member of."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> fraglab modules it imports, from the AST: imports inside functions count."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for mod, path in modules.items():
+        is_pkg = path.name == "__init__.py"
+        package = mod if is_pkg else mod.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    stem = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    stem = node.module or ""
+                targets = [f"{stem}.{a.name}" for a in node.names] + [stem]
+            for t in targets:
+                if t.split(".")[0] != "fraglab":
+                    continue
+                r = _resolve(t, modules)
+                if r and r != mod:
+                    edges.add(r)
+        graph[mod] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a list of modules (first == last), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str):
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph.get(m, ())):
+            # a package's own __init__ importing its submodules is not a cycle back into them
+            if state.get(n) == 1 and not m.startswith(n + "."):
+                return stack[stack.index(n):] + [n]
+            if n not in state:
+                found = visit(n)
+                if found:
+                    return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m)
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_fraglab_has_no_import_cycle():
+    graph = import_graph()
+    assert "fraglab.toolchain" in graph and graph["fraglab.toolchain"], "the graph reads imports"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_core_modules_import_no_topic():
+    topics = {f"fraglab.{t[3:]}" for t in KERNEL_TOPICS}
+    core = [m for m in import_graph() if not any(m == t or m.startswith(t + ".") for t in topics)]
+    for m in core:
+        bad = [n for n in import_graph()[m]
+               if any(n == t or n.startswith(t + ".") for t in topics)]
+        assert not bad, f"core module {m} imports topic code {bad}"
+
+
+@pytest.mark.parametrize("topic", KERNEL_TOPICS)
+def test_every_topic_has_every_part(topic):
+    """A topic NN_name owns kernels/NN_name*.cu, fraglab/name(.py or /), book, solution, lab and
+    tests/test_NN_name*.py (see CONTRIBUTING.md, "Adding a chapter")."""
+    name = topic[3:]
+    assert list((ROOT / "kernels").glob(f"{topic}*.cu")), f"no kernels/{topic}*.cu"
+    assert (PKG / f"{name}.py").is_file() or (PKG / name / "__init__.py").is_file(), \
+        f"no fraglab/{name}.py or fraglab/{name}/"
+    for folder in ("book", "solutions", "labs"):
+        assert (ROOT / folder / f"{topic}.ipynb").is_file(), f"no {folder}/{topic}.ipynb"
+    assert list((ROOT / "tests").glob(f"test_{topic}*.py")), f"no tests/test_{topic}*.py"
+
+
+def test_every_kernel_file_belongs_to_a_topic():
+    for cu in (ROOT / "kernels").glob("*.cu"):
+        assert any(cu.stem == t or cu.stem.startswith(t + "_") for t in KERNEL_TOPICS), \
+            f"{cu.name} belongs to no topic (no book/NN_name.ipynb for it)"
+
+
+#: Files allowed past the size guide, with why.
+LONG_OK: dict[str, str] = {}
+MAX_LINES = 550   # "about 500 lines" (CONTRIBUTING.md): one job per file
+
+
+@pytest.mark.parametrize("path", sorted(PKG.rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_stay_small(path):
+    rel = str(path.relative_to(ROOT))
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES or rel in LONG_OK, \
+        f"{rel} has {n} lines; split it by job (CONTRIBUTING.md: one job per file)"
