@@ -28,22 +28,12 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "common.cuh"
+#include "wmma_tile.cuh"    // tile_product: C = A[t] @ B[t], the same MMA as chapter 03's kernels
 
 using namespace nvcuda;
 
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> Acc;
-
-// C = A[t] @ B[t]; both tiles row-major 16x16, read straight from global memory.
-template <class In>
-__device__ __forceinline__ void tile_product(const In* a, const In* b, int t, Acc& c)
-{
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, In, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, In, wmma::row_major> fb;
-    wmma::load_matrix_sync(fa, a + (size_t)t * 256, 16);
-    wmma::load_matrix_sync(fb, b + (size_t)t * 256, 16);
-    wmma::fill_fragment(c, 0.0f);
-    wmma::mma_sync(c, fa, fb, c);
-}
+// The 16x16 f32 accumulator tile_product fills (one WMMA per warp).
+typedef Acc16x16 Acc;
 
 // ------------------------------------------------------------------------------------------------
 // The two epilogues. Each returns a value that depends on every row maximum this lane computed
@@ -126,74 +116,64 @@ __device__ __forceinline__ unsigned fold_bits(const Acc& c)
     return v;
 }
 
-// bf16 WMMA exists from sm_80 on. On older targets the bf16 kernels exist (every file compiles
-// for every target) but trap; the Python wrapper refuses those GPUs before launching.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define FRAGLAB_BF16_MMA 0
-#else
-#define FRAGLAB_BF16_MMA 1
-#endif
-template <class T> struct is_bf16 { static constexpr bool value = false; };
-template <> struct is_bf16<__nv_bfloat16> { static constexpr bool value = true; };
-
 template <class In, bool SMEM, bool CLOCK>
 __device__ __forceinline__ void rowmax_tile(const In* a, const In* b, float* rows,
                                             long long* cycles, int n_tiles, unsigned zero,
                                             float* tile)
 {
-    if constexpr (is_bf16<In>::value && !FRAGLAB_BF16_MMA) {
-        __trap();
-    } else {
-        const int t = blockIdx.x;
-        if (t >= n_tiles) return;      // the block is this one warp: it leaves whole
-        Acc c;
-        tile_product(a, b, t, c);
-        long long t0 = 0;
-        if constexpr (CLOCK) {
-            t0 = clock_after(fold_bits(c) & zero);
-            const unsigned dep = (unsigned)t0 & zero;
+    const int t = blockIdx.x;
+    if (t >= n_tiles) return;      // the block is this one warp: it leaves whole
+    Acc c;
+    tile_product(a, b, t, c);
+    long long t0 = 0;
+    if constexpr (CLOCK) {
+        t0 = clock_after(fold_bits(c) & zero);
+        const unsigned dep = (unsigned)t0 & zero;
 #pragma unroll
-            for (int i = 0; i < 8; ++i) c.x[i] = __uint_as_float(__float_as_uint(c.x[i]) ^ dep);
-        }
-        float result;
-        if constexpr (SMEM) result = epilogue_smem(c, tile, rows + (size_t)t * 16);
-        else result = epilogue_regs(c, rows + (size_t)t * 16);
-        if constexpr (CLOCK) {
-            const long long t1 = clock_after(__float_as_uint(result) & zero);
-            if (lane_id() == 0) cycles[t] = t1 - t0;
-        }
+        for (int i = 0; i < 8; ++i) c.x[i] = __uint_as_float(__float_as_uint(c.x[i]) ^ dep);
+    }
+    float result;
+    if constexpr (SMEM) result = epilogue_smem(c, tile, rows + (size_t)t * 16);
+    else result = epilogue_regs(c, rows + (size_t)t * 16);
+    if constexpr (CLOCK) {
+        const long long t1 = clock_after(__float_as_uint(result) & zero);
+        if (lane_id() == 0) cycles[t] = t1 - t0;
     }
 }
 
 // ------------------------------------------------------------------------------------------------
 // The kernels. a, b: (n_tiles, 16, 16) row-major; rows: (n_tiles, 16); cycles: (n_tiles,).
 // Launch n_tiles blocks of 32 threads. `zero` must be 0 (the wrapper passes it).
+// GUARD wraps each body: ANY_TARGET for f16, SM80_ONLY (common.cuh) for bf16, whose WMMA needs
+// sm_80 (on older targets those kernels trap, as said at the top of this file).
 // ------------------------------------------------------------------------------------------------
-#define ROWMAX_KERNELS(NAME, IN)                                                                   \
+#define ANY_TARGET(...) __VA_ARGS__
+
+#define ROWMAX_KERNELS(NAME, IN, GUARD)                                                            \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_smem_##NAME(const IN* a, const IN* b, float* rows, int n_tiles)                         \
     {                                                                                              \
         __shared__ __align__(32) float tile[256];                                                  \
-        rowmax_tile<IN, true, false>(a, b, rows, nullptr, n_tiles, 0u, tile);                      \
+        GUARD(rowmax_tile<IN, true, false>(a, b, rows, nullptr, n_tiles, 0u, tile));               \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_regs_##NAME(const IN* a, const IN* b, float* rows, int n_tiles)                         \
     {                                                                                              \
-        rowmax_tile<IN, false, false>(a, b, rows, nullptr, n_tiles, 0u, nullptr);                  \
+        GUARD(rowmax_tile<IN, false, false>(a, b, rows, nullptr, n_tiles, 0u, nullptr));           \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_smem_##NAME##_clock(const IN* a, const IN* b, float* rows, long long* cycles,           \
                                int n_tiles, unsigned zero)                                         \
     {                                                                                              \
         __shared__ __align__(32) float tile[256];                                                  \
-        rowmax_tile<IN, true, true>(a, b, rows, cycles, n_tiles, zero, tile);                      \
+        GUARD(rowmax_tile<IN, true, true>(a, b, rows, cycles, n_tiles, zero, tile));               \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_regs_##NAME##_clock(const IN* a, const IN* b, float* rows, long long* cycles,           \
                                int n_tiles, unsigned zero)                                         \
     {                                                                                              \
-        rowmax_tile<IN, false, true>(a, b, rows, cycles, n_tiles, zero, nullptr);                  \
+        GUARD(rowmax_tile<IN, false, true>(a, b, rows, cycles, n_tiles, zero, nullptr));           \
     }
 
-ROWMAX_KERNELS(f16, __half)
-ROWMAX_KERNELS(bf16, __nv_bfloat16)
+ROWMAX_KERNELS(f16, __half, ANY_TARGET)
+ROWMAX_KERNELS(bf16, __nv_bfloat16, SM80_ONLY)
