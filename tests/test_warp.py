@@ -8,7 +8,7 @@ vectorised code under test.
 import numpy as np
 import pytest
 
-from fraglab import warp
+from fraglab import fragments, warp
 from fraglab.warp import LayoutError, WarpError
 
 WIDTHS = [1, 2, 4, 8, 16, 32]
@@ -66,47 +66,27 @@ def per_lane(x):
 
 # ---------------------------------------------------------------- shuffles vs references
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_shfl_sync_matches_reference(width):
-    var = random_lanes()
-    for src in [0, 1, 5, 31, 37, -1, -6]:
-        got = warp.shfl_sync(FULL, var, src, width)
-        np.testing.assert_array_equal(got, ref_shfl(var, per_lane(src), width))
-    src = rng.integers(-64, 64, size=32)            # a different source per lane
-    np.testing.assert_array_equal(warp.shfl_sync(FULL, var, src, width), ref_shfl(var, src, width))
+# Each shuffle with every width: first the same argument in every lane (a whole range of them),
+# then a different random argument per lane. shfl_sync's source lane wraps (negative and >= 32
+# values included); the deltas and lane masks of the others must lie in [0, 31].
+SHUFFLES = {
+    "shfl_sync": (warp.shfl_sync, ref_shfl, [0, 1, 5, 31, 37, -1, -6], (-64, 64)),
+    "shfl_up_sync": (warp.shfl_up_sync, ref_shfl_up, range(32), (0, 32)),
+    "shfl_down_sync": (warp.shfl_down_sync, ref_shfl_down, range(32), (0, 32)),
+    "shfl_xor_sync": (warp.shfl_xor_sync, ref_shfl_xor, range(32), (0, 32)),
+}
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_shfl_up_matches_reference(width):
+@pytest.mark.parametrize("name", SHUFFLES)
+def test_shuffle_matches_reference(name, width):
+    shuffle, ref, uniform_args, per_lane_range = SHUFFLES[name]
     var = random_lanes()
-    for delta in range(32):
-        got = warp.shfl_up_sync(FULL, var, delta, width)
-        np.testing.assert_array_equal(got, ref_shfl_up(var, per_lane(delta), width))
-    delta = rng.integers(0, 32, size=32)
-    np.testing.assert_array_equal(warp.shfl_up_sync(FULL, var, delta, width),
-                                  ref_shfl_up(var, delta, width))
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_shfl_down_matches_reference(width):
-    var = random_lanes()
-    for delta in range(32):
-        got = warp.shfl_down_sync(FULL, var, delta, width)
-        np.testing.assert_array_equal(got, ref_shfl_down(var, per_lane(delta), width))
-    delta = rng.integers(0, 32, size=32)
-    np.testing.assert_array_equal(warp.shfl_down_sync(FULL, var, delta, width),
-                                  ref_shfl_down(var, delta, width))
-
-
-@pytest.mark.parametrize("width", WIDTHS)
-def test_shfl_xor_matches_reference(width):
-    var = random_lanes()
-    for lane_mask in range(32):
-        got = warp.shfl_xor_sync(FULL, var, lane_mask, width)
-        np.testing.assert_array_equal(got, ref_shfl_xor(var, per_lane(lane_mask), width))
-    lane_mask = rng.integers(0, 32, size=32)
-    np.testing.assert_array_equal(warp.shfl_xor_sync(FULL, var, lane_mask, width),
-                                  ref_shfl_xor(var, lane_mask, width))
+    for arg in uniform_args:
+        got = shuffle(FULL, var, arg, width)
+        np.testing.assert_array_equal(got, ref(var, per_lane(arg), width))
+    arg = rng.integers(*per_lane_range, size=32)
+    np.testing.assert_array_equal(shuffle(FULL, var, arg, width), ref(var, arg, width))
 
 
 def test_shfl_xor_reads_earlier_segments_but_not_later_ones():
@@ -400,6 +380,7 @@ def test_inverse_layout():
 def test_accumulator_16x16_sm80_covers_each_element_once():
     lay = warp.accumulator_16x16_sm80()
     assert lay.shape == (32, 8, 2)
+    np.testing.assert_array_equal(lay, fragments.wmma_16x16_accumulator())   # the one home
     warp.validate_layout(lay, (16, 16))
     seen = np.zeros((16, 16), int)
     for lane in range(32):
