@@ -153,8 +153,8 @@ __device__ __forceinline__ void rowmax_tile(const In* a, const In* b, float* row
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_smem_##NAME(const IN* a, const IN* b, float* rows, int n_tiles)                         \
     {                                                                                              \
-        __shared__ __align__(32) float tile[256];                                                  \
-        GUARD(rowmax_tile<IN, true, false>(a, b, rows, nullptr, n_tiles, 0u, tile));               \
+        GUARD(__shared__ __align__(32) float tile[256];                                            \
+              rowmax_tile<IN, true, false>(a, b, rows, nullptr, n_tiles, 0u, tile));               \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_regs_##NAME(const IN* a, const IN* b, float* rows, int n_tiles)                         \
@@ -165,8 +165,8 @@ __device__ __forceinline__ void rowmax_tile(const In* a, const In* b, float* row
     rowmax_smem_##NAME##_clock(const IN* a, const IN* b, float* rows, long long* cycles,           \
                                int n_tiles, unsigned zero)                                         \
     {                                                                                              \
-        __shared__ __align__(32) float tile[256];                                                  \
-        GUARD(rowmax_tile<IN, true, true>(a, b, rows, cycles, n_tiles, zero, tile));               \
+        GUARD(__shared__ __align__(32) float tile[256];                                            \
+              rowmax_tile<IN, true, true>(a, b, rows, cycles, n_tiles, zero, tile));               \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(32)                                               \
     rowmax_regs_##NAME##_clock(const IN* a, const IN* b, float* rows, long long* cycles,           \
