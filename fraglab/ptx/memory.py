@@ -97,7 +97,7 @@ class GlobalMemory:
             out[sel] = al.bytes[offs[:, None] + np.arange(nbytes)]
         return out
 
-    def store(self, w, instr, addr, lanes, data):
+    def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
         idx = self._resolve(w, instr, addr, lanes, nbytes, "store")
         for a in np.unique(idx):
@@ -144,12 +144,11 @@ class SharedMemory:
                          w, instr, lane=int(lanes[j]))
         return self.buf[offs]
 
-    def store(self, w, instr, addr, lanes, data, tids=None):
+    def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
         offs = self._offsets(w, instr, addr, lanes, nbytes, "store")
-        if tids is None:
-            tids = w.tid_linear[lanes]
-        if self.check_race:
+        tids = w.tid_linear[lanes]
+        if self.check_race and not atomic:
             self._race(w, instr, offs, lanes, data, tids)
         self.buf[offs] = data
         self.init[offs] = True
@@ -215,7 +214,7 @@ class LocalMemory:
                      f"{int(addr[j])}", w, instr, lane=int(lanes[j]))
         return self.buf[rows, cols]
 
-    def store(self, w, instr, addr, lanes, data):
+    def store(self, w, instr, addr, lanes, data, atomic=False):
         rows, cols = self._idx(w, instr, addr, lanes, data.shape[1], "store")
         self.buf[rows, cols] = data
         self.init[rows, cols] = True
@@ -235,7 +234,7 @@ class FlatSpace:
                      f"({self.size} bytes)", w, instr, lane=int(lanes[j]))
         return self.buf[addr.astype(np.int64)[:, None] + np.arange(nbytes)]
 
-    def store(self, w, instr, addr, lanes, data):
+    def store(self, w, instr, addr, lanes, data, atomic=False):
         raise_at(MemoryAccessError, f"store to the read-only {self.name} space", w, instr,
                  lane=int(lanes[0]))
 
@@ -270,12 +269,12 @@ class BlockMemory:
             out[sel] = self.spaces[sp].load(w, instr, a, lanes[sel], nbytes)
         return out
 
-    def store(self, w, instr, space, addr, lanes, data, align):
+    def store(self, w, instr, space, addr, lanes, data, align, atomic=False):
         check_align(w, instr, addr, lanes, align)
         if space != "generic":
-            return self.spaces[space].store(w, instr, addr, lanes, data)
+            return self.spaces[space].store(w, instr, addr, lanes, data, atomic=atomic)
         for sp, a, sel in self._split(addr):
-            self.spaces[sp].store(w, instr, a, lanes[sel], data[sel])
+            self.spaces[sp].store(w, instr, a, lanes[sel], data[sel], atomic=atomic)
 
     @staticmethod
     def _split(addr):

@@ -1,0 +1,15 @@
+"""A PTX interpreter: run the course's CUDA kernels (compiled by NVRTC for sm_80) on a CPU.
+
+    >>> from fraglab import ptx, toolchain
+    >>> prog = ptx.Program(toolchain.compile("00_hello_warp", "sm_80").ptx)
+    >>> res = ptx.launch(prog, "warp_sum", grid=(rows,), block=(32,), args=(x, out, np.int32(rows)))
+
+Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the model
+(minimum-PC reconvergence, memory spaces and checks, deterministic clocks) and its limits.
+"""
+from .errors import (BarrierError, CollectiveError, MemoryAccessError, PTXError,  # noqa: F401
+                     PTXSyntaxError, SharedRace, StepBudgetExceeded, UninitializedRead,
+                     UnsupportedInstruction)
+from .program import Launch, Program, launch  # noqa: F401
+from .opcodes import opcodes, supported, unsupported_opcodes  # noqa: F401
+from .inspect import registers_at, register_table, plot_registers  # noqa: F401

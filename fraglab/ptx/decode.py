@@ -1,0 +1,234 @@
+"""Pre-decoding: each PTX instruction becomes an :class:`Op` holding a closure ``fn(w, m)``.
+
+``w`` is the executing :class:`~fraglab.ptx.execute.Warp` (its registers ``w.R`` are one NumPy
+array of 32 lanes per PTX register, in the register's declared type) and ``m`` the lanes that
+execute (a bool array of 32, or ``None`` for all 32). Closures compute on all 32 lanes at once and
+write back only the lanes in ``m``.
+
+Opcode handlers register with :func:`handler`; the ``ops_*`` modules, :mod:`.collectives` and
+:mod:`.tensor` hold them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import UnsupportedInstruction, raise_at
+from .memory import LOCAL_WINDOW, SHARED_WINDOW
+
+DT = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
+      "s16": np.int16, "f16": np.float16, "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32,
+      "s32": np.int32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32,
+      "tf32": np.uint32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
+      "pred": np.bool_, "e4m3x2": np.uint16, "e5m2x2": np.uint16}
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+TYPES = set(DT)
+SPACES = ("global", "shared", "local", "const", "param")
+
+KIND_NORMAL, KIND_BRANCH, KIND_BARRIER, KIND_EXIT = 0, 1, 2, 3
+
+_HANDLERS: dict = {}
+
+
+def handler(*names):
+    def deco(fn):
+        for n in names:
+            _HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+def handlers() -> dict:
+    from . import ops_int, ops_float, ops_cvt, ops_mem, ops_ctrl, collectives, tensor  # noqa: F401
+    return _HANDLERS
+
+
+class Op:
+    __slots__ = ("fn", "kind", "guard", "neg", "target", "instr", "barrier_id")
+
+    def __init__(self, instr, fn=None, kind=KIND_NORMAL, target=None):
+        self.instr, self.fn, self.kind, self.target = instr, fn, kind, target
+        self.guard, self.neg = (instr.guard if instr.guard else (None, False))
+        self.barrier_id = 0
+
+
+def unsupported(instr, why: str = ""):
+    raise UnsupportedInstruction(f"unsupported PTX instruction `{instr.opcode}`"
+                                 + (f": {why}" if why else ""))
+
+
+def mods(instr) -> list[str]:
+    return instr.opcode.split(".")[1:]
+
+
+def last_type(instr, default=None) -> str:
+    for mname in reversed(mods(instr)):
+        if mname in TYPES:
+            return mname
+    if default is None:
+        unsupported(instr, "no operand type")
+    return default
+
+
+def types_of(instr) -> list[str]:
+    return [x for x in mods(instr) if x in TYPES]
+
+
+class DecodeContext:
+    """What decoding needs to know about a kernel: register types and symbol addresses."""
+
+    def __init__(self, kernel, symbols: dict, sreg_fn):
+        self.kernel = kernel
+        self.reg_types = [t for _, t in kernel.regs]
+        self.reg_dtypes = [np.dtype(DT[t]) for t in self.reg_types]
+        self.symbols = symbols          # name -> (space, address in that space)
+        self.sreg_fn = sreg_fn          # (name, instr) -> fn(w) -> array
+
+    # -- values -------------------------------------------------------------------------------
+    def reader(self, op, t: str, instr):
+        """fn(w) -> (32,) array of numpy type DT[t] for operand ``op`` read as PTX type ``t``."""
+        dt = np.dtype(DT[t])
+        kind = op[0]
+        if kind == "reg":
+            i = op[1]
+            rdt = self.reg_dtypes[i]
+            if rdt == dt:
+                return lambda w: w.R[i]
+            if rdt.itemsize == dt.itemsize:
+                return lambda w: w.R[i].view(dt)
+            if rdt == np.bool_:
+                return lambda w: w.R[i].astype(dt)
+            if dt.itemsize < rdt.itemsize:
+                u = UINT[dt.itemsize]
+                return lambda w: w.R[i].view(UINT[rdt.itemsize]).astype(u).view(dt)
+            src = SINT[rdt.itemsize] if t.startswith("s") else UINT[rdt.itemsize]
+            wide = SINT[dt.itemsize] if t.startswith("s") else UINT[dt.itemsize]
+            return lambda w: w.R[i].view(src).astype(wide).view(dt)
+        if kind == "imm":
+            arr = imm_array(op[1], op[2], t)
+            return lambda w: arr
+        if kind == "sreg":
+            f = self.sreg_fn(op[1], instr)
+            return lambda w: f(w).astype(dt) if f(w).dtype != dt else f(w)
+        if kind == "sym":
+            sym = self.symbols.get(op[1])
+            if sym is None:
+                unsupported(instr, f"unknown symbol {op[1]!r}")
+            arr = np.full(32, sym[1], np.uint64).astype(UINT[dt.itemsize]).view(dt)
+            return lambda w: arr
+        if kind == "not":
+            f = self.reader(op[1], t, instr)
+            return lambda w: ~f(w)
+        unsupported(instr, f"operand {op!r} cannot be read as .{t}")
+
+    def writer(self, op, t: str, instr):
+        """fn(w, value, m) storing a (32,) value of type DT[t] into operand ``op``."""
+        if op[0] == "sink":
+            return lambda w, v, m: None
+        if op[0] != "reg":
+            unsupported(instr, f"destination {op!r} is not a register")
+        i = op[1]
+        rdt = self.reg_dtypes[i]
+        dt = np.dtype(DT[t])
+        if rdt == np.bool_ or dt == np.bool_:
+            conv = (lambda v: v.astype(rdt)) if rdt != dt else None
+        elif rdt.itemsize == dt.itemsize:
+            conv = (lambda v: v.view(rdt)) if rdt != dt else None
+        else:
+            wide = (SINT if t.startswith("s") else UINT)[rdt.itemsize]
+            srcu = (SINT if t.startswith("s") else UINT)[dt.itemsize]
+            conv = lambda v: v.view(srcu).astype(wide).view(rdt)  # noqa: E731
+
+        if conv is None:
+            def wr(w, v, m):
+                if m is None:
+                    w.R[i][:] = v
+                else:
+                    np.copyto(w.R[i], v, where=m)
+        else:
+            def wr(w, v, m):
+                if m is None:
+                    w.R[i][:] = conv(v)
+                else:
+                    np.copyto(w.R[i], conv(v), where=m)
+        return wr
+
+    def reg_width(self, op) -> int:
+        return self.reg_dtypes[op[1]].itemsize if op[0] == "reg" else 8
+
+    # -- addresses ------------------------------------------------------------------------------
+    def address(self, op, space: str, instr):
+        """fn(w) -> (32,) uint64 addresses in ``space`` ('generic' for generic addressing)."""
+        if op[0] != "addr":
+            unsupported(instr, f"expected an address operand, got {op!r}")
+        base, off = op[1], op[2]
+        off64 = np.uint64(off & 0xFFFFFFFFFFFFFFFF)
+        if base is None:
+            arr = np.full(32, off64, np.uint64)
+            return lambda w: arr
+        if base[0] == "sym":
+            sym = self.symbols.get(base[1])
+            if sym is None:
+                unsupported(instr, f"unknown symbol {base[1]!r}")
+            sp, a = sym
+            if space == "generic":
+                a += {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(sp, 0)
+            arr = np.full(32, np.uint64((a + off) & 0xFFFFFFFFFFFFFFFF), np.uint64)
+            return lambda w: arr
+        width = self.reg_width(base)
+        f = self.reader(base, "u64" if width == 8 else "u32", instr)
+        if width == 8:
+            return (lambda w: f(w) + off64) if off else f
+        return lambda w: (f(w).astype(np.uint64) + off64) & np.uint64(0xFFFFFFFF) \
+            if off else f(w).astype(np.uint64)
+
+
+def imm_array(value, kind: str, t: str) -> np.ndarray:
+    dt = np.dtype(DT[t])
+    if dt == np.bool_:
+        return np.full(32, bool(value))
+    if dt.kind == "f":
+        if kind == "f32" and dt.itemsize != 4:
+            value = float(np.float32(value))
+        return np.full(32, value, dt)
+    if kind in ("f32", "f64"):                      # a float literal used as bits
+        bits = np.array([value], np.float32 if kind == "f32" else np.float64).view(UINT[4 if kind == "f32" else 8])[0]
+        return np.full(32, bits, UINT[dt.itemsize]).astype(UINT[dt.itemsize]).view(dt)
+    mask = (1 << (8 * dt.itemsize)) - 1
+    return np.full(32, int(value) & mask, UINT[dt.itemsize]).view(dt)
+
+
+def decode_kernel(kernel, symbols, sreg_fn) -> list[Op]:
+    """Decode every instruction once. Instructions the interpreter lacks become ops that raise
+    :class:`UnsupportedInstruction` (naming opcode and source line) when executed."""
+    dc = DecodeContext(kernel, symbols, sreg_fn)
+    table = handlers()
+    code = []
+    for ins in kernel.instrs:
+        h = table.get(ins.base)
+        try:
+            if h is None:
+                unsupported(ins)
+            op = h(ins, dc)
+            if not isinstance(op, Op):
+                op = Op(ins, op)
+        except UnsupportedInstruction as e:
+            op = Op(ins, _raiser(ins, e.detail))
+            op.kind = KIND_NORMAL
+            op.guard, op.neg = None, False
+        code.append(op)
+    return code
+
+
+def _raiser(ins, msg):
+    def fn(w, m):
+        raise_at(UnsupportedInstruction, msg, w, ins)
+    fn.unsupported = msg
+    return fn
+
+
+def lanes_of(m) -> np.ndarray:
+    return ALL_LANES if m is None else np.flatnonzero(m)
+
+
+ALL_LANES = np.arange(32)

@@ -1,0 +1,204 @@
+"""Running a grid: blocks one after another, the warps of a block until all reach a barrier or
+exit, each warp's lanes by the minimum-PC rule.
+
+Per-lane program counters: a warp repeatedly executes the instruction at the smallest PC among
+its live lanes that are not parked at a barrier, for the lanes at that PC. Structured code thus
+reconverges at the first instruction after an if/else and after a loop, which is where
+``shfl.sync``/``bar.warp.sync`` of the course's kernels expect the whole warp. While all live
+lanes share one PC (the common case) the warp runs in a cheap "uniform" mode without the per-lane
+minimum.
+
+``%clock``/``%clock64`` return the number of instructions the warp has executed so far, and
+``%globaltimer`` the number executed by the whole launch: deterministic counters, not time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
+from .errors import BarrierError, StepBudgetExceeded, raise_at
+from .memory import BlockMemory, LocalMemory, SharedMemory
+
+_BIG = np.int64(1 << 60)
+LANES = np.arange(32)
+
+
+class Warp:
+    def __init__(self, launch, block_idx, index, nthreads, reg_dtypes, mem):
+        self.launch, self.block_idx, self.index = launch, block_idx, index
+        self.files = launch.files
+        self.mem = mem
+        self.first_thread = index * 32
+        t = self.first_thread + LANES
+        self.exists = t < nthreads
+        self.tid_linear = np.where(self.exists, t, 0).astype(np.int64)
+        bx, by, _ = launch.block
+        self.tid = [(t % bx).astype(np.uint32), ((t // bx) % by).astype(np.uint32),
+                    (t // (bx * by)).astype(np.uint32)]
+        self.R = [np.zeros(32, dt) for dt in reg_dtypes]
+        self.live = self.exists.copy()
+        self.waiting = np.zeros(32, bool)
+        self.pc = np.zeros(32, np.int64)
+        self.uniform = True
+        self.upc = 0
+        self.umask = None if self.live.all() else self.live.copy()
+        self.steps = 0
+        self.sync_epoch = 0
+
+    def thread_of(self, lane: int):
+        """(x, y, z) threadIdx of a lane."""
+        return tuple(int(a[lane]) for a in self.tid)
+
+    def lanes_at(self):
+        """(pc, mask) the warp would execute next (mask None = all 32 lanes), or None."""
+        if self.uniform:
+            return self.upc, self.umask
+        act = self.live & ~self.waiting
+        if not act.any():
+            return None
+        pcs = np.where(act, self.pc, _BIG)
+        pc = int(pcs.min())
+        return pc, pcs == pc
+
+    def _diverge(self, m):
+        """Leave uniform mode: materialise the per-lane PCs."""
+        self.pc[:] = self.upc
+        self.uniform = False
+
+
+def run_warp(w: Warp, code: list, launch) -> None:
+    """Run one warp until every live lane is parked at a barrier or has exited."""
+    ncode = len(code)
+    hook = launch.hook
+    budget = launch.max_steps
+    while True:
+        if w.uniform:
+            pc, m = w.upc, w.umask
+        else:
+            act = w.live & ~w.waiting
+            if not act.any():
+                return
+            pcs = np.where(act, w.pc, _BIG)
+            pc = int(pcs.min())
+            m = pcs == pc
+            if np.array_equal(m, act):
+                w.uniform, w.upc = True, pc
+                w.umask = m = None if m.all() else m
+        if pc >= ncode:                                   # ran off the end: an implicit exit
+            _exit_lanes(w, m)
+            if not w.live.any():
+                return
+            continue
+        op = code[pc]
+        w.steps += 1
+        launch.steps += 1
+        if launch.steps > budget:
+            raise_at(StepBudgetExceeded, f"the kernel exceeded its instruction budget of {budget} "
+                     "warp-instructions (max_steps); an endless loop? Raise max_steps if the "
+                     "kernel is just long", w, op.instr)
+        if hook is not None:
+            hook(w, op, m)
+        g = op.guard
+        if g is None:
+            em = m
+        else:
+            p = w.R[g]
+            if op.neg:
+                p = ~p
+            em = p if m is None else (m & p)
+        kind = op.kind
+        if kind == KIND_NORMAL:
+            if g is None or em.any():
+                op.fn(w, em)
+            if w.uniform:
+                w.upc = pc + 1
+            else:
+                w.pc[m] = pc + 1
+        elif kind == KIND_BRANCH:
+            t = op.target
+            if g is None:
+                if w.uniform:
+                    w.upc = t
+                else:
+                    w.pc[m] = t
+            elif w.uniform:
+                taken_any = em.any()
+                not_taken = (~p) if m is None else (m & ~p)
+                if not not_taken.any():
+                    w.upc = t
+                elif not taken_any:
+                    w.upc = pc + 1
+                else:
+                    w.pc[:] = pc
+                    w.uniform = False
+                    w.pc[em] = t
+                    w.pc[not_taken] = pc + 1
+            else:
+                w.pc[em] = t
+                w.pc[m & ~em] = pc + 1
+        elif kind == KIND_BARRIER:
+            if op.fn is not None and (g is None or em.any()):
+                op.fn(w, em)
+            arrive = em if em is not None else w.live.copy()
+            if w.uniform:
+                w._diverge(m)
+            if g is not None:
+                w.pc[m & ~em] = pc + 1
+            w.waiting |= arrive
+            w.pc[arrive] = pc
+        elif kind == KIND_EXIT:
+            if w.uniform:
+                w.upc = pc + 1
+            else:
+                w.pc[m] = pc + 1
+            _exit_lanes(w, em)
+            if not w.live.any():
+                return
+
+
+def _exit_lanes(w, em):
+    if em is None:
+        w.live[:] = False
+    else:
+        w.live &= ~em
+    if w.uniform:
+        act = w.live & ~w.waiting
+        w.umask = None if act.all() else act
+        if not act.any():
+            w.uniform = False
+
+
+def run_block(launch, block_idx, code, kinfo):
+    nthreads = launch.block[0] * launch.block[1] * launch.block[2]
+    size = kinfo.dynamic_shared_offset + launch.shared_mem if launch.shared_mem \
+        else kinfo.static_shared_end
+    shared = SharedMemory(size, kinfo.static_shared_end, check_uninit=launch.checks["uninit"],
+                          check_race=launch.checks["race"])
+    local = LocalMemory(nthreads, kinfo.local_size, check_uninit=launch.checks["uninit"])
+    mem = BlockMemory(launch.glob, shared, local, launch.const, launch.param)
+    warps = [Warp(launch, block_idx, i, nthreads, kinfo.reg_dtypes, mem)
+             for i in range((nthreads + 31) // 32)]
+    launch.current_warps = warps
+    while True:
+        for w in warps:
+            if (w.live & ~w.waiting).any():
+                run_warp(w, code, launch)
+        waiting = sum(int(w.waiting.sum()) for w in warps)
+        if waiting == 0:
+            return warps
+        live = sum(int(w.live.sum()) for w in warps)
+        if live < nthreads:
+            wb = next(w for w in warps if w.waiting.any())
+            lane = int(np.argmax(wb.waiting))
+            gone = next(w for w in warps if (w.exists & ~w.live).any())
+            glane = int(np.argmax(gone.exists & ~gone.live))
+            raise_at(BarrierError, f"bar.sync (__syncthreads) is not reached by every thread of "
+                     f"the block: {waiting} of {nthreads} threads wait at it, but "
+                     f"{nthreads - live} have already exited (for example thread "
+                     f"{gone.thread_of(glane)}, warp {gone.index} lane {glane}); on a GPU this "
+                     "deadlocks or is undefined", wb, code[int(wb.pc[lane])].instr, lane=lane)
+        for w in warps:
+            w.pc[w.waiting] += 1
+            w.waiting[:] = False
+            w.uniform = False
+        shared.barrier()

@@ -1,0 +1,62 @@
+"""Control flow: bra, ret/exit, bar.sync/barrier.sync, trap, nanosleep. Divergence and
+reconvergence are the executor's job (:mod:`.execute`); these only say where lanes go."""
+from __future__ import annotations
+
+from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, Op, handler, mods, unsupported
+from .errors import PTXError, raise_at
+
+
+@handler("bra", "brx")
+def h_bra(ins, dc):
+    if ins.base == "brx":
+        unsupported(ins, "indirect branches")
+    tgt = ins.operands[0]
+    if tgt[0] != "sym" or tgt[1] not in dc.kernel.labels:
+        unsupported(ins, f"branch target {tgt!r} is not a label of this kernel")
+    return Op(ins, None, KIND_BRANCH, dc.kernel.labels[tgt[1]])
+
+
+@handler("ret", "exit")
+def h_ret(ins, dc):
+    return Op(ins, None, KIND_EXIT)
+
+
+@handler("bar", "barrier")
+def h_bar(ins, dc):
+    md = mods(ins)
+    if "warp" in md:
+        from .collectives import bar_warp_sync
+        return bar_warp_sync(ins, dc)
+    if md and md[0] in ("arrive", "red"):
+        unsupported(ins, "bar.arrive / bar.red")
+    if len(ins.operands) > 1:
+        unsupported(ins, "bar.sync with a thread count")
+    op = ins.operands[0] if ins.operands else ("imm", 0, "int")
+    if op[0] != "imm":
+        unsupported(ins, "bar.sync with a register barrier id")
+    o = Op(ins, None, KIND_BARRIER)
+    o.barrier_id = int(op[1])
+    return o
+
+
+class TrapError(PTXError):
+    """The kernel executed `trap` (e.g. an SM80_ONLY kernel built for an older target, or an
+    assert that failed)."""
+
+
+@handler("trap", "brkpt")
+def h_trap(ins, dc):
+    def fn(w, m):
+        raise_at(TrapError, f"the kernel executed `{ins.base}` (a failed assert, or code that is "
+                 "compiled out on this target)", w, ins, lane=int(m.argmax()) if m is not None else 0)
+    return fn
+
+
+@handler("nanosleep", "pmevent")
+def h_sleep(ins, dc):
+    return lambda w, m: None
+
+
+@handler("call")
+def h_call(ins, dc):
+    unsupported(ins, "function calls (non-inlined __device__ functions) are not interpreted")

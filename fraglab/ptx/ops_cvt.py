@@ -1,0 +1,193 @@
+"""Conversions: cvt (integer, float, f16, bf16, tf32, packed x2) and address conversions (cvta,
+isspacep). f16 rounding is NumPy's (correct round-to-nearest-even); bf16 and tf32 use
+:mod:`fraglab.dtypes`, the course's bit-exact emulation."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import round_tf32, to_bf16, from_bf16
+from .decode import DT, handler, mods, types_of, unsupported
+from .memory import LOCAL_WINDOW, SHARED_WINDOW
+from .ops_float import ftz, round_to, sat
+
+INT_TYPES = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"}
+_ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
+
+
+def _int_range(t):
+    info = np.iinfo(DT[t])
+    return info.min, info.max
+
+
+def _to_bf16_mode(x32, mode):
+    if mode == "rn":
+        return to_bf16(x32).reshape(x32.shape)
+    if mode == "rz":
+        bits = np.ascontiguousarray(x32, np.float32).view(np.uint32)
+        return np.where(np.isnan(x32), np.uint16(0x7FC0), (bits >> 16).astype(np.uint16))
+    x64 = x32.astype(np.float64)
+    cand = to_bf16(x32).reshape(x32.shape)
+    back = from_bf16(cand).astype(np.float64)
+    step = np.where(np.signbit(from_bf16(cand)), -1, 1).astype(np.int32)
+    if mode == "rm":
+        fix = back > x64
+        cand = np.where(fix, (cand.astype(np.int32) + np.where(back > 0, -1, 1) * 1).astype(np.uint16), cand)
+    elif mode == "rp":
+        fix = back < x64
+        cand = np.where(fix, (cand.astype(np.int32) + np.where(back >= 0, 1, -1)).astype(np.uint16), cand)
+    del step
+    return cand.astype(np.uint16)
+
+
+def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
+    """fn(a) -> value of the destination type."""
+    dfloat = dt_t in ("f16", "bf16", "f32", "f64", "tf32")
+    afloat = at_t in ("f16", "bf16", "f32", "f64")
+    ddt = DT[dt_t]
+    if at_t == "bf16":
+        up = lambda a: from_bf16(a)  # noqa: E731
+    elif at_t == "f16":
+        up = lambda a: a.astype(np.float32)  # noqa: E731
+    else:
+        up = lambda a: a  # noqa: E731
+    if not dfloat and not afloat:                                 # int -> int
+        if st:
+            lo, hi = _int_range(dt_t)
+            return lambda a: np.clip(a.astype(np.float64) if a.dtype.itemsize == 8 else
+                                     a.astype(np.int64), lo, hi).astype(ddt)
+        return lambda a: a.astype(ddt)
+    if afloat and not dfloat:                                     # float -> int
+        if mode not in _ROUND_INT:
+            unsupported(ins, "float-to-integer cvt needs .rni/.rzi/.rmi/.rpi")
+        rf = _ROUND_INT[mode]
+        lo, hi = _int_range(dt_t)
+
+        def f2i(a):
+            x = up(a).astype(np.float64)
+            if fz:
+                x = ftz(x)
+            r = rf(x)
+            r = np.where(np.isnan(r), 0, np.clip(r, lo, hi))
+            if dt_t.endswith("64"):
+                out = np.where(r >= 2.0 ** 63, np.uint64(hi) if dt_t[0] == "u" else hi,
+                               r).astype(ddt) if dt_t[0] == "u" else r.astype(ddt)
+                return out
+            return r.astype(np.int64).astype(ddt)
+        return f2i
+    # -> float
+    rnd = mode or "rn"
+    if rnd in _ROUND_INT and afloat:                              # round to integral value
+        rf = _ROUND_INT[rnd]
+        return lambda a: _post(rf(_pre(up(a), fz)).astype(ddt), fz, st)
+    if dt_t == "tf32":
+        if rnd == "rna":
+            return lambda a: round_tf32(a.astype(np.float32)).view(np.uint32)
+        if rnd == "rz":
+            return lambda a: a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+        unsupported(ins, "tf32 rounding other than .rna/.rz")
+    if dt_t == "bf16":
+        def tobf(a):
+            x = _pre(up(a), fz).astype(np.float32)
+            if relu:
+                x = np.where(np.isnan(x), x, np.maximum(x, 0))
+            if st:
+                x = sat(x)
+            return _to_bf16_mode(x, rnd)
+        return tobf
+
+    def tof(a):
+        x = up(a) if afloat else a
+        x = _pre(x, fz and at_t == "f32") if afloat else x
+        if relu:
+            x = np.where(np.isnan(x), x, np.maximum(x, 0))
+        v = round_to(np.asarray(x).astype(np.float64), np.dtype(ddt), rnd)
+        return _post(v, fz and dt_t == "f32", st)
+    return tof
+
+
+def _pre(x, fz):
+    return ftz(x) if fz and x.dtype in (np.float32, np.float64) else x
+
+
+def _post(v, fz, st):
+    if fz and v.dtype == np.float32:
+        v = ftz(v)
+    if st:
+        v = sat(v)
+    return v
+
+
+@handler("cvt")
+def h_cvt(ins, dc):
+    md = mods(ins)
+    ts = types_of(ins)
+    mode = next((x for x in md if x in ("rn", "rz", "rm", "rp", "rna", "rni", "rzi", "rmi", "rpi")), None)
+    fz, st, relu = "ftz" in md, "sat" in md, "relu" in md
+    if len(ts) != 2:
+        unsupported(ins)
+    dt_t, at_t = ts
+    if dt_t in ("f16x2", "bf16x2"):                               # d = {cvt(a) hi, cvt(b) lo}
+        one = "f16" if dt_t == "f16x2" else "bf16"
+        f = convert(ins, one, at_t, mode, fz, st or "satfinite" in md and False, relu)
+        a = dc.reader(ins.operands[1], at_t, ins)
+        b = dc.reader(ins.operands[2], at_t, ins)
+        wr = dc.writer(ins.operands[0], "b32", ins)
+
+        def fx2(w, m):
+            hi = np.asarray(f(a(w))).view(np.uint16).astype(np.uint32)
+            lo = np.asarray(f(b(w))).view(np.uint16).astype(np.uint32)
+            wr(w, (hi << np.uint32(16)) | lo, m)
+        return fx2
+    if at_t in ("f16x2", "bf16x2") or dt_t.startswith("e") or at_t.startswith("e"):
+        unsupported(ins)
+    f = convert(ins, dt_t, at_t, mode, fz, st, relu)
+    read_t = "b16" if at_t == "bf16" else at_t
+    write_t = {"bf16": "b16", "tf32": "b32"}.get(dt_t, dt_t)
+    a = dc.reader(ins.operands[1], read_t, ins)
+    wr = dc.writer(ins.operands[0], write_t, ins)
+    wdt = np.dtype(DT[write_t])
+
+    def fn(w, m):
+        v = np.asarray(f(a(w)))
+        if v.dtype != wdt:
+            v = v.view(wdt) if v.dtype.itemsize == wdt.itemsize else v.astype(wdt)
+        wr(w, v, m)
+    return fn
+
+
+_WINDOWS = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0, "const": 0, "param": 0}
+
+
+@handler("cvta")
+def h_cvta(ins, dc):
+    md = mods(ins)
+    to = "to" in md
+    space = next((s for s in md if s in _WINDOWS), None)
+    if space is None:
+        unsupported(ins)
+    t = "u32" if "u32" in md else "u64"
+    base = np.uint64(_WINDOWS[space])
+    a = dc.reader(ins.operands[1], t, ins)
+    wr = dc.writer(ins.operands[0], t, ins)
+    if t == "u32":
+        b32 = np.uint32(_WINDOWS[space] & 0xFFFFFFFF)
+        return (lambda w, m: wr(w, a(w) - b32, m)) if to else (lambda w, m: wr(w, a(w) + b32, m))
+    return (lambda w, m: wr(w, a(w) - base, m)) if to else (lambda w, m: wr(w, a(w) + base, m))
+
+
+@handler("isspacep")
+def h_isspacep(ins, dc):
+    space = mods(ins)[0]
+    a = dc.reader(ins.operands[1], "u64", ins)
+    wr = dc.writer(ins.operands[0], "pred", ins)
+    lo_s, lo_l, n = np.uint64(SHARED_WINDOW), np.uint64(LOCAL_WINDOW), np.uint64(1 << 32)
+
+    def f(w, m):
+        x = a(w)
+        sh = (x >= lo_s) & (x < lo_s + n)
+        lc = (x >= lo_l) & (x < lo_l + n)
+        r = {"shared": sh, "local": lc, "global": ~sh & ~lc}.get(space)
+        if r is None:
+            r = np.zeros(32, bool)
+        wr(w, r, m)
+    return f

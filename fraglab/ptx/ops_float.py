@@ -1,0 +1,296 @@
+"""Floating-point instructions: f32/f64 with .rn/.rz/.rm/.rp, .ftz, .sat; f16, bf16 and their
+x2 packed forms; the approximate functions (ex2, lg2, rcp, sqrt, rsqrt, sin, cos, tanh).
+
+Rounding: .rn results are correctly rounded (float32 NumPy arithmetic, or float64 then one
+rounding to float32, which is exact or innocuous for add, mul, div, sqrt). Exceptions, documented:
+``fma.rn.f32`` is computed as a float64 sum of an exact product, rounded to float32, so it can
+differ from a true fused multiply-add by one ulp in the rare double-rounding case, and ``fma.f64``
+rounds twice. Directed roundings are derived from the float64 result with ``nextafter``.
+Approximate functions are computed in float64 and rounded, so they are well within the PTX error
+bounds (ex2.approx.f32: 2 ulp + ftz; lg2.approx.f32: 2^-22.6 absolute; rcp.approx: 1 ulp).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import from_bf16, to_bf16
+from .decode import DT, handler, last_type, mods, unsupported
+
+F32_MIN_NORMAL = np.float32(1.1754944e-38)
+F64_MIN_NORMAL = np.float64(2.2250738585072014e-308)
+
+
+def ftz(x):
+    tiny = F32_MIN_NORMAL if x.dtype == np.float32 else F64_MIN_NORMAL
+    return np.where(np.abs(x) < tiny, x * 0, x).astype(x.dtype)
+
+
+def sat(x):
+    return np.clip(np.where(np.isnan(x), 0, x), 0, 1).astype(x.dtype)
+
+
+def round_to(x64, dt, mode: str):
+    """float64 values -> dtype (float32/float64/float16) with PTX rounding `mode`."""
+    r = x64.astype(dt)
+    if mode in ("rn", "rni", None) or dt == np.float64:
+        return r
+    back = r.astype(np.float64)
+    if mode in ("rz", "rzi"):
+        fix = np.abs(back) > np.abs(x64)
+        r = np.where(fix, np.nextafter(r, np.zeros_like(r)), r)
+    elif mode in ("rm", "rmi"):
+        r = np.where(back > x64, np.nextafter(r, np.full_like(r, -np.inf)), r)
+    elif mode in ("rp", "rpi"):
+        r = np.where(back < x64, np.nextafter(r, np.full_like(r, np.inf)), r)
+    return r.astype(dt)
+
+
+def rounding(ins):
+    for r in ("rn", "rz", "rm", "rp"):
+        if r in mods(ins):
+            return r
+    return "rn"
+
+
+# ---- packing of 16-bit float types -----------------------------------------------------------
+
+def unpack(t):
+    """(PTX type) -> (read type, fn(raw) -> float32 array of shape (32,) or (32, 2))."""
+    if t == "f16":
+        return "b16", lambda r: r.view(np.float16).astype(np.float32)
+    if t == "bf16":
+        return "b16", lambda r: from_bf16(r)
+    if t == "f16x2":
+        return "b32", lambda r: np.ascontiguousarray(r).view(np.float16).reshape(32, 2).astype(np.float32)
+    if t == "bf16x2":
+        return "b32", lambda r: from_bf16(np.ascontiguousarray(r).view(np.uint16).reshape(32, 2))
+    raise KeyError(t)
+
+
+def pack(t):
+    """fn(float32 or float64 values) -> raw bits for the 16-bit float type (round to nearest)."""
+    if t in ("f16", "f16x2"):
+        f = lambda v: v.astype(np.float16).view(np.uint16)  # noqa: E731
+    else:
+        f = lambda v: to_bf16(v.astype(np.float32)).reshape(v.shape)  # noqa: E731
+    if t.endswith("x2"):
+        return lambda v: np.ascontiguousarray(f(v)).view(np.uint32).reshape(32)
+    return f
+
+
+def _half_op(ins, dc, t, fn, n, post=None):
+    rt, up = unpack(t)
+    pk = pack(t)
+    rds = [dc.reader(o, rt, ins) for o in ins.operands[1:1 + n]]
+    wr = dc.writer(ins.operands[0], rt, ins)
+    s = "sat" in mods(ins)
+
+    def f(w, m):
+        v = fn(*[up(r(w)) for r in rds])
+        if s:
+            v = sat(v)
+        wr(w, pk(v), m)
+    return f
+
+
+def _float_op(ins, dc, t, fn64, fn_native=None, n=2):
+    """An f32/f64 op: fn_native on the native type for .rn, else fn64 in float64 + rounding."""
+    md = mods(ins)
+    dt = DT[t]
+    rnd = rounding(ins)
+    fz = "ftz" in md and t == "f32"
+    st = "sat" in md
+    rds = [dc.reader(o, t, ins) for o in ins.operands[1:1 + n]]
+    wr = dc.writer(ins.operands[0], t, ins)
+
+    def f(w, m):
+        args = [r(w) for r in rds]
+        if fz:
+            args = [ftz(a) for a in args]
+        if fn_native is not None and rnd == "rn":
+            v = fn_native(*args).astype(dt)
+        else:
+            v = round_to(fn64(*[a.astype(np.float64) for a in args]), dt, rnd)
+        if fz:
+            v = ftz(v)
+        if st:
+            v = sat(v)
+        wr(w, v, m)
+    return f
+
+
+_ARITH = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def arith(ins, dc, t):
+    fn = _ARITH[ins.base]
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        return _half_op(ins, dc, t, fn, 2)
+    return _float_op(ins, dc, t, fn, fn)
+
+
+def _fma64(a, b, c):
+    return a * b + c
+
+
+def fma(ins, dc, t):
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        if "relu" in mods(ins):
+            return _half_op(ins, dc, t, lambda a, b, c: np.maximum(
+                (a.astype(np.float64) * b + c), 0).astype(np.float32), 3)
+        return _half_op(ins, dc, t, lambda a, b, c: a.astype(np.float64) * b + c, 3)
+    if t == "f32":
+        return _float_op(ins, dc, t, _fma64, lambda a, b, c: a.astype(np.float64) * b + c, 3)
+    return _float_op(ins, dc, t, _fma64, _fma64, 3)
+
+
+@handler("fma")
+def h_fma(ins, dc):
+    return fma(ins, dc, last_type(ins))
+
+
+def div(ins, dc, t):
+    return _float_op(ins, dc, t, np.divide, np.divide)
+
+
+def minmax(ins, dc, t):
+    nan = "NaN" in mods(ins)
+    if ins.base == "max":
+        fn = np.maximum if nan else np.fmax
+    else:
+        fn = np.minimum if nan else np.fmin
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        return _half_op(ins, dc, t, fn, 2)
+    return _float_op(ins, dc, t, fn, fn)
+
+
+def unary_sign(ins, dc, t):
+    fn = np.negative if ins.base == "neg" else np.abs
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):       # sign-bit operations, exact on NaN too
+        rt = "b16" if t in ("f16", "bf16") else "b32"
+        mask = np.uint16(0x8000) if rt == "b16" else np.uint32(0x80008000)
+        op = (lambda x: x ^ mask) if ins.base == "neg" else (lambda x: x & ~mask)
+        a = dc.reader(ins.operands[1], rt, ins)
+        wr = dc.writer(ins.operands[0], rt, ins)
+        return lambda w, m: wr(w, op(a(w)), m)
+    return _float_op(ins, dc, t, fn, fn, 1)
+
+
+def fcompare(ins, cmp, t, fz):
+    ordered = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+               "gt": np.greater, "ge": np.greater_equal}
+    base = cmp[:-1] if cmp.endswith("u") and cmp[:-1] in ordered else cmp
+    if t in ("f16", "bf16"):
+        _, up = unpack(t)
+        conv = up
+    elif t in ("f32", "f64"):
+        conv = ftz if (fz and t == "f32") else (lambda x: x)
+    else:
+        unsupported(ins, f"comparison of .{t}")
+    if cmp == "num":
+        return lambda a, b: ~np.isnan(conv(a)) & ~np.isnan(conv(b))
+    if cmp == "nan":
+        return lambda a, b: np.isnan(conv(a)) | np.isnan(conv(b))
+    if base not in ordered:
+        unsupported(ins, f"comparison .{cmp}")
+    f = ordered[base]
+    unordered = base != cmp
+
+    def c(a, b):
+        a, b = conv(a), conv(b)
+        nan = np.isnan(a) | np.isnan(b)
+        r = f(a, b)
+        return (r | nan) if unordered else (r & ~nan)
+    return c
+
+
+# ---- approximate and special functions ---------------------------------------------------------
+
+def _special(ins, dc, fn64):
+    t = last_type(ins)
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):
+        return _half_op(ins, dc, t, lambda a: fn64(a.astype(np.float64)), 1)
+    if t not in ("f32", "f64"):
+        unsupported(ins)
+    md = mods(ins)
+    dt = DT[t]
+    fz = "ftz" in md and t == "f32"
+    rnd = rounding(ins)
+    a = dc.reader(ins.operands[1], t, ins)
+    wr = dc.writer(ins.operands[0], t, ins)
+
+    def f(w, m):
+        x = a(w)
+        if fz:
+            x = ftz(x)
+        v = round_to(fn64(x.astype(np.float64)), dt, rnd)
+        if fz:
+            v = ftz(v)
+        wr(w, v, m)
+    return f
+
+
+@handler("ex2")
+def h_ex2(ins, dc):
+    return _special(ins, dc, np.exp2)
+
+
+@handler("lg2")
+def h_lg2(ins, dc):
+    return _special(ins, dc, np.log2)
+
+
+@handler("rcp")
+def h_rcp(ins, dc):
+    return _special(ins, dc, lambda x: 1.0 / x)
+
+
+@handler("sqrt")
+def h_sqrt(ins, dc):
+    return _special(ins, dc, np.sqrt)
+
+
+@handler("rsqrt")
+def h_rsqrt(ins, dc):
+    return _special(ins, dc, lambda x: 1.0 / np.sqrt(x))
+
+
+@handler("sin")
+def h_sin(ins, dc):
+    return _special(ins, dc, np.sin)
+
+
+@handler("cos")
+def h_cos(ins, dc):
+    return _special(ins, dc, np.cos)
+
+
+@handler("tanh")
+def h_tanh(ins, dc):
+    return _special(ins, dc, np.tanh)
+
+
+@handler("copysign")
+def h_copysign(ins, dc):
+    t = last_type(ins)
+    a = dc.reader(ins.operands[1], t, ins)
+    b = dc.reader(ins.operands[2], t, ins)
+    wr = dc.writer(ins.operands[0], t, ins)
+    return lambda w, m: wr(w, np.copysign(b(w), a(w)), m)
+
+
+@handler("testp")
+def h_testp(ins, dc):
+    t = last_type(ins)
+    op = mods(ins)[0]
+    tiny = F32_MIN_NORMAL if t == "f32" else F64_MIN_NORMAL
+    fns = {"finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x),
+           "notanumber": np.isnan,
+           "normal": lambda x: np.isfinite(x) & (np.abs(x) >= tiny),
+           "subnormal": lambda x: (x != 0) & (np.abs(x) < tiny)}
+    if op not in fns:
+        unsupported(ins)
+    a = dc.reader(ins.operands[1], t, ins)
+    wr = dc.writer(ins.operands[0], "pred", ins)
+    f = fns[op]
+    return lambda w, m: wr(w, f(a(w)), m)

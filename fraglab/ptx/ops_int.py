@@ -1,0 +1,429 @@
+"""Integer, bit and predicate instructions (and the type-generic ones: add, sub, mul, mad, min,
+max, neg, abs, setp, selp, mov, which hand float types to :mod:`.ops_float`)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops_float
+from .decode import DT, SINT, UINT, handler, last_type, mods, unsupported
+
+FLOAT_TYPES = ("f32", "f64", "f16", "f16x2", "bf16", "bf16x2")
+
+
+def _is_float(t):
+    return t in FLOAT_TYPES
+
+
+def nary(ins, dc, t, fn, n, dst_t=None, src_types=None):
+    """d = fn(a, b, ...) with n sources read as type t (or src_types) and written as dst_t."""
+    srcs = [dc.reader(op, (src_types or [t] * n)[i], ins) for i, op in enumerate(ins.operands[1:1 + n])]
+    wr = dc.writer(ins.operands[0], dst_t or t, ins)
+    if n == 1:
+        a, = srcs
+        return lambda w, m: wr(w, fn(a(w)), m)
+    if n == 2:
+        a, b = srcs
+        return lambda w, m: wr(w, fn(a(w), b(w)), m)
+    if n == 3:
+        a, b, c = srcs
+        return lambda w, m: wr(w, fn(a(w), b(w), c(w)), m)
+    a, b, c, d = srcs
+    return lambda w, m: wr(w, fn(a(w), b(w), c(w), d(w)), m)
+
+
+def _sat32(x64):
+    return np.clip(x64, -2**31, 2**31 - 1).astype(np.int32)
+
+
+@handler("add", "sub")
+def h_addsub(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        return ops_float.arith(ins, dc, t)
+    sub = ins.base == "sub"
+    if "sat" in mods(ins):
+        if t != "s32":
+            unsupported(ins)
+        return nary(ins, dc, t, (lambda a, b: _sat32(a.astype(np.int64) - b)) if sub
+                    else (lambda a, b: _sat32(a.astype(np.int64) + b)), 2)
+    if "cc" in mods(ins) or "c" in mods(ins):
+        unsupported(ins, "carry chains are not implemented")
+    return nary(ins, dc, t, np.subtract if sub else np.add, 2)
+
+
+def _mulhi(a, b, t):
+    dt = np.dtype(DT[t])
+    if dt.itemsize <= 4:
+        wide = np.int64 if t[0] == "s" else np.uint64
+        return ((a.astype(wide) * b.astype(wide)) >> (8 * dt.itemsize)).astype(dt)
+    # 64-bit: split into 32-bit halves
+    neg = None
+    if t[0] == "s":
+        neg = (a < 0) ^ (b < 0)
+        a, b = np.abs(a).astype(np.uint64), np.abs(b).astype(np.uint64)
+    m32 = np.uint64(0xFFFFFFFF)
+    al, ah, bl, bh = a & m32, a >> np.uint64(32), b & m32, b >> np.uint64(32)
+    ll, lh, hl, hh = al * bl, al * bh, ah * bl, ah * bh
+    mid = (ll >> np.uint64(32)) + (lh & m32) + (hl & m32)
+    hi = hh + (lh >> np.uint64(32)) + (hl >> np.uint64(32)) + (mid >> np.uint64(32))
+    if neg is not None:
+        lo = (mid << np.uint64(32)) | (ll & m32)
+        hi = np.where(neg, ~hi + (lo == 0), hi)
+        return hi.view(np.int64)
+    return hi
+
+
+def _wide(t):
+    size = np.dtype(DT[t]).itemsize * 2
+    return ("s" if t[0] == "s" else "u") + str(8 * size)
+
+
+@handler("mul", "mul24")
+def h_mul(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        return ops_float.arith(ins, dc, t)
+    md = mods(ins)
+    if "wide" in md:
+        wt = _wide(t)
+        wd = DT[wt]
+        return nary(ins, dc, t, lambda a, b: a.astype(wd) * b.astype(wd), 2, dst_t=wt)
+    if "hi" in md:
+        if ins.base == "mul24":
+            unsupported(ins)
+        return nary(ins, dc, t, lambda a, b: _mulhi(a, b, t), 2)
+    return nary(ins, dc, t, np.multiply, 2)
+
+
+@handler("mad", "mad24")
+def h_mad(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        return ops_float.fma(ins, dc, t)
+    md = mods(ins)
+    if "wide" in md:
+        wt = _wide(t)
+        wd = DT[wt]
+        return nary(ins, dc, t, lambda a, b, c: a.astype(wd) * b.astype(wd) + c, 3,
+                    src_types=[t, t, wt], dst_t=wt)
+    if "hi" in md:
+        return nary(ins, dc, t, lambda a, b, c: _mulhi(a, b, t) + c, 3)
+    if "sat" in md:
+        unsupported(ins)
+    return nary(ins, dc, t, lambda a, b, c: a * b + c, 3)
+
+
+def _divrem(a, b, rem):
+    bs = np.where(b == 0, 1, b).astype(b.dtype)
+    if a.dtype.kind == "u":
+        r = a % bs if rem else a // bs
+    else:
+        rr = np.fmod(a, bs)
+        r = rr if rem else ((a - rr) // bs).astype(a.dtype)
+    return np.where(b == 0, np.array(-1).astype(a.dtype) if not rem else a, r).astype(a.dtype)
+
+
+@handler("div", "rem")
+def h_div(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        if ins.base == "rem":
+            unsupported(ins)
+        return ops_float.div(ins, dc, t)
+    rem = ins.base == "rem"
+    return nary(ins, dc, t, lambda a, b: _divrem(a, b, rem), 2)
+
+
+@handler("min", "max")
+def h_minmax(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        return ops_float.minmax(ins, dc, t)
+    if "relu" in mods(ins):
+        unsupported(ins)
+    return nary(ins, dc, t, np.minimum if ins.base == "min" else np.maximum, 2)
+
+
+@handler("neg", "abs")
+def h_negabs(ins, dc):
+    t = last_type(ins)
+    if _is_float(t):
+        return ops_float.unary_sign(ins, dc, t)
+    return nary(ins, dc, t, np.negative if ins.base == "neg" else np.abs, 1)
+
+
+@handler("and", "or", "xor")
+def h_logic(ins, dc):
+    t = last_type(ins)
+    fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[ins.base]
+    return nary(ins, dc, t, fn, 2)
+
+
+@handler("not", "cnot")
+def h_not(ins, dc):
+    t = last_type(ins)
+    if ins.base == "cnot":
+        dt = DT[t]
+        return nary(ins, dc, t, lambda a: (a == 0).astype(dt), 1)
+    return nary(ins, dc, t, np.invert, 1)
+
+
+@handler("shl", "shr")
+def h_shift(ins, dc):
+    t = last_type(ins)
+    dt = np.dtype(DT[t])
+    bits = 8 * dt.itemsize
+    a = dc.reader(ins.operands[1], t, ins)
+    b = dc.reader(ins.operands[2], "u32", ins)
+    wr = dc.writer(ins.operands[0], t, ins)
+    if ins.base == "shl":
+        def fn(w, m):
+            s = b(w)
+            x = a(w).view(UINT[dt.itemsize])
+            r = np.where(s >= bits, 0, x << np.minimum(s, bits - 1).astype(x.dtype))
+            wr(w, r.astype(x.dtype).view(dt), m)
+    elif t[0] == "s":
+        def fn(w, m):
+            s = np.minimum(b(w), bits - 1).astype(dt)
+            wr(w, (a(w) >> s).astype(dt), m)
+    else:
+        def fn(w, m):
+            s = b(w)
+            x = a(w).view(UINT[dt.itemsize])
+            r = np.where(s >= bits, 0, x >> np.minimum(s, bits - 1).astype(x.dtype))
+            wr(w, r.astype(x.dtype).view(dt), m)
+    return fn
+
+
+@handler("shf")
+def h_shf(ins, dc):
+    md = mods(ins)
+    left, clamp = "l" in md, "clamp" in md
+    a, b, c = (dc.reader(o, "u32", ins) for o in ins.operands[1:4])
+    wr = dc.writer(ins.operands[0], "b32", ins)
+
+    def fn(w, m):
+        n = c(w).astype(np.uint64)
+        n = np.minimum(n, np.uint64(32)) if clamp else n & np.uint64(31)
+        both = (b(w).astype(np.uint64) << np.uint64(32)) | a(w).astype(np.uint64)
+        if left:
+            r = ((both << n) >> np.uint64(32)) & np.uint64(0xFFFFFFFF)
+        else:
+            r = (both >> n) & np.uint64(0xFFFFFFFF)
+        wr(w, r.astype(np.uint32), m)
+    return fn
+
+
+@handler("lop3")
+def h_lop3(ins, dc):
+    lut_op = ins.operands[4]
+    if lut_op[0] != "imm":
+        unsupported(ins, "non-constant lookup table")
+    lut = int(lut_op[1]) & 0xFF
+    terms = [i for i in range(8) if lut >> i & 1]
+
+    def f(a, b, c):
+        r = np.zeros_like(a)
+        for i in terms:
+            r |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+        return r
+    return nary(ins, dc, "b32", f, 3)
+
+
+@handler("prmt")
+def h_prmt(ins, dc):
+    md = mods(ins)
+    if any(x in md for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")):
+        unsupported(ins, "prmt modes other than the default")
+    shifts = np.array([0, 4, 8, 12], np.uint32)
+
+    def f(a, b, c):
+        both = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
+        by = both.view(np.uint8).reshape(32, 8)
+        sel = (c[:, None] >> shifts) & np.uint32(0xF)
+        vals = np.take_along_axis(by, (sel & 7).astype(np.int64), axis=1)
+        vals = np.where(sel & 8, np.where(vals & 0x80, 0xFF, 0), vals).astype(np.uint8)
+        return np.ascontiguousarray(vals).view(np.uint32).ravel()
+    return nary(ins, dc, "b32", f, 3)
+
+
+@handler("bfe")
+def h_bfe(ins, dc):
+    t = last_type(ins)
+    bits = 8 * np.dtype(DT[t]).itemsize
+    signed = t[0] == "s"
+
+    def f(a, pos, ln):
+        pos = (pos & 0xFF).astype(np.int64)
+        ln = (ln & 0xFF).astype(np.int64)
+        x = [int(v) & ((1 << bits) - 1) for v in a]
+        out = []
+        for xi, p, l in zip(x, pos, ln):
+            msb = min(p + l - 1, bits - 1)
+            sbit = (xi >> msb) & 1 if (signed and l > 0) else 0
+            v = 0
+            for i in range(bits):
+                if i < l and p + i < bits:
+                    v |= ((xi >> (p + i)) & 1) << i
+                elif signed and i >= l:
+                    v |= sbit << i
+                elif signed and p + i >= bits and i < l:
+                    v |= sbit << i
+            out.append(v)
+        return np.array(out, dtype=UINT[bits // 8]).view(DT[t])
+    return nary(ins, dc, t, f, 3, src_types=[t, "u32", "u32"])
+
+
+@handler("bfi")
+def h_bfi(ins, dc):
+    t = last_type(ins)
+    bits = 8 * np.dtype(DT[t]).itemsize
+    u = UINT[bits // 8]
+
+    def f(a, b, pos, ln):
+        pos = (pos & 0xFF).astype(np.int64)
+        ln = (ln & 0xFF).astype(np.int64)
+        out = []
+        for ai, bi, p, l in zip(a.view(u).tolist(), b.view(u).tolist(), pos.tolist(), ln.tolist()):
+            if p >= bits:
+                out.append(bi)
+                continue
+            mask = (((1 << l) - 1) << p) & ((1 << bits) - 1)
+            out.append((bi & ~mask & ((1 << bits) - 1)) | ((ai << p) & mask))
+        return np.array(out, dtype=u).view(DT[t])
+    return nary(ins, dc, t, f, 4, src_types=[t, t, "u32", "u32"])
+
+
+def _bitwise_py(ins, dc, fn, dst="u32"):
+    t = last_type(ins)
+    bits = 8 * np.dtype(DT[t]).itemsize
+    u = UINT[bits // 8]
+    return nary(ins, dc, t, lambda a: np.array([fn(int(x), bits) for x in a.view(u).tolist()],
+                                               dtype=DT[dst] if dst != "same" else u).view(
+        DT[dst] if dst != "same" else DT[t]), 1, dst_t=dst if dst != "same" else t)
+
+
+@handler("popc")
+def h_popc(ins, dc):
+    return _bitwise_py(ins, dc, lambda x, n: bin(x).count("1"))
+
+
+@handler("clz")
+def h_clz(ins, dc):
+    return _bitwise_py(ins, dc, lambda x, n: n - x.bit_length())
+
+
+@handler("brev")
+def h_brev(ins, dc):
+    return _bitwise_py(ins, dc, lambda x, n: int(format(x, f"0{n}b")[::-1], 2), dst="same")
+
+
+@handler("bfind")
+def h_bfind(ins, dc):
+    t = last_type(ins)
+    shamt = "shiftamt" in mods(ins)
+
+    def fb(x, n):
+        if t[0] == "s" and x >> (n - 1):
+            x = ~x & ((1 << n) - 1)
+        if x == 0:
+            return 0xFFFFFFFF
+        p = x.bit_length() - 1
+        return n - 1 - p if shamt else p
+    return _bitwise_py(ins, dc, fb)
+
+
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+        "gt": np.greater, "ge": np.greater_equal, "lo": np.less, "ls": np.less_equal,
+        "hi": np.greater, "hs": np.greater_equal}
+
+
+def compare(ins, cmp, t, ftz=False):
+    """fn(a, b) -> bool array for PTX comparison `cmp` on type t."""
+    if _is_float(t):
+        return ops_float.fcompare(ins, cmp, t, ftz)
+    if cmp not in _CMP:
+        unsupported(ins, f"comparison .{cmp} on .{t}")
+    return _CMP[cmp]
+
+
+_BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
+
+
+@handler("setp", "set")
+def h_setp(ins, dc):
+    md = mods(ins)
+    if ins.base == "set":
+        unsupported(ins)
+    t = last_type(ins)
+    cmp = md[0]
+    bop = next((b for b in md[1:] if b in _BOOL), None)
+    f = compare(ins, cmp, t, "ftz" in md)
+    a = dc.reader(ins.operands[1], t, ins)
+    b = dc.reader(ins.operands[2], t, ins)
+    c = dc.reader(ins.operands[3], "pred", ins) if bop else None
+    dst = ins.operands[0]
+    if dst[0] == "pair":
+        wp, wq = dc.writer(dst[1], "pred", ins), dc.writer(dst[2], "pred", ins)
+    else:
+        wp, wq = dc.writer(dst, "pred", ins), None
+    bf = _BOOL.get(bop)
+
+    def fn(w, m):
+        r = f(a(w), b(w))
+        if bf is not None:
+            cc = c(w)
+            wp(w, bf(r, cc), m)
+            if wq is not None:
+                wq(w, bf(~r, cc), m)
+        else:
+            wp(w, r, m)
+            if wq is not None:
+                wq(w, ~r, m)
+    return fn
+
+
+@handler("selp")
+def h_selp(ins, dc):
+    t = last_type(ins)
+    return nary(ins, dc, t, lambda a, b, c: np.where(c, a, b), 3, src_types=[t, t, "pred"])
+
+
+@handler("slct")
+def h_slct(ins, dc):
+    ts = [x for x in mods(ins) if x in DT]
+    t, ct = ts[0], ts[1]
+    return nary(ins, dc, t, lambda a, b, c: np.where(c >= 0, a, b), 3, src_types=[t, t, ct])
+
+
+@handler("mov")
+def h_mov(ins, dc):
+    t = last_type(ins)
+    d, s = ins.operands[0], ins.operands[1]
+    size = np.dtype(DT[t]).itemsize
+    if d[0] == "vec":                                # unpack {lo, hi}, %r
+        parts = d[1]
+        ps = size // len(parts)
+        src = dc.reader(s, t, ins)
+        wrs = [dc.writer(p, "b%d" % (8 * ps), ins) for p in parts]
+
+        def fn(w, m):
+            v = np.ascontiguousarray(src(w)).view(UINT[ps]).reshape(32, len(parts))
+            for j, wr in enumerate(wrs):
+                wr(w, np.ascontiguousarray(v[:, j]), m)
+        return fn
+    if s[0] == "vec":                                # pack %r, {lo, hi}
+        parts = s[1]
+        ps = size // len(parts)
+        rds = [dc.reader(p, "b%d" % (8 * ps), ins) for p in parts]
+        wr = dc.writer(d, t, ins)
+
+        def fn(w, m):
+            v = np.stack([r(w) for r in rds], axis=1).astype(UINT[ps])
+            wr(w, np.ascontiguousarray(v).view(UINT[size]).ravel().view(DT[t]), m)
+        return fn
+    if s[0] == "sym" and s[1] in dc.kernel.labels:
+        unsupported(ins, "taking the address of a label")
+    src = dc.reader(s, t, ins)
+    wr = dc.writer(d, t, ins)
+    return lambda w, m: wr(w, src(w), m)

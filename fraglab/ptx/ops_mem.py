@@ -1,0 +1,187 @@
+"""Loads, stores, cp.async, atomics and the memory-ordering no-ops.
+
+``cp.async`` copies at once when issued (commit_group/wait_group/wait_all are then no-ops): a
+valid execution of the asynchronous copy, since the PTX memory model lets the copy complete at
+any time before the wait.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .decode import DT, SPACES, UINT, handler, lanes_of, last_type, mods, unsupported
+from .errors import UnsupportedInstruction
+
+
+def space_of(ins, default="generic"):
+    md = mods(ins)
+    for x in md:
+        base = x.split("::")[0]
+        if base in SPACES:
+            return base
+    return default
+
+
+def vec_of(ins) -> int:
+    for x in mods(ins):
+        if x in ("v2", "v4", "v8"):
+            return int(x[1])
+    return 1
+
+
+def _scatter(vals, lanes, dt):
+    full = np.zeros(32, dt)
+    full[lanes] = vals
+    return full
+
+
+@handler("ld", "ldu")
+def h_ld(ins, dc):
+    t = last_type(ins)
+    space = space_of(ins, "global" if ins.base == "ldu" else "generic")
+    n = vec_of(ins)
+    es = np.dtype(DT[t]).itemsize
+    dst = ins.operands[0]
+    parts = dst[1] if dst[0] == "vec" else [dst]
+    if len(parts) != n:
+        unsupported(ins, "vector width and destination count differ")
+    wrs = [dc.writer(p, t, ins) for p in parts]
+    addr = dc.address(ins.operands[1], space, ins)
+    dt = np.dtype(DT[t])
+    total = es * n
+
+    def fn(w, m):
+        lanes = lanes_of(m)
+        raw = w.mem.load(w, ins, space, addr(w)[lanes], lanes, total, total)
+        for j, wr in enumerate(wrs):
+            v = np.ascontiguousarray(raw[:, j * es:(j + 1) * es]).view(dt).ravel()
+            wr(w, _scatter(v, lanes, dt), m)
+    return fn
+
+
+def _value_bytes(readers, w, t):
+    vals = np.stack([r(w) for r in readers], axis=1).astype(DT[t], copy=False)
+    return np.ascontiguousarray(vals).view(np.uint8).reshape(32, -1)
+
+
+@handler("st")
+def h_st(ins, dc):
+    t = last_type(ins)
+    space = space_of(ins)
+    n = vec_of(ins)
+    src = ins.operands[1]
+    parts = src[1] if src[0] == "vec" else [src]
+    if len(parts) != n:
+        unsupported(ins, "vector width and source count differ")
+    rds = [dc.reader(p, t, ins) for p in parts]
+    addr = dc.address(ins.operands[0], space, ins)
+    total = np.dtype(DT[t]).itemsize * n
+
+    def fn(w, m):
+        lanes = lanes_of(m)
+        data = _value_bytes(rds, w, t)[lanes]
+        w.mem.store(w, ins, space, addr(w)[lanes], lanes, data, total)
+    return fn
+
+
+@handler("cp")
+def h_cp(ins, dc):
+    md = mods(ins)
+    if md[0] != "async" or any(x.startswith("bulk") for x in md):
+        unsupported(ins)
+    if md[1] in ("commit_group", "wait_group", "wait_all", "mbarrier"):
+        if md[1] == "mbarrier":
+            unsupported(ins)
+        return lambda w, m: None
+    ops = ins.operands
+    if "ignore-src" in ins.opcode or len(ops) < 3 or ops[2][0] != "imm":
+        unsupported(ins)
+    size = int(ops[2][1])
+    dst = dc.address(ops[0], "shared", ins)
+    src = dc.address(ops[1], "global", ins)
+    src_size = None
+    if len(ops) > 3 and ops[3][0] in ("reg", "imm"):
+        src_size = dc.reader(ops[3], "u32", ins)
+
+    def fn(w, m):
+        lanes = lanes_of(m)
+        d = dst(w)[lanes]
+        s = src(w)[lanes]
+        data = np.zeros((len(lanes), size), np.uint8)
+        sizes = np.full(len(lanes), size) if src_size is None else \
+            np.minimum(src_size(w)[lanes].astype(np.int64), size)
+        for k in np.unique(sizes):
+            if k <= 0:
+                continue
+            sel = sizes == k
+            data[sel, :k] = w.mem.load(w, ins, "global", s[sel], lanes[sel], int(k),
+                                       min(int(k), size))
+        w.mem.store(w, ins, "shared", d, lanes, data, size)
+    return fn
+
+
+_ATOM = {
+    "add": lambda old, b, c: old + b,
+    "min": lambda old, b, c: np.minimum(old, b),
+    "max": lambda old, b, c: np.maximum(old, b),
+    "and": lambda old, b, c: old & b,
+    "or": lambda old, b, c: old | b,
+    "xor": lambda old, b, c: old ^ b,
+    "exch": lambda old, b, c: b,
+    "cas": lambda old, b, c: np.where(old == b, c, old),
+    "inc": lambda old, b, c: np.where(old >= b, 0, old + 1).astype(old.dtype),
+    "dec": lambda old, b, c: np.where((old == 0) | (old > b), b, old - 1).astype(old.dtype),
+}
+
+
+@handler("atom", "red")
+def h_atom(ins, dc):
+    md = mods(ins)
+    t = last_type(ins)
+    if t in ("f16", "bf16", "f16x2", "bf16x2") or vec_of(ins) > 1:
+        unsupported(ins)
+    op = next((x for x in md if x in _ATOM), None)
+    if op is None:
+        unsupported(ins)
+    f = _ATOM[op]
+    space = space_of(ins)
+    dt = np.dtype(DT[t])
+    es = dt.itemsize
+    red = ins.base == "red"
+    ops = ins.operands if not red else [("sink",)] + ins.operands
+    wr = dc.writer(ops[0], t, ins)
+    addr = dc.address(ops[1], space, ins)
+    b = dc.reader(ops[2], t, ins)
+    c = dc.reader(ops[3], t, ins) if len(ops) > 3 else None
+
+    def fn(w, m):
+        lanes = lanes_of(m)
+        a = addr(w)
+        bv = b(w)
+        cv = c(w) if c is not None else bv
+        out = np.zeros(32, dt)
+        for ln in lanes:                            # lanes in order: a valid serialisation
+            one = np.array([ln])
+            old = w.mem.load(w, ins, space, a[one], one, es, es).view(dt).ravel()
+            new = np.asarray(f(old, bv[one], cv[one])).astype(dt)
+            w.mem.store(w, ins, space, a[one], one,
+                        np.ascontiguousarray(new).view(np.uint8).reshape(1, es), es, atomic=True)
+            out[ln] = old[0]
+        wr(w, out, m)
+    return fn
+
+
+@handler("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority")
+def h_noop(ins, dc):
+    if ins.base == "fence" and any(x.startswith(("proxy", "mbarrier")) for x in mods(ins)[:1]):
+        pass
+    return lambda w, m: None
+
+
+@handler("createpolicy")
+def h_createpolicy(ins, dc):
+    wr = dc.writer(ins.operands[0], "b64", ins)
+    zero = np.zeros(32, np.uint64)
+    return lambda w, m: wr(w, zero, m)
+
+
+__all__ = ["UnsupportedInstruction", "UINT"]

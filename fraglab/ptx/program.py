@@ -1,0 +1,272 @@
+"""The public entry points: :class:`Program` (parse once, decode each kernel once) and
+:func:`launch` (run a grid on NumPy arrays)."""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import decode
+from .errors import PTXError, UnsupportedInstruction
+from .execute import run_block
+from .memory import FlatSpace, GlobalMemory
+from .parse import parse
+
+MAX_SHARED = 163 * 1024 + 1024       # sm_80: 164 KB per block (opt-in)
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    kernel: object
+    code: list
+    reg_dtypes: list
+    symbols: dict
+    param_layout: list                # [(name, type, offset, size)]
+    param_size: int
+    static_shared_end: int
+    dynamic_shared_offset: int
+    local_size: int
+    unsupported: list = field(default_factory=list)   # [(opcode, ptx line, source)]
+
+
+class Program:
+    """A parsed PTX module. ``Program(ptx_text)``; ``.kernels`` lists the entry names."""
+
+    def __init__(self, ptx_text: str):
+        self.text = ptx_text
+        self.module = parse(ptx_text)
+        self.files = self.module.files
+        self._infos: dict[str, KernelInfo] = {}
+        # module-scope .global variables: mapped first in every launch, so their addresses are fixed
+        self._globals_order = [v for v in self.module.vars.values() if v.space == "global"]
+        probe = GlobalMemory()
+        self._global_addr = {v.name: probe.map_bytes(v.init or bytes(v.size), v.name)
+                             for v in self._globals_order}
+        const = b""
+        self._const_addr = {}
+        for v in self.module.vars.values():
+            if v.space == "const":
+                off = _align(len(const), v.align)
+                const = const.ljust(off, b"\0") + (v.init or bytes(v.size))
+                self._const_addr[v.name] = off
+        self._const_bytes = const
+
+    @property
+    def kernels(self) -> list[str]:
+        return list(self.module.kernels)
+
+    def info(self, name: str) -> KernelInfo:
+        if name not in self.module.kernels:
+            raise KeyError(f"the PTX has no kernel {name!r}; it has {self.kernels}")
+        if name not in self._infos:
+            self._infos[name] = self._build(name)
+        return self._infos[name]
+
+    def unsupported(self, name: str | None = None) -> list:
+        """(opcode, PTX line, CUDA source) of every instruction the interpreter cannot run."""
+        names = [name] if name else self.kernels
+        return [u for n in names for u in self.info(n).unsupported]
+
+    def _build(self, name: str) -> KernelInfo:
+        from .errors import source_of
+        k = self.module.kernels[name]
+        symbols: dict = {}
+        off = 0
+        layout = []
+        for pname, t, size, align in k.params:
+            off = _align(off, align)
+            symbols[pname] = ("param", off)
+            layout.append((pname, t, off, size))
+            off += size
+        param_size = off
+        used = _referenced_symbols(k)
+        shared_vars = [v for v in self.module.vars.values() if v.space == "shared" and v.name in used]
+        shared_vars += [v for v in k.vars if v.space == "shared"]
+        soff = 0
+        externs = []
+        for v in shared_vars:
+            if v.extern or v.size == 0:
+                externs.append(v)
+                continue
+            soff = _align(soff, v.align)
+            symbols[v.name] = ("shared", soff)
+            soff += v.size
+        static_end = soff
+        dyn = _align(static_end, max([16] + [v.align for v in externs]))
+        for v in externs:
+            symbols[v.name] = ("shared", dyn)
+        loff = 0
+        for v in k.vars:
+            if v.space == "local":
+                loff = _align(loff, v.align)
+                symbols[v.name] = ("local", loff)
+                loff += v.size
+        for n, a in self._global_addr.items():
+            symbols[n] = ("global", a)
+        for n, a in self._const_addr.items():
+            symbols[n] = ("const", a)
+        code = decode.decode_kernel(k, symbols, special_register)
+        unsup = [(op.instr.opcode, op.instr.ptx_line, source_of(op.instr, self.files))
+                 for op in code if getattr(op.fn, "unsupported", None)]
+        regs = [np.dtype(decode.DT[t]) for _, t in k.regs]
+        return KernelInfo(name, k, code, regs, symbols, layout, param_size, static_end, dyn,
+                          loff, unsup)
+
+
+def _referenced_symbols(k) -> set:
+    out = set()
+
+    def walk(op):
+        if op is None:
+            return
+        if op[0] == "sym":
+            out.add(op[1])
+        elif op[0] == "addr":
+            walk(op[1])
+        elif op[0] in ("vec",):
+            for o in op[1]:
+                walk(o)
+        elif op[0] in ("pair",):
+            walk(op[1])
+            walk(op[2])
+        elif op[0] == "not":
+            walk(op[1])
+    for ins in k.instrs:
+        for op in ins.operands:
+            walk(op)
+    return out
+
+
+def special_register(name: str, instr):
+    """fn(w) -> (32,) array for a special register."""
+    base, _, comp = name.partition(".")
+    axis = {"x": 0, "y": 1, "z": 2}.get(comp)
+    u32 = np.uint32
+    if base == "%tid" and axis is not None:
+        return lambda w: w.tid[axis]
+    if base == "%ntid" and axis is not None:
+        return lambda w: np.full(32, w.launch.block[axis], u32)
+    if base == "%ctaid" and axis is not None:
+        return lambda w: np.full(32, w.block_idx[axis], u32)
+    if base == "%nctaid" and axis is not None:
+        return lambda w: np.full(32, w.launch.grid[axis], u32)
+    lanes = np.arange(32, dtype=np.uint32)
+    fixed = {"%laneid": lanes,
+             "%lanemask_eq": (np.uint32(1) << lanes).astype(u32),
+             "%lanemask_lt": ((np.uint64(1) << lanes.astype(np.uint64)) - np.uint64(1)).astype(u32),
+             "%lanemask_le": ((np.uint64(2) << lanes.astype(np.uint64)) - np.uint64(1)).astype(u32),
+             "%smid": np.zeros(32, u32), "%nsmid": np.ones(32, u32), "%gridid": np.zeros(32, np.uint64)}
+    fixed["%lanemask_gt"] = (~fixed["%lanemask_le"]).astype(u32)
+    fixed["%lanemask_ge"] = (~fixed["%lanemask_lt"]).astype(u32)
+    if name in fixed:
+        arr = fixed[name]
+        return lambda w: arr
+    if name == "%warpid":
+        return lambda w: np.full(32, w.index, u32)
+    if name == "%nwarpid":
+        return lambda w: np.full(32, 64, u32)
+    if name in ("%clock", "%clock_hi"):
+        sh = 32 if name == "%clock_hi" else 0
+        return lambda w: np.full(32, (w.steps >> sh) & 0xFFFFFFFF, u32)
+    if name == "%clock64":
+        return lambda w: np.full(32, w.steps, np.uint64)
+    if name in ("%globaltimer", "%globaltimer_lo", "%globaltimer_hi"):
+        return lambda w: np.full(32, w.launch.steps, np.uint64)
+    if name in ("%dynamic_smem_size",):
+        return lambda w: np.full(32, w.launch.shared_mem, u32)
+    if name in ("%total_smem_size",):
+        return lambda w: np.full(32, w.mem.spaces["shared"].size, u32)
+    raise UnsupportedInstruction(f"unsupported special register {name}")
+
+
+class Launch:
+    """State of one launch: grid, block, memories, counters; returned as the result."""
+
+    def __init__(self, prog, info, grid, block, shared_mem, max_steps, checks, hook):
+        self.prog, self.info = prog, info
+        self.files = prog.files
+        self.grid, self.block = grid, block
+        self.shared_mem = shared_mem
+        self.max_steps = max_steps
+        self.checks = checks
+        self.hook = hook
+        self.steps = 0
+        self.glob = GlobalMemory()
+        self.current_warps = []
+
+    def __repr__(self):
+        return (f"<ptx launch {self.info.name} grid={self.grid} block={self.block}: "
+                f"{self.steps} warp-instructions>")
+
+
+def _dim3(v, what):
+    t = tuple(int(x) for x in (v if isinstance(v, (tuple, list)) else (v,)))
+    t = t + (1,) * (3 - len(t))
+    if len(t) != 3 or any(x < 1 for x in t):
+        raise ValueError(f"{what} must be 1 to 3 positive integers, got {v!r}")
+    return t
+
+
+_PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<H", "u32": "<I",
+         "s32": "<i", "b32": "<I", "u64": "<Q", "s64": "<q", "b64": "<Q", "f32": "<f", "f64": "<d"}
+
+
+def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
+           max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
+           hook=None) -> Launch:
+    """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
+    place); value params take NumPy scalars or Python numbers. Returns the :class:`Launch`
+    (``.steps`` = warp-instructions executed)."""
+    if isinstance(prog, str):
+        prog = Program(prog)
+    info = prog.info(kernel)
+    grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+    nthreads = block[0] * block[1] * block[2]
+    if nthreads > 1024:
+        raise ValueError(f"block {block} has {nthreads} threads; at most 1024 are allowed")
+    if info.dynamic_shared_offset + shared_mem > MAX_SHARED:
+        raise ValueError(f"{info.static_shared_end} bytes of static and {shared_mem} of dynamic "
+                         f"shared memory exceed sm_80's {MAX_SHARED} per block")
+    if len(args) != len(info.param_layout):
+        raise TypeError(f"{kernel} takes {len(info.param_layout)} arguments "
+                        f"({', '.join(p[0] for p in info.param_layout)}), got {len(args)}")
+    L = Launch(prog, info, grid, block, int(shared_mem), int(max_steps),
+               dict(uninit=check_uninit, race=check_race), hook)
+    for v in prog._globals_order:
+        L.glob.map_bytes(v.init or bytes(v.size), v.name)
+    pbuf = bytearray(info.param_size)
+    for i, ((pname, t, off, size), a) in enumerate(zip(info.param_layout, args)):
+        if isinstance(a, np.ndarray):
+            if size != 8:
+                raise TypeError(f"argument {i} ({pname}) is a .{t} value, not a pointer; got an array")
+            addr = L.glob.map_array(a, f"argument {i} ({pname})")
+            struct.pack_into("<Q", pbuf, off, addr)
+        elif isinstance(a, (bytes, bytearray)):
+            pbuf[off:off + size] = bytes(a).ljust(size, b"\0")[:size]
+        else:
+            if t not in _PACK:
+                raise TypeError(f"argument {i} ({pname}) of type .{t} cannot take {a!r}")
+            val = a.item() if isinstance(a, np.generic) else a
+            if t.startswith("f"):
+                struct.pack_into(_PACK[t], pbuf, off, float(val))
+            else:
+                bits = 8 * size
+                struct.pack_into(_PACK[t.replace("s", "u").replace("b", "u")], pbuf, off,
+                                 int(val) & ((1 << bits) - 1))
+    L.param = FlatSpace(bytes(pbuf), "param")
+    L.const = FlatSpace(prog._const_bytes, "const")
+    with np.errstate(all="ignore"):
+        for bz in range(grid[2]):
+            for by in range(grid[1]):
+                for bx in range(grid[0]):
+                    run_block(L, (bx, by, bz), info.code, info)
+    return L
+
+
+__all__ = ["Program", "launch", "Launch", "PTXError"]
