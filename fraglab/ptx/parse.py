@@ -186,6 +186,8 @@ def parse_operand(tok: str, scopes: _Scopes, where: str):
         return ("addr", parse_operand(inner, scopes, where), 0)
     if tok == "_":
         return ("sink",)
+    if tok == "WARP_SZ":
+        return ("imm", 32, "int")
     if tok.startswith("!"):
         return ("not", parse_operand(tok[1:], scopes, where))
     if "|" in tok:
