@@ -104,6 +104,8 @@ def _strip_comments(text: str) -> list[str]:
 
 def _split_top(s: str, sep: str = ",") -> list[str]:
     """Split on `sep` outside brackets and braces."""
+    if "[" not in s and "{" not in s and "(" not in s:
+        return [p.strip() for p in s.split(sep) if p.strip()]
     out, depth, cur = [], 0, []
     for ch in s:
         if ch in "[{(":
@@ -170,8 +172,19 @@ class _Scopes:
         return None
 
 
+_F32 = re.compile(r"0[fF][0-9a-fA-F]{8}")
+_F64 = re.compile(r"0[dD][0-9a-fA-F]{16}")
+_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)[Uu]?")
+_FLT = re.compile(r"[+-]?\d+\.\d*(e[+-]?\d+)?")
+_NAME = re.compile(r"[\w$.]+")
+
+
 def parse_operand(tok: str, scopes: _Scopes, where: str):
     tok = tok.strip()
+    if tok[:1] == "%":
+        idx = scopes.lookup(tok)
+        if idx is not None:
+            return ("reg", idx)
     if not tok:
         raise PTXSyntaxError(f"empty operand in {where}")
     if tok.startswith("{") and tok.endswith("}"):
@@ -193,20 +206,20 @@ def parse_operand(tok: str, scopes: _Scopes, where: str):
     if "|" in tok:
         a, b = tok.split("|", 1)
         return ("pair", parse_operand(a, scopes, where), parse_operand(b, scopes, where))
-    if re.fullmatch(r"0[fF][0-9a-fA-F]{8}", tok):
+    if _F32.fullmatch(tok):
         return ("imm", struct.unpack(">f", bytes.fromhex(tok[2:]))[0], "f32")
-    if re.fullmatch(r"0[dD][0-9a-fA-F]{16}", tok):
+    if _F64.fullmatch(tok):
         return ("imm", struct.unpack(">d", bytes.fromhex(tok[2:]))[0], "f64")
-    if re.fullmatch(r"[+-]?(0[xX][0-9a-fA-F]+|0[bB][01]+|\d+)[Uu]?", tok):
+    if _INT.fullmatch(tok):
         return ("imm", _parse_int(tok), "int")
-    if re.fullmatch(r"[+-]?\d+\.\d*(e[+-]?\d+)?", tok):
+    if _FLT.fullmatch(tok):
         return ("imm", float(tok), "f64")
     idx = scopes.lookup(tok)
     if idx is not None:
         return ("reg", idx)
     if tok.startswith("%"):
         return ("sreg", tok)
-    if re.fullmatch(r"[\w$.]+", tok):
+    if _NAME.fullmatch(tok):
         return ("sym", tok)
     raise PTXSyntaxError(f"cannot parse operand {tok!r} in {where}")
 
