@@ -1,0 +1,180 @@
+"""The PTX interpreter on chapters 01, 02, 04, 06 and FA-1 (kernels compiled for sm_80), checked
+against NumPy and the course's recorded fragment layouts. CPU only."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fraglab import ptx
+from fraglab.dtypes import from_bf16, to_bf16
+
+from test_ptx_kernels import LAYOUTS, attention, layout, program, rel_err
+
+MEM = {"f16": np.float16, "f32": np.float32, "s32": np.int32, "f64": np.float64, "s8": np.int8,
+       "u8": np.uint8, "tf32": np.float32}
+
+
+def _kind_of(kernel: str, prefix: str) -> str:
+    name = kernel[len(prefix):]
+    for suffix in ("_f16in", "_bf16in", "_s8in", "_u8in", "_tf32in", "_f64in"):
+        if name.endswith(suffix) and name[:-len(suffix)] in LAYOUTS:
+            return name[:-len(suffix)]
+    return name
+
+
+# ---- 01_tracer: every fragment kind, both ways --------------------------------------------------
+
+def _tracer_kernels():
+    try:
+        names = program("01_tracer").kernels
+    except Exception as e:      # pragma: no cover - compile problems show in the coverage test
+        pytest.skip(f"01_tracer does not compile: {e}")
+    return [k for k in names if k.startswith(("trace_load_", "trace_mma_"))]
+
+
+@pytest.mark.parametrize("kernel", _tracer_kernels())
+def test_tracer_recovers_recorded_layout(kernel):
+    prefix = "trace_load_" if kernel.startswith("trace_load_") else "trace_mma_"
+    kind = _kind_of(kernel, prefix)
+    if kind not in LAYOUTS:
+        pytest.skip(f"no recorded layout for {kind}")
+    e = LAYOUTS[kind]
+    rows, cols, ne = e["rows"], e["cols"], e["num_elements"]
+    want = layout(kind)
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    for axis, enc in ((0, r), (1, c)):          # two passes: rows, then columns (exact in s8)
+        out = np.full(32 * ne, np.nan, np.float32)
+        ptx.launch(program("01_tracer"), kernel, 1, 32, (enc.astype(np.float32), out))
+        assert (out.reshape(32, ne) == want[..., axis]).all(), (kernel, axis)
+
+
+# ---- 02_forward_mapping -------------------------------------------------------------------------
+
+EQ12_WEIGHTS = np.array([[0, 0, 0, 1, 2, 4, 0, 8, 0, 0],
+                         [0, 2, 4, 0, 0, 0, 1, 0, 8, 0]], np.int32)
+
+
+@pytest.mark.parametrize("kind,inp", [("acc_16x16x16_f32", "f16"), ("acc_16x16x16_f16", "f16"),
+                                      ("acc_16x16x16_s32", "s8"), ("acc_16x16x8_f32", "tf32")])
+@pytest.mark.parametrize("formula", ["eq12", "weights"])
+def test_forward_mapping_store(kind, inp, formula):
+    m, n, k = (int(x) for x in kind.split("_")[1].split("x"))
+    t = kind.split("_")[2]
+    rows, cols = 2 * m, 2 * n
+    rng = np.random.default_rng(2)
+    if inp == "s8":
+        A = rng.integers(-5, 5, (rows, k)).astype(np.int8)
+        B = rng.integers(-5, 5, (k, cols)).astype(np.int8)
+        C = rng.integers(-50, 50, (rows, cols)).astype(np.int32)
+    else:
+        A = rng.standard_normal((rows, k)).astype(MEM[inp])
+        B = rng.standard_normal((k, cols)).astype(MEM[inp])
+        C = rng.standard_normal((rows, cols)).astype(MEM[t])
+    out_ref = np.zeros((rows, cols), MEM[t])
+    out_fwd = np.zeros((rows, cols), MEM[t])
+    args = (A, B, C, out_ref, out_fwd, np.int32(rows), np.int32(cols))
+    name = f"fwd_store_eq12_{kind}" if formula == "eq12" else f"fwd_store_{kind}"
+    if formula == "weights":
+        args = args + (EQ12_WEIGHTS,)
+    ptx.launch(program("02_forward_mapping"), name, (cols // n, rows // m), 32, args)
+    assert (out_ref == out_fwd).all()
+    Af, Bf = A.astype(np.float64), B.astype(np.float64)
+    if inp == "tf32":
+        Af = (A.view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+        Bf = (B.view(np.uint32) & 0xFFFFE000).view(np.float32).astype(np.float64)
+    ref = Af @ Bf + C
+    np.testing.assert_allclose(out_ref.astype(np.float64), ref, rtol=2e-3, atol=2e-2)
+
+
+# ---- 04_microbenchmark --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("way", ["smem", "regs"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("clock", [False, True])
+def test_microbenchmark_rowmax(way, dtype, clock):
+    n_tiles = 3
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((n_tiles, 16, 16)).astype(np.float32)
+    b = rng.standard_normal((n_tiles, 16, 16)).astype(np.float32)
+    if dtype == "f16":
+        ra, rb = a.astype(np.float16), b.astype(np.float16)
+        ea, eb = ra.astype(np.float64), rb.astype(np.float64)
+    else:
+        ra, rb = to_bf16(a), to_bf16(b)
+        ea, eb = from_bf16(ra).astype(np.float64), from_bf16(rb).astype(np.float64)
+    rows = np.full((n_tiles, 16), np.nan, np.float32)
+    name = f"rowmax_{way}_{dtype}" + ("_clock" if clock else "")
+    cycles = np.full(n_tiles, -7, np.int64)
+    args = (ra, rb, rows, cycles, np.int32(n_tiles), np.uint32(0)) if clock else \
+        (ra, rb, rows, np.int32(n_tiles))
+    ptx.launch(program("04_microbenchmark"), name, n_tiles, 32, args)
+    np.testing.assert_allclose(rows, (ea @ eb).max(axis=2), rtol=1e-5, atol=1e-4)
+    if clock:          # %clock64 counts the warp's instructions: positive and deterministic
+        assert (cycles > 0).all() and (cycles == cycles[0]).all()
+
+
+# ---- 06_layout_codegen --------------------------------------------------------------------------
+
+GEN_KINDS = ["acc_16x16x16_f32", "acc_16x16x16_f16", "acc_16x16x16_s32", "acc_32x8x16_f32",
+             "acc_8x32x16_f16", "acc_32x8x16_s32", "acc_16x16x8_f32", "acc_8x8x4_f64"]
+
+
+def _acc(kind, n_tiles, rng):
+    m, n, _ = (int(x) for x in kind.split("_")[1].split("x"))
+    t = kind.split("_")[2]
+    if t == "s32":
+        return rng.integers(-1000, 1000, (n_tiles, m, n)).astype(np.int32)
+    return rng.standard_normal((n_tiles, m, n)).astype(MEM[t])
+
+
+@pytest.mark.parametrize("kind", GEN_KINDS)
+@pytest.mark.parametrize("op", ["max", "min", "sum"])
+def test_codegen_reduce(kind, op):
+    rng = np.random.default_rng(8)
+    n_tiles = 5
+    acc = _acc(kind, n_tiles, rng)
+    rows = np.zeros(acc.shape[:2], acc.dtype)
+    cols = np.zeros((n_tiles, acc.shape[2]), acc.dtype)
+    ptx.launch(program("06_layout_codegen"), f"reduce_{kind}_{op}", 2, 128,
+               (acc, rows, cols, np.int32(n_tiles)))
+    f = {"max": np.max, "min": np.min, "sum": np.sum}[op]
+    tol = 2e-2 if acc.dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(rows.astype(np.float64), f(acc.astype(np.float64), axis=2),
+                               rtol=tol, atol=tol)
+    np.testing.assert_allclose(cols.astype(np.float64), f(acc.astype(np.float64), axis=1),
+                               rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("kind", ["acc_16x16x16_f32", "acc_32x8x16_f16", "acc_8x8x4_f64"])
+def test_codegen_bcast(kind):
+    rng = np.random.default_rng(9)
+    n_tiles = 2
+    acc = _acc(kind, n_tiles, rng)
+    copy = np.zeros_like(acc)
+    bcast = np.zeros_like(acc)
+    ptx.launch(program("06_layout_codegen"), f"bcast_{kind}_max", 1, 128,
+               (acc, copy, bcast, np.int32(n_tiles)))
+    assert (copy == acc).all()
+    assert (bcast == acc.max(axis=2, keepdims=True)).all()
+
+
+# ---- 05_flash_attention_fa1 ---------------------------------------------------------------------
+
+def fa1_smem_bytes(d):
+    return 16 * (d + 4) * 4 + 16 * (d + 8) * 2 + 16 * 20 * 4 + 16 * 24 * 2 + 3 * 16 * 4
+
+
+@pytest.mark.parametrize("variant", ["paper_baseline", "fair_baseline", "inregister"])
+def test_fa1(variant):
+    d, n = 64, 32
+    rng = np.random.default_rng(10)
+    q, k, v = (rng.standard_normal((1, 1, n, d)).astype(np.float16) for _ in range(3))
+    o = np.full_like(q, np.nan)
+    scale = 1 / math.sqrt(d)
+    ptx.launch(program("05_flash_attention_fa1"), f"fa1_{variant}_d{d}", (n // 16, 1), 32,
+               (q, k, v, o, np.int32(n), np.float32(scale * math.log2(math.e))),
+               shared_mem=fa1_smem_bytes(d))
+    ref = attention(*(x[0, 0].astype(np.float64) for x in (q, k, v)), False, scale)
+    assert rel_err(o[0, 0], ref) < 2e-3
