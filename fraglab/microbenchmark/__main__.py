@@ -1,0 +1,6 @@
+"""``python -m fraglab.microbenchmark ...``: see :mod:`fraglab.microbenchmark.cli`."""
+import sys
+
+from .cli import main
+
+sys.exit(main())
