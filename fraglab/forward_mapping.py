@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import launch, tracer, warp
+from . import fragments, launch, warp
+from .fragments import STORE_TYPES, recording  # noqa: F401  (STORE_TYPES re-exported)
 
 KERNELS = "02_forward_mapping"
 LANE_BITS = 5
@@ -240,7 +241,7 @@ def fit(layout, shape=None, *, kind=None) -> Mapping:
     Tries integer weights first (the paper's style), then XOR of bits. Raises
     :class:`NotAffine`, naming a slot where the best guess fails, when neither fits.
     """
-    k = tracer.get_kind(kind) if kind is not None else None
+    k = fragments.get_kind(kind) if kind is not None else None
     shape = tuple(shape) if shape is not None else (k.shape if k else None)
     lay = np.asarray(layout)
     if lay.ndim != 3 or lay.shape[0] != 32 or lay.shape[2] != 2:
@@ -321,7 +322,7 @@ def inverse(layout, shape):
 
 def describe_fit(layout, kind) -> str:
     """A few lines: the fitted formula of a kind's layout, or why there is none."""
-    k = tracer.get_kind(kind)
+    k = fragments.get_kind(kind)
     try:
         m = fit(layout, kind=k)
     except NotAffine as e:
@@ -347,35 +348,25 @@ def eq12_inverse(row, col):
 
 
 def ptx_m16n8k16_c(lane, j):
-    """The PTX ISA's C/D fragment of ``mma.m16n8k16`` (f32 and f16 accumulators alike), element
-    ``c_j`` (j = 0..3) of a lane: ``groupID = lane >> 2``, ``threadID_in_group = lane % 4``;
-    row = groupID (+8 for c2, c3), col = 2*threadID_in_group + (j & 1)."""
-    lane, j = np.asarray(lane), np.asarray(j)
-    return (lane >> 2) + 8 * (j >> 1), 2 * (lane & 3) + (j & 1)
+    """The PTX ISA's C/D fragment of ``mma.m16n8k16``, element ``c_j`` (j = 0..3) of a lane:
+    ``(row, col)``, read from :func:`fraglab.fragments.mma_m16n8k16` ``("c")``."""
+    c = fragments.mma_m16n8k16("c")
+    return c[np.asarray(lane), np.asarray(j), 0], c[np.asarray(lane), np.asarray(j), 1]
 
 
 def wmma16x16_from_ptx() -> np.ndarray:
-    """The 16x16 accumulator as two m16n8k16 C fragments side by side: registers 0-3 are the
-    left half (columns 0-7), registers 4-7 the right half (columns 8-15). Shape (32, 8, 2)."""
-    lane, i = np.meshgrid(np.arange(32), np.arange(8), indexing="ij")
-    row, col = ptx_m16n8k16_c(lane, i & 3)
-    return np.stack([row, col + 8 * (i >> 2)], axis=-1)
+    """The 16x16 accumulator as two m16n8k16 C fragments side by side (registers 0-3 the left
+    half, 4-7 the right): :func:`fraglab.fragments.wmma_16x16_accumulator`. Shape (32, 8, 2)."""
+    return fragments.wmma_16x16_accumulator()
 
 
 # --------------------------------------------------------------------------------------------
 # Algorithm 2 on the GPU
 # --------------------------------------------------------------------------------------------
 
-#: Accumulator kind -> (input type, NumPy input dtype, NumPy accumulator dtype).
-STORE_TYPES = {
-    **{f"acc_{s}_f32": ("f16", np.float16, np.float32) for s in ("16x16x16", "32x8x16", "8x32x16")},
-    **{f"acc_{s}_f16": ("f16", np.float16, np.float16) for s in ("16x16x16", "32x8x16", "8x32x16")},
-    **{f"acc_{s}_s32": ("s8", np.int8, np.int32) for s in ("16x16x16", "32x8x16", "8x32x16")},
-    "acc_16x16x8_f32": ("tf32", np.float32, np.float32),
-    "acc_8x8x4_f64": ("f64", np.float64, np.float64),
-}
-#: Kinds with the paper's formula hard-coded (the 16x16 tiles).
-EQ12_KINDS = ("acc_16x16x16_f32", "acc_16x16x16_f16", "acc_16x16x16_s32", "acc_16x16x8_f32")
+#: Kinds with the paper's formula compiled in: the accumulators of the 16x16 tile (the kernels
+#: fwd_store_eq12_<kind> exist for these only, kernels/02_forward_mapping.cu).
+EQ12_KINDS = tuple(k.name for k in fragments.kinds("accumulator") if k.shape == (16, 16))
 
 
 def forward_store(kind, a, b, c, *, mapping: Mapping | None = None, variant: str = "fitted",
@@ -386,10 +377,11 @@ def forward_store(kind, a, b, c, *, mapping: Mapping | None = None, variant: str
 
     ``a``: (rows, K) of the kind's input dtype; ``b``: (K, cols); ``c``: (rows, cols) of the
     accumulator dtype; rows and cols multiples of the tile. ``variant="fitted"`` passes
-    ``mapping`` (default: the fit of :func:`fraglab.tracer.layout`) to the kernel as bit weights;
+    ``mapping`` (default: the fit of the recorded layout for this machine,
+    :func:`fraglab.fragments.recording.layout`) to the kernel as bit weights;
     ``"eq12"`` uses the paper's formula compiled in (16x16 kinds only).
     """
-    k = tracer.get_kind(kind)
+    k = fragments.get_kind(kind)
     if not k.is_accumulator:
         raise ValueError(f"{k.name} is not an accumulator kind; forward_store stores accumulators "
                          f"({', '.join(STORE_TYPES)})")
@@ -418,10 +410,10 @@ def forward_store(kind, a, b, c, *, mapping: Mapping | None = None, variant: str
     coef = None
     if variant == "fitted":
         if mapping is None:
-            mapping = fit(tracer.layout(k), kind=k)
+            mapping = fit(recording.layout(k), kind=k)
         _check_mapping(mapping, k)
         coef = mapping.coefficients()
-    tracer.require_supported(k)
+    fragments.require_supported(k)
     import cupy
     name = f"fwd_store_{'eq12_' if variant == 'eq12' else ''}{k.name}"
     fn = launch.get_kernel(KERNELS, name, source=source)

@@ -36,24 +36,25 @@ Command line::
 """
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from . import device, launch, warp
-from .dtypes import round_bf16, round_tf32  # noqa: F401  (used here and re-exported)
+from . import device, dtypes, launch, warp
+from .dtypes import round_bf16, round_tf32  # noqa: F401  (re-exported)
+from .fragments import (CPP_TYPES, KINDS, TYPES, ElemType, Kind,  # noqa: F401
+                        UnsupportedKind, get_kind, kinds, num_elements_table,
+                        require_supported, supported)
+from .fragments import recording
+from .fragments.recording import (DEFAULT_ARCH, FORMAT, LAYOUTS_DIR,  # noqa: F401
+                                  RecordingMissing, compare_layouts, load_recording,
+                                  recorded_layout, recording_path)
 
 KERNELS = "01_tracer"
-LAYOUTS_DIR = Path(__file__).resolve().parent / "layouts"
-#: The recording GPU-less machines use when no arch is named (the course's H100).
-DEFAULT_ARCH = "sm_90"
-FORMAT = "fraglab.tracer/1"
 WAYS = ("load", "mma")
 
 
@@ -61,224 +62,8 @@ class TraceError(AssertionError):
     """A trace does not decode into a valid layout (coverage, uniqueness, bad values)."""
 
 
-class UnsupportedKind(RuntimeError):
-    """The GPU in use cannot run this fragment kind (the message says why)."""
-
-
-class RecordingMissing(FileNotFoundError):
-    """No recorded layouts for this arch (they are made on a GPU by ``record``)."""
-
-
 class LayoutMismatchWarning(UserWarning):
     """The layout traced on this GPU differs from the recording for its arch."""
-
-
-# --------------------------------------------------------------------------------------------
-# Element types: what a conversion from float does to an integer tracer value
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ElemType:
-    name: str
-    exact_limit: int          # every integer 0..exact_limit is held exactly (and not all above)
-    lo: int | None = None     # integer types: the range
-    hi: int | None = None
-    note: str = ""
-
-    @property
-    def is_int(self) -> bool:
-        return self.lo is not None
-
-
-#: The C++ element type WMMA names for each type.
-CPP_TYPES = {"f32": "float", "f64": "double", "f16": "__half", "bf16": "__nv_bfloat16",
-             "tf32": "precision::tf32", "s8": "signed char", "u8": "unsigned char", "s32": "int"}
-
-TYPES = {
-    "f32": ElemType("f32", 2**24, note="24-bit significand"),
-    "f64": ElemType("f64", 2**53, note="53-bit significand"),
-    "f16": ElemType("f16", 2**11, note="11-bit significand: above 2048 only even integers"),
-    "tf32": ElemType("tf32", 2**11, note="11-bit significand, like f16, with f32's range"),
-    "bf16": ElemType("bf16", 2**8, note="8-bit significand: above 256 only even integers, "
-                     "above 512 multiples of 4, above 1024 multiples of 8"),
-    "s8": ElemType("s8", 127, -128, 127),
-    "u8": ElemType("u8", 255, 0, 255),
-    "s32": ElemType("s32", 2**31 - 1, -2**31, 2**31 - 1),
-}
-
-
-
-
-
-
-def round_to(type_name: str, x) -> np.ndarray:
-    """What the device conversion of float ``x`` to ``type_name`` gives, as float64.
-
-    f16: ``__float2half_rn``; bf16: ``__float2bfloat16_rn``; tf32: ``cvt.rna``; s8/u8/s32:
-    round to the nearest integer and wrap to the type's width (as the kernel's casts do).
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if type_name in ("f32", "f64"):
-        return x.astype(np.float32).astype(np.float64) if type_name == "f32" else x
-    if type_name == "f16":
-        return x.astype(np.float32).astype(np.float16).astype(np.float64)
-    if type_name == "bf16":
-        return round_bf16(x.astype(np.float32)).astype(np.float64)
-    if type_name == "tf32":
-        return round_tf32(x.astype(np.float32)).astype(np.float64)
-    if type_name in ("s8", "u8", "s32"):
-        t = TYPES[type_name]
-        width = t.hi - t.lo + 1
-        return ((np.rint(x) - t.lo) % width + t.lo).astype(np.float64)
-    raise ValueError(f"unknown element type {type_name!r}; known: {sorted(TYPES)}")
-
-
-# --------------------------------------------------------------------------------------------
-# Fragment kinds
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Kind:
-    """One WMMA fragment type: ``fragment<use, m, n, k, dtype[, layout]>``."""
-    name: str
-    use: str                  # "accumulator", "matrix_a" or "matrix_b"
-    m: int
-    n: int
-    k: int
-    dtype: str                # the fragment's element type
-    layout: str | None        # "row" / "col" for matrix_a/matrix_b, None for accumulators
-    num_elements: int         # from the WMMA headers (crt/mma.h)
-    input: str                # the WMMA input type the GPU must support (device.supports)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(rows, cols) of the tile the fragment holds: A is m x k, B is k x n, C is m x n."""
-        return {"matrix_a": (self.m, self.k), "matrix_b": (self.k, self.n)}.get(
-            self.use, (self.m, self.n))
-
-    @property
-    def mnk(self) -> str:
-        return f"{self.m}x{self.n}x{self.k}"
-
-    @property
-    def elements(self) -> int:
-        return self.shape[0] * self.shape[1]
-
-    @property
-    def slots(self) -> int:
-        """Values the warp holds: 32 lanes x num_elements."""
-        return 32 * self.num_elements
-
-    @property
-    def copies(self) -> float:
-        """slots / elements: 1 when every element is held once, 2 when twice on average."""
-        return self.slots / self.elements
-
-    @property
-    def is_accumulator(self) -> bool:
-        return self.use == "accumulator"
-
-    @property
-    def mma_inputs(self) -> tuple[str, ...]:
-        """Input types the tracer can multiply through (way "mma"); () for input fragments."""
-        return _MMA_INPUTS.get(self.name, ())
-
-    def kernel(self, way: str = "load", inputs: str | None = None) -> str:
-        if way == "load":
-            return f"trace_load_{self.name}"
-        inputs = inputs or self.mma_inputs[0]
-        return f"trace_mma_{self.name}" + ("" if inputs == self.mma_inputs[0] else f"_{inputs}in")
-
-    def describe(self) -> str:
-        """The C++ type, e.g. ``fragment<matrix_a, 16, 16, 16, __half, row_major>``."""
-        lay = f", {self.layout}_major" if self.layout else ""
-        return f"fragment<{self.use}, {self.m}, {self.n}, {self.k}, {CPP_TYPES[self.dtype]}{lay}>"
-
-    def memory_type(self) -> str:
-        """The type of the tile load_matrix_sync reads (tf32 fragments read float)."""
-        return "f32" if self.dtype == "tf32" else self.dtype
-
-
-def _build_kinds() -> dict[str, Kind]:
-    kinds: dict[str, Kind] = {}
-
-    def add(use, m, n, k, dtype, layout, ne, inp):
-        prefix = {"accumulator": "acc", "matrix_a": "a", "matrix_b": "b"}[use]
-        name = f"{prefix}_{m}x{n}x{k}_{dtype}" + (f"_{layout}" if layout else "")
-        kinds[name] = Kind(name, use, m, n, k, dtype, layout, ne, inp)
-
-    shapes16 = ((16, 16, 16), (32, 8, 16), (8, 32, 16))
-    # Accumulators: 8 values a lane for every 256-element tile, 2 for the 8x8 f64 tile.
-    for m, n, k in shapes16:
-        add("accumulator", m, n, k, "f32", None, 8, "f16")
-        add("accumulator", m, n, k, "f16", None, 8, "f16")
-        add("accumulator", m, n, k, "s32", None, 8, "s8")
-    add("accumulator", 16, 16, 8, "f32", None, 8, "tf32")
-    add("accumulator", 8, 8, 4, "f64", None, 2, "f64")
-    # Inputs. num_elements as crt/mma.h declares them: f16 keeps the Volta sizes (16 a lane for
-    # every shape), the later types hold tile/32 values a lane.
-    ne = {  # (dtype, m, n, k) -> (matrix_a, matrix_b)
-        "f16": {(16, 16, 16): (16, 16), (32, 8, 16): (16, 16), (8, 32, 16): (16, 16)},
-        "bf16": {(16, 16, 16): (8, 8), (32, 8, 16): (16, 4), (8, 32, 16): (4, 16)},
-        "s8": {(16, 16, 16): (8, 8), (32, 8, 16): (16, 4), (8, 32, 16): (4, 16)},
-        "u8": {(16, 16, 16): (8, 8), (32, 8, 16): (16, 4), (8, 32, 16): (4, 16)},
-        "tf32": {(16, 16, 8): (4, 4)},
-        "f64": {(8, 8, 4): (1, 1)},
-    }
-    for dtype, per_shape in ne.items():
-        for (m, n, k), (na, nb) in per_shape.items():
-            for use, count in (("matrix_a", na), ("matrix_b", nb)):
-                for lay in ("row", "col"):
-                    add(use, m, n, k, dtype, lay, count, dtype)
-    return kinds
-
-
-#: Every fragment kind, by name: ``acc_16x16x16_f32``, ``a_16x16x16_f16_row``, ``b_8x8x4_f64_col``...
-KINDS: dict[str, Kind] = _build_kinds()
-
-# Input types the mma tracer (way "mma") multiplies through, the first being the default.
-_MMA_INPUTS = {
-    **{f"acc_{s}_f32": ("f16", "bf16") for s in ("16x16x16", "32x8x16", "8x32x16")},
-    **{f"acc_{s}_f16": ("f16",) for s in ("16x16x16", "32x8x16", "8x32x16")},
-    **{f"acc_{s}_s32": ("s8",) for s in ("16x16x16", "32x8x16", "8x32x16")},
-    "acc_16x16x8_f32": ("tf32",),
-    "acc_8x8x4_f64": ("f64",),
-}
-
-
-def get_kind(kind: str | Kind) -> Kind:
-    """The :class:`Kind` named ``kind``; ``ValueError`` listing the known names otherwise."""
-    if isinstance(kind, Kind):
-        return kind
-    if type(kind).__name__ == "Kind" and getattr(kind, "name", None) in KINDS:
-        return KINDS[kind.name]          # a Kind of the same module loaded twice (python -m)
-    if not isinstance(kind, str):
-        raise TypeError(f"kind must be a kind name (str), got {type(kind).__name__}")
-    if kind not in KINDS:
-        raise ValueError(f"unknown fragment kind {kind!r}; known kinds: {', '.join(KINDS)}")
-    return KINDS[kind]
-
-
-def kinds(use: str | None = None) -> list[Kind]:
-    """All kinds, or those of one use ("accumulator", "matrix_a", "matrix_b")."""
-    if use not in (None, "accumulator", "matrix_a", "matrix_b"):
-        raise ValueError(f"use must be accumulator, matrix_a or matrix_b, got {use!r}")
-    return [k for k in KINDS.values() if use is None or k.use == use]
-
-
-def supported(kind: str | Kind, cc: tuple[int, int] | None = None) -> tuple[bool, str]:
-    """Can the GPU in use (or compute capability ``cc``) run this kind? ``(ok, reason)``."""
-    return device.supports(get_kind(kind).input, cc)
-
-
-def num_elements_table() -> str:
-    """The ``num_elements`` of every kind as a text table, with the copies it implies."""
-    lines = [f"{'kind':21s} {'fragment':62s} {'tile':>5s} {'num_elements':>12s} {'copies':>6s}"]
-    for k in KINDS.values():
-        tile = f"{k.shape[0]}x{k.shape[1]}"
-        lines.append(f"{k.name:21s} {k.describe():62s} {tile:>5s} {k.num_elements:12d} "
-                     f"{k.copies:6.3g}")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,7 +318,7 @@ def simulate_dump(kind: str | Kind, layout, encoding: str = "linear", way: str =
     for p in _check_encoding(encoding).passes(k.shape):
         v = p[lay[..., 0], lay[..., 1]].astype(np.float64)
         for t in value_path(k, way, inputs):
-            v = round_to(t, v)
+            v = dtypes.round_to(v, t)
         out.append(v)
     return np.stack(out)
 
@@ -541,15 +326,6 @@ def simulate_dump(kind: str | Kind, layout, encoding: str = "linear", way: str =
 # --------------------------------------------------------------------------------------------
 # On the GPU
 # --------------------------------------------------------------------------------------------
-
-def require_supported(kind: str | Kind, inputs: str | None = None) -> None:
-    """Raise :class:`UnsupportedKind` (with device.supports' reason) if the GPU cannot run it."""
-    k = get_kind(kind)
-    for t in {k.input, inputs or k.input}:
-        ok, why = device.supports(t)
-        if not ok:
-            raise UnsupportedKind(f"{k.name} cannot run on this GPU: {why}")
-
 
 def dump(kind: str | Kind, tracer, *, way: str = "load", inputs: str | None = None,
          source: str | None = None):
@@ -620,10 +396,6 @@ def trace_kind(kind: str | Kind) -> dict:
 # Recordings
 # --------------------------------------------------------------------------------------------
 
-def recording_path(arch: str = DEFAULT_ARCH) -> Path:
-    return LAYOUTS_DIR / f"{arch}.json"
-
-
 def _device_record() -> dict:
     try:
         from . import bench
@@ -690,77 +462,9 @@ def record(path: str | Path | None = None, kinds_to_trace=None, *, verbose: bool
     if not out["failed"]:
         del out["failed"]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_dumps(out))
+    path.write_text(recording.dumps(out))
     load_recording.cache_clear()
     return out
-
-
-def _dumps(rec: dict) -> str:
-    """JSON with one line per lane, so a recording reads (and diffs) as a table."""
-    text = json.dumps(rec, indent=1)
-    import re
-    return re.sub(r"\[\s+([-\d,\s]+?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]",
-                  text) + "\n"
-
-
-@lru_cache(maxsize=None)
-def load_recording(arch: str = DEFAULT_ARCH, path: str | None = None) -> dict:
-    """The recording for ``arch`` (``fraglab/layouts/<arch>.json``), checked.
-
-    Raises :class:`RecordingMissing` when there is none: recordings are made by tracing a real
-    GPU (``python -m fraglab.tracer record``), never written by hand.
-    """
-    p = Path(path) if path else recording_path(arch)
-    if not p.is_file():
-        have = sorted(q.stem for q in LAYOUTS_DIR.glob("sm_*.json"))
-        raise RecordingMissing(
-            f"no recorded layouts for {arch} ({p} does not exist; recordings here: "
-            f"{', '.join(have) or 'none'}). Make one on a GPU of that arch with "
-            "`python -m fraglab.tracer record`.")
-    rec = json.loads(p.read_text())
-    if rec.get("format") != FORMAT or not rec.get("traced"):
-        raise ValueError(f"{p} is not a traced fraglab layout recording (format {FORMAT})")
-    for name, entry in rec["kinds"].items():
-        _recorded_layout(rec, name, str(p))      # validates every entry
-    return rec
-
-
-def _recorded_layout(rec: dict, name: str, where: str = "recording") -> np.ndarray:
-    k = get_kind(name)
-    e = rec["kinds"][name]
-    lay = np.stack([np.asarray(e["row"]), np.asarray(e["col"])], axis=-1).astype(np.int64)
-    if lay.shape != (32, k.num_elements, 2):
-        raise ValueError(f"{where}: {name} has shape {lay.shape}, expected (32, {k.num_elements}, 2)")
-    warp.validate_layout(lay, k.shape, allow_duplicates=True)
-    return lay
-
-
-def recorded_layout(kind: str | Kind, arch: str = DEFAULT_ARCH) -> np.ndarray:
-    """The recorded (32, num_elements, 2) layout of ``kind`` for ``arch``."""
-    k = get_kind(kind)
-    rec = load_recording(arch)
-    if k.name not in rec["kinds"]:
-        why = rec.get("unsupported", {}).get(k.name, "not traced")
-        raise RecordingMissing(f"the {arch} recording has no {k.name}: {why}")
-    return _recorded_layout(rec, k.name)
-
-
-def compare_layouts(got, want, kind: str | Kind) -> str:
-    """"" when equal, else a description of the (lane, reg) slots whose (row, col) differ."""
-    k = get_kind(kind)
-    g, w = np.asarray(got), np.asarray(want)
-    if g.shape != w.shape:
-        return f"{k.name}: layouts have shapes {g.shape} and {w.shape}"
-    wrong = np.argwhere((g != w).any(axis=-1))
-    if not len(wrong):
-        return ""
-    lines = [f"{k.name}: {len(wrong)} of {k.slots} slots hold a different element:"]
-    for lane, reg in wrong[:6]:
-        lines.append(f"  lane {lane} reg {reg}: ({g[lane, reg, 0]}, {g[lane, reg, 1]}), "
-                     f"expected ({w[lane, reg, 0]}, {w[lane, reg, 1]})")
-    if len(wrong) > 6:
-        lines.append(f"  ... and {len(wrong) - 6} more")
-    return "\n".join(lines)
 
 
 _live: dict[tuple, np.ndarray] = {}

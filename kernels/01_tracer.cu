@@ -20,10 +20,7 @@
 //
 // Every kernel runs as ONE warp (blockDim.x = 32, one block) and writes out[lane * NE + i] =
 // fragment.x[i] as float, NE = the fragment's num_elements.
-#include <mma.h>
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include "common.cuh"
+#include "fragment_kinds.cuh"      // the kinds (X-macro lists), padded_ld, round_to_input_type
 
 using namespace nvcuda;
 
@@ -40,7 +37,7 @@ template <> __device__ __forceinline__ signed char from_float<signed char>(float
 { return (signed char)__float2int_rn(v); }
 template <> __device__ __forceinline__ unsigned char from_float<unsigned char>(float v)
 { return (unsigned char)__float2uint_rn(v); }
-#if __CUDA_ARCH__ >= 800
+#if FRAGLAB_SM80
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v)
 { return __float2bfloat16_rn(v); }
 #endif
@@ -52,16 +49,9 @@ __device__ __forceinline__ float to_float(double v) { return (float)v; }
 __device__ __forceinline__ float to_float(int v) { return (float)v; }
 __device__ __forceinline__ float to_float(signed char v) { return (float)v; }
 __device__ __forceinline__ float to_float(unsigned char v) { return (float)v; }
-#if __CUDA_ARCH__ >= 800
+#if FRAGLAB_SM80
 __device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
 #endif
-
-// load/store_matrix_sync want the leading dimension to be a multiple of 16 bytes, and the
-// pointer 256-bit aligned. An 8-wide tile of signed char (8 bytes a row) must be padded.
-template <typename T> __host__ __device__ constexpr int padded_ld(int n)
-{
-    return (n * (int)sizeof(T) + 15) / 16 * 16 / (int)sizeof(T);
-}
 
 template <typename A, typename B> struct same_type { static constexpr bool value = false; };
 template <typename A> struct same_type<A, A> { static constexpr bool value = true; };
@@ -78,7 +68,7 @@ __device__ __forceinline__ void dump(const F& f, float* out)
 // ---- way (b): load the tracer straight into the fragment ------------------------------------
 // Use = matrix_a (tile M x K) or matrix_b (tile K x N). The tile is written to shared memory in
 // the fragment's own memory order (row- or col-major), then loaded.
-template <typename Use, int M, int N, int K, typename FragT, typename MemT, typename Layout>
+template <typename Use, int M, int N, int K, typename FragT, typename MemT, typename Layout, int NE>
 __device__ void trace_input_load(const float* tracer, float* out)
 {
     constexpr bool is_a = same_type<Use, wmma::matrix_a>::value;
@@ -92,12 +82,13 @@ __device__ void trace_input_load(const float* tracer, float* out)
     }
     __syncwarp();
     wmma::fragment<Use, M, N, K, FragT, Layout> f;
+    check_kind<decltype(f), NE>();
     wmma::load_matrix_sync(f, tile, LD);
     dump(f, out);
 }
 
 // Accumulators: load_matrix_sync from a row-major M x N tile of the accumulator's type.
-template <int M, int N, int K, typename AccT>
+template <int M, int N, int K, typename AccT, int NE>
 __device__ void trace_acc_load(const float* tracer, float* out)
 {
     constexpr int LD = padded_ld<AccT>(N);
@@ -106,6 +97,7 @@ __device__ void trace_acc_load(const float* tracer, float* out)
         tile[(e / N) * LD + e % N] = from_float<AccT>(tracer[e]);
     __syncwarp();
     wmma::fragment<wmma::accumulator, M, N, K, AccT> acc;
+    check_kind<decltype(acc), NE>();
     wmma::load_matrix_sync(acc, tile, LD, wmma::mem_row_major);
     dump(acc, out);
 }
@@ -116,25 +108,14 @@ __device__ void trace_acc_load(const float* tracer, float* out)
 // the paper's single mma_sync; 8x32x16, 16x16x8 (tf32) and 8x8x4 (f64) need two steps, and
 // 32x8x16 one step with T padded by zero columns. InFrag is the input fragments' element type
 // (precision::tf32 for tf32), InMem their memory type.
-// tf32 fragments are loaded from float memory; the mma wants their elements rounded to tf32
-// first (small integers are exact either way). Other fragments pass unchanged.
-template <typename F> __device__ __forceinline__ void round_to_input_type(F&) {}
-#if __CUDA_ARCH__ >= 800
-template <typename Use, int M, int N, int K, typename L>
-__device__ __forceinline__ void round_to_input_type(wmma::fragment<Use, M, N, K, wmma::precision::tf32, L>& f)
-{
-#pragma unroll
-    for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
-}
-#endif
-
-template <int M, int N, int K, typename AccT, typename InFrag, typename InMem>
+template <int M, int N, int K, typename AccT, typename InFrag, typename InMem, int NE>
 __device__ void trace_acc_mma(const float* tracer, float* out)
 {
     constexpr int LDA = padded_ld<InMem>(K), LDB = padded_ld<InMem>(N);
     __shared__ __align__(128) InMem a[M * LDA];
     __shared__ __align__(128) InMem b[K * LDB];
     wmma::fragment<wmma::accumulator, M, N, K, AccT> acc;
+    check_kind<decltype(acc), NE>();
     wmma::fill_fragment(acc, (AccT)0);
     for (int s = 0; s * K < N; ++s) {
         for (int e = lane_id(); e < M * K; e += 32) {               // A_s = T[:, sK : sK+K]
@@ -159,84 +140,27 @@ __device__ void trace_acc_mma(const float* tracer, float* out)
 }
 
 // ---- the kinds -------------------------------------------------------------------------------
-// One extern "C" entry point per kind; the names are the kind names of fraglab/tracer.py.
-#define LOAD_ACC(NAME, M, N, K, T) \
+// One extern "C" entry point per kind and way, made from the lists of fragment_kinds.cuh; the
+// names are the kind names of fraglab.fragments.KINDS.
+#define TRACE_LOAD_ACC(GUARD, NAME, M, N, K, T, NE, IN) \
     extern "C" __global__ void trace_load_##NAME(const float* tracer, float* out) \
-    { trace_acc_load<M, N, K, T>(tracer, out); }
-#define LOAD_ACC_80(NAME, M, N, K, T) \
+    { GUARD(trace_acc_load<M, N, K, FRAGLAB_FRAG_T(T), NE>(tracer, out)); }
+#define TRACE_LOAD_INPUT(GUARD, NAME, USE, M, N, K, T, LAYOUT, NE) \
     extern "C" __global__ void trace_load_##NAME(const float* tracer, float* out) \
-    { SM80_ONLY(trace_acc_load<M, N, K, T>(tracer, out)); }
-#define LOAD_IN(NAME, USE, M, N, K, FT, MT, L) \
-    extern "C" __global__ void trace_load_##NAME(const float* tracer, float* out) \
-    { trace_input_load<wmma::USE, M, N, K, FT, MT, wmma::L>(tracer, out); }
-#define LOAD_IN_80(NAME, USE, M, N, K, FT, MT, L) \
-    extern "C" __global__ void trace_load_##NAME(const float* tracer, float* out) \
-    { SM80_ONLY(trace_input_load<wmma::USE, M, N, K, FT, MT, wmma::L>(tracer, out)); }
-#define MMA_ACC(NAME, M, N, K, T, IF, IM) \
-    extern "C" __global__ void trace_mma_##NAME(const float* tracer, float* out) \
-    { trace_acc_mma<M, N, K, T, IF, IM>(tracer, out); }
-#define MMA_ACC_80(NAME, M, N, K, T, IF, IM) \
-    extern "C" __global__ void trace_mma_##NAME(const float* tracer, float* out) \
-    { SM80_ONLY(trace_acc_mma<M, N, K, T, IF, IM>(tracer, out)); }
+    { GUARD(trace_input_load<wmma::USE, M, N, K, FRAGLAB_FRAG_T(T), FRAGLAB_MEM_T(T), \
+                             wmma::LAYOUT##_major, NE>(tracer, out)); }
+// Way (a) multiplies through the input type IN: the kind's default (trace_mma_<kind>) and the
+// extra inputs (trace_mma_<kind>_<IN>in, e.g. bf16, where row*100 + col is not exact).
+#define TRACE_MMA_BODY(GUARD, M, N, K, T, NE, IN) \
+    (const float* tracer, float* out) \
+    { GUARD(trace_acc_mma<M, N, K, FRAGLAB_FRAG_T(T), FRAGLAB_FRAG_T(IN), FRAGLAB_MEM_T(IN), \
+                          NE>(tracer, out)); }
+#define TRACE_MMA(GUARD, NAME, M, N, K, T, NE, IN) \
+    extern "C" __global__ void trace_mma_##NAME TRACE_MMA_BODY(GUARD, M, N, K, T, NE, IN)
+#define TRACE_MMA_EXTRA(GUARD, NAME, M, N, K, T, NE, IN) \
+    extern "C" __global__ void trace_mma_##NAME##_##IN##in TRACE_MMA_BODY(GUARD, M, N, K, T, NE, IN)
 
-// Accumulators, way (b).
-LOAD_ACC(acc_16x16x16_f32, 16, 16, 16, float)
-LOAD_ACC(acc_16x16x16_f16, 16, 16, 16, __half)
-LOAD_ACC(acc_16x16x16_s32, 16, 16, 16, int)
-LOAD_ACC(acc_32x8x16_f32, 32, 8, 16, float)
-LOAD_ACC(acc_32x8x16_f16, 32, 8, 16, __half)
-LOAD_ACC(acc_32x8x16_s32, 32, 8, 16, int)
-LOAD_ACC(acc_8x32x16_f32, 8, 32, 16, float)
-LOAD_ACC(acc_8x32x16_f16, 8, 32, 16, __half)
-LOAD_ACC(acc_8x32x16_s32, 8, 32, 16, int)
-LOAD_ACC_80(acc_16x16x8_f32, 16, 16, 8, float)
-LOAD_ACC_80(acc_8x8x4_f64, 8, 8, 4, double)
-
-// Accumulators, way (a): f16 inputs for f32/f16, s8 inputs for s32; a bf16-input variant of the
-// f32 kinds shows the paper's tracer in a type where row*100+col is not exact.
-MMA_ACC(acc_16x16x16_f32, 16, 16, 16, float, __half, __half)
-MMA_ACC(acc_16x16x16_f16, 16, 16, 16, __half, __half, __half)
-MMA_ACC(acc_16x16x16_s32, 16, 16, 16, int, signed char, signed char)
-MMA_ACC(acc_32x8x16_f32, 32, 8, 16, float, __half, __half)
-MMA_ACC(acc_32x8x16_f16, 32, 8, 16, __half, __half, __half)
-MMA_ACC(acc_32x8x16_s32, 32, 8, 16, int, signed char, signed char)
-MMA_ACC(acc_8x32x16_f32, 8, 32, 16, float, __half, __half)
-MMA_ACC(acc_8x32x16_f16, 8, 32, 16, __half, __half, __half)
-MMA_ACC(acc_8x32x16_s32, 8, 32, 16, int, signed char, signed char)
-MMA_ACC_80(acc_16x16x8_f32, 16, 16, 8, float, wmma::precision::tf32, float)
-MMA_ACC_80(acc_8x8x4_f64, 8, 8, 4, double, double, double)
-MMA_ACC_80(acc_16x16x16_f32_bf16in, 16, 16, 16, float, __nv_bfloat16, __nv_bfloat16)
-MMA_ACC_80(acc_32x8x16_f32_bf16in, 32, 8, 16, float, __nv_bfloat16, __nv_bfloat16)
-MMA_ACC_80(acc_8x32x16_f32_bf16in, 8, 32, 16, float, __nv_bfloat16, __nv_bfloat16)
-
-// Input fragments, way (b): matrix_a and matrix_b, row- and col-major, every shape and type.
-#define INPUTS_F16(SHAPE, M, N, K) \
-    LOAD_IN(a_##SHAPE##_f16_row, matrix_a, M, N, K, __half, __half, row_major) \
-    LOAD_IN(a_##SHAPE##_f16_col, matrix_a, M, N, K, __half, __half, col_major) \
-    LOAD_IN(b_##SHAPE##_f16_row, matrix_b, M, N, K, __half, __half, row_major) \
-    LOAD_IN(b_##SHAPE##_f16_col, matrix_b, M, N, K, __half, __half, col_major)
-#define INPUTS_INT(SHAPE, M, N, K, TAG, T) \
-    LOAD_IN(a_##SHAPE##_##TAG##_row, matrix_a, M, N, K, T, T, row_major) \
-    LOAD_IN(a_##SHAPE##_##TAG##_col, matrix_a, M, N, K, T, T, col_major) \
-    LOAD_IN(b_##SHAPE##_##TAG##_row, matrix_b, M, N, K, T, T, row_major) \
-    LOAD_IN(b_##SHAPE##_##TAG##_col, matrix_b, M, N, K, T, T, col_major)
-#define INPUTS_80(SHAPE, M, N, K, TAG, FT, MT) \
-    LOAD_IN_80(a_##SHAPE##_##TAG##_row, matrix_a, M, N, K, FT, MT, row_major) \
-    LOAD_IN_80(a_##SHAPE##_##TAG##_col, matrix_a, M, N, K, FT, MT, col_major) \
-    LOAD_IN_80(b_##SHAPE##_##TAG##_row, matrix_b, M, N, K, FT, MT, row_major) \
-    LOAD_IN_80(b_##SHAPE##_##TAG##_col, matrix_b, M, N, K, FT, MT, col_major)
-
-INPUTS_F16(16x16x16, 16, 16, 16)
-INPUTS_F16(32x8x16, 32, 8, 16)
-INPUTS_F16(8x32x16, 8, 32, 16)
-INPUTS_INT(16x16x16, 16, 16, 16, s8, signed char)
-INPUTS_INT(32x8x16, 32, 8, 16, s8, signed char)
-INPUTS_INT(8x32x16, 8, 32, 16, s8, signed char)
-INPUTS_INT(16x16x16, 16, 16, 16, u8, unsigned char)
-INPUTS_INT(32x8x16, 32, 8, 16, u8, unsigned char)
-INPUTS_INT(8x32x16, 8, 32, 16, u8, unsigned char)
-INPUTS_80(16x16x16, 16, 16, 16, bf16, __nv_bfloat16, __nv_bfloat16)
-INPUTS_80(32x8x16, 32, 8, 16, bf16, __nv_bfloat16, __nv_bfloat16)
-INPUTS_80(8x32x16, 8, 32, 16, bf16, __nv_bfloat16, __nv_bfloat16)
-INPUTS_80(16x16x8, 16, 16, 8, tf32, wmma::precision::tf32, float)
-INPUTS_80(8x8x4, 8, 8, 4, f64, double, double)
+FRAGLAB_ACCUMULATOR_KINDS(TRACE_LOAD_ACC)
+FRAGLAB_ACCUMULATOR_KINDS(TRACE_MMA)
+FRAGLAB_EXTRA_MMA_INPUTS(TRACE_MMA_EXTRA)
+FRAGLAB_INPUT_KINDS(TRACE_LOAD_INPUT)

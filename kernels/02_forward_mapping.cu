@@ -23,9 +23,7 @@
 //
 // Launch: grid (cols / N, rows / M), block 32. A is rows x K, B is K x cols, C and the outputs
 // rows x cols, all row-major; the host checks every size.
-#include <mma.h>
-#include <cuda_fp16.h>
-#include "common.cuh"
+#include "fragment_kinds.cuh"      // the kinds (X-macro lists), padded_ld, round_to_input_type
 
 using namespace nvcuda;
 
@@ -55,27 +53,8 @@ struct BitWeights {                                  // a fitted formula, as 2 x
     __device__ __forceinline__ int col(int lane, int i) const { return eval(1, lane, i); }
 };
 
-// ---- helpers ---------------------------------------------------------------------------------
-// WMMA wants 256-bit aligned pointers and a leading dimension that is a multiple of 16 bytes. A
-// tile at an arbitrary column of a global matrix is neither (8 halves are 16 bytes), so the
-// inputs go through shared memory, padded.
-template <typename T> __host__ __device__ constexpr int padded_ld(int n)
-{
-    return (n * (int)sizeof(T) + 15) / 16 * 16 / (int)sizeof(T);
-}
-
-template <typename F> __device__ __forceinline__ void round_to_input_type(F&) {}
-#if __CUDA_ARCH__ >= 800
-template <typename Use, int M, int N, int K, typename L>
-__device__ __forceinline__ void round_to_input_type(wmma::fragment<Use, M, N, K, wmma::precision::tf32, L>& f)
-{
-#pragma unroll
-    for (int i = 0; i < f.num_elements; ++i) f.x[i] = wmma::__float_to_tf32(f.x[i]);
-}
-#endif
-
 // ---- one tile: mma, then both stores ---------------------------------------------------------
-template <int M, int N, int K, typename AccT, typename InFrag, typename InMem, typename Map>
+template <int M, int N, int K, typename AccT, typename InFrag, typename InMem, int NE, typename Map>
 __device__ void mma_then_store(const InMem* A, const InMem* B, const AccT* C, AccT* out_ref,
                                AccT* out_fwd, int rows, int cols, const Map& map)
 {
@@ -98,6 +77,7 @@ __device__ void mma_then_store(const InMem* A, const InMem* B, const AccT* C, Ac
     wmma::fragment<wmma::matrix_a, M, N, K, InFrag, wmma::row_major> a;
     wmma::fragment<wmma::matrix_b, M, N, K, InFrag, wmma::row_major> b;
     wmma::fragment<wmma::accumulator, M, N, K, AccT> acc;
+    check_kind<decltype(acc), NE>();
     wmma::load_matrix_sync(a, sa, LDA);
     wmma::load_matrix_sync(b, sb, LDB);
     wmma::load_matrix_sync(acc, sc, LDC, wmma::mem_row_major);
@@ -118,37 +98,34 @@ __device__ void mma_then_store(const InMem* A, const InMem* B, const AccT* C, Ac
         out_fwd[(tile_row + map.row(lane, i)) * cols + tile_col + map.col(lane, i)] = acc.x[i];
 }
 
-// ---- entry points, one per accumulator kind --------------------------------------------------
-#define FWD(NAME, M, N, K, AccT, InF, InM) \
-    extern "C" __global__ void fwd_store_##NAME(const InM* A, const InM* B, const AccT* C, \
-        AccT* out_ref, AccT* out_fwd, int rows, int cols, const int* weights) \
-    { mma_then_store<M, N, K, AccT, InF, InM>(A, B, C, out_ref, out_fwd, rows, cols, BitWeights(weights)); }
-#define FWD_80(NAME, M, N, K, AccT, InF, InM) \
-    extern "C" __global__ void fwd_store_##NAME(const InM* A, const InM* B, const AccT* C, \
-        AccT* out_ref, AccT* out_fwd, int rows, int cols, const int* weights) \
-    { SM80_ONLY(mma_then_store<M, N, K, AccT, InF, InM>(A, B, C, out_ref, out_fwd, rows, cols, BitWeights(weights))); }
-#define FWD_EQ12(NAME, M, N, K, AccT, InF, InM) \
-    extern "C" __global__ void fwd_store_eq12_##NAME(const InM* A, const InM* B, const AccT* C, \
-        AccT* out_ref, AccT* out_fwd, int rows, int cols) \
-    { mma_then_store<M, N, K, AccT, InF, InM>(A, B, C, out_ref, out_fwd, rows, cols, Eq12()); }
-#define FWD_EQ12_80(NAME, M, N, K, AccT, InF, InM) \
-    extern "C" __global__ void fwd_store_eq12_##NAME(const InM* A, const InM* B, const AccT* C, \
-        AccT* out_ref, AccT* out_fwd, int rows, int cols) \
-    { SM80_ONLY(mma_then_store<M, N, K, AccT, InF, InM>(A, B, C, out_ref, out_fwd, rows, cols, Eq12())); }
+// ---- entry points, one per accumulator kind (fragment_kinds.cuh) ----------------------------
+// A, B: the kind's input type IN in memory (tf32 inputs are float); C and the outputs: T.
+// WMMA wants 256-bit aligned pointers and 16-byte multiples as leading dimension: a tile at an
+// arbitrary column of a global matrix is neither, so mma_then_store stages its inputs in
+// padded shared memory (padded_ld).
+#define FWD_ARGS(T, IN) \
+    const FRAGLAB_MEM_T(IN)* A, const FRAGLAB_MEM_T(IN)* B, const FRAGLAB_FRAG_T(T)* C, \
+    FRAGLAB_FRAG_T(T)* out_ref, FRAGLAB_FRAG_T(T)* out_fwd, int rows, int cols
+#define FWD_BODY(GUARD, M, N, K, T, NE, IN, MAP) \
+    { GUARD(mma_then_store<M, N, K, FRAGLAB_FRAG_T(T), FRAGLAB_FRAG_T(IN), FRAGLAB_MEM_T(IN), NE>( \
+                A, B, C, out_ref, out_fwd, rows, cols, MAP)); }
+#define FWD_STORE(GUARD, NAME, M, N, K, T, NE, IN) \
+    extern "C" __global__ void fwd_store_##NAME(FWD_ARGS(T, IN), const int* weights) \
+    FWD_BODY(GUARD, M, N, K, T, NE, IN, BitWeights(weights))
+#define FWD_STORE_EQ12(GUARD, NAME, M, N, K, T, NE, IN) \
+    extern "C" __global__ void fwd_store_eq12_##NAME(FWD_ARGS(T, IN)) \
+    FWD_BODY(GUARD, M, N, K, T, NE, IN, Eq12())
 
-FWD(acc_16x16x16_f32, 16, 16, 16, float, __half, __half)
-FWD(acc_16x16x16_f16, 16, 16, 16, __half, __half, __half)
-FWD(acc_16x16x16_s32, 16, 16, 16, int, signed char, signed char)
-FWD(acc_32x8x16_f32, 32, 8, 16, float, __half, __half)
-FWD(acc_32x8x16_f16, 32, 8, 16, __half, __half, __half)
-FWD(acc_32x8x16_s32, 32, 8, 16, int, signed char, signed char)
-FWD(acc_8x32x16_f32, 8, 32, 16, float, __half, __half)
-FWD(acc_8x32x16_f16, 8, 32, 16, __half, __half, __half)
-FWD(acc_8x32x16_s32, 8, 32, 16, int, signed char, signed char)
-FWD_80(acc_16x16x8_f32, 16, 16, 8, float, wmma::precision::tf32, float)
-FWD_80(acc_8x8x4_f64, 8, 8, 4, double, double, double)
+// Equations (1)-(2) describe the 16x16 tile: the eq12 kernels exist for the accumulator kinds of
+// that tile only. FWD_EQ12 pastes the tile shape into a macro name that expands to the kernel for
+// 16x16 and to nothing for the other tiles.
+#define FWD_EQ12_16x16(...) FWD_STORE_EQ12(__VA_ARGS__)
+#define FWD_EQ12_32x8(...)
+#define FWD_EQ12_8x32(...)
+#define FWD_EQ12_8x8(...)
+#define FWD_EQ12_PICK(M, N) FWD_EQ12_##M##x##N
+#define FWD_EQ12(GUARD, NAME, M, N, K, T, NE, IN) \
+    FWD_EQ12_PICK(M, N)(GUARD, NAME, M, N, K, T, NE, IN)
 
-FWD_EQ12(acc_16x16x16_f32, 16, 16, 16, float, __half, __half)
-FWD_EQ12(acc_16x16x16_f16, 16, 16, 16, __half, __half, __half)
-FWD_EQ12(acc_16x16x16_s32, 16, 16, 16, int, signed char, signed char)
-FWD_EQ12_80(acc_16x16x8_f32, 16, 16, 8, float, wmma::precision::tf32, float)
+FRAGLAB_ACCUMULATOR_KINDS(FWD_STORE)
+FRAGLAB_ACCUMULATOR_KINDS(FWD_EQ12)

@@ -1,81 +1,17 @@
-"""Topic 01_tracer: fragment kinds, encodings and their exactness, decoding with coverage and
-uniqueness checks, the tracer kernels' SASS, and (on a GPU) live traces of every kind."""
+"""Topic 01_tracer: encodings and their exactness, decoding with coverage and uniqueness checks,
+the tracer kernels' SASS, and (on a GPU) live traces of every kind. The kinds themselves, their
+kernels in the cubins and the recordings' format: tests/test_fragments.py."""
 import re
 import warnings
 
 import numpy as np
 import pytest
 
-from fraglab import device, sass, toolchain, tracer, warp
+from fraglab import device, dtypes, sass, toolchain, tracer, warp
 from fraglab.toolchain import ARCHES
 
 ACC = [k.name for k in tracer.kinds("accumulator")]
 DOC16 = warp.accumulator_16x16_sm80()        # the documented m16n8k16 C layout, used twice
-
-
-# --------------------------------------------------------------------------------------------
-# Kinds and num_elements
-# --------------------------------------------------------------------------------------------
-
-_CPP = {"__half": "f16", "__nv_bfloat16": "bf16", "signed char": "s8", "unsigned char": "u8",
-        "float": "f32", "int": "s32", "double": "f64", "precision::tf32": "tf32"}
-
-
-def _header_fragments():
-    """{(use, m, n, k, dtype, layout): num_elements} parsed from crt/mma.h."""
-    text = next(d / "crt" / "mma.h" for d in toolchain.include_dirs()
-                if (d / "crt" / "mma.h").is_file()).read_text()
-    pat = re.compile(r"class fragment<(\w+), (\d+), (\d+), (\d+), ([\w: ]+?)(?:, (\w+)_major)?>"
-                     r"\s*:\s*public __frag_base<[\w: ]+?, (\d+)(?:, \d+)?>")
-    out = {}
-    for use, m, n, k, t, lay, ne in pat.findall(text):
-        if t.strip() in _CPP:
-            out[(use, int(m), int(n), int(k), _CPP[t.strip()], lay or None)] = int(ne)
-    return out
-
-
-def test_num_elements_match_the_wmma_header():
-    header = _header_fragments()
-    for k in tracer.KINDS.values():
-        key = (k.use, k.m, k.n, k.k, k.dtype, k.layout)
-        assert key in header, f"{k.name} is not declared in crt/mma.h"
-        assert header[key] == k.num_elements, f"{k.name}: header says {header[key]}"
-    # ... and every fragment of the header is a kind, except the experimental sub-byte ones
-    # (s4/u4/b1 inputs packed 8 or 32 to an int; their int accumulators are 8x8x32, 8x8x128)
-    left_out = set(header) - {(k.use, k.m, k.n, k.k, k.dtype, k.layout)
-                              for k in tracer.KINDS.values()}
-    assert left_out == {("accumulator", 8, 8, 32, "s32", None),
-                        ("accumulator", 8, 8, 128, "s32", None)}
-
-
-def test_kind_shapes_and_copies():
-    k = tracer.get_kind("a_32x8x16_f16_row")
-    assert k.shape == (32, 16) and k.copies == 1
-    assert tracer.get_kind("b_32x8x16_f16_col").shape == (16, 8)
-    assert tracer.get_kind("b_32x8x16_f16_col").copies == 4
-    assert tracer.get_kind("a_16x16x16_f16_row").copies == 2
-    assert tracer.get_kind("acc_8x32x16_s32").shape == (8, 32)
-    assert all(tracer.get_kind(n).copies == 1 for n in ACC)
-    assert tracer.get_kind("acc_16x16x16_f32").kernel("mma", "bf16") == \
-        "trace_mma_acc_16x16x16_f32_bf16in"
-    table = tracer.num_elements_table()
-    assert len(table.splitlines()) == len(tracer.KINDS) + 1 and "a_8x8x4_f64_col" in table
-
-
-def test_unknown_kind_lists_known_kinds():
-    with pytest.raises(ValueError, match="acc_16x16x16_f32.*a_16x16x16_f16_row"):
-        tracer.get_kind("acc_16x16_f32")
-    with pytest.raises(TypeError):
-        tracer.get_kind(16)
-    with pytest.raises(ValueError, match="use must be"):
-        tracer.kinds("matrix_c")
-
-
-def test_supported_uses_device_supports():
-    assert tracer.supported("a_16x16x16_bf16_row", (7, 5))[0] is False
-    assert "8.0" in tracer.supported("acc_16x16x8_f32", (7, 5))[1]
-    assert tracer.supported("acc_16x16x16_s32", (7, 5)) == (True, "")
-    assert tracer.supported("b_8x8x4_f64_col", (9, 0)) == (True, "")
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,12 +35,12 @@ def test_exact_limits_of_the_float_types():
     for t in ("f16", "tf32", "bf16"):
         lim = tracer.TYPES[t].exact_limit
         ints = np.arange(lim + 8, dtype=np.float64)
-        r = tracer.round_to(t, ints)
+        r = dtypes.round_to(ints, t)
         assert np.array_equal(r[:lim + 1], ints[:lim + 1]), t
         assert r[lim + 1] != ints[lim + 1], t
-    assert tracer.round_to("s8", [127, 128, -129]).tolist() == [127, -128, 127]
+    assert dtypes.round_to([127, 128, -129], "s8").tolist() == [127, -128, 127]
     with pytest.raises(ValueError, match="unknown element type"):
-        tracer.round_to("f8", [1.0])
+        dtypes.round_to([1.0], "f8")
 
 
 def test_paper_encoding_is_exact_in_half_not_in_bf16():
@@ -250,47 +186,9 @@ def test_plot_layout_draws_both_panels(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Recordings (files made on a GPU; tests that need the committed one skip without it)
+# Recordings (files made on a GPU; tests that need the committed one skip without it). Reading
+# and checking them: tests/test_fragments.py.
 # --------------------------------------------------------------------------------------------
-
-def _fake_recording(tmp_path, layout=DOC16):
-    rec = {"format": tracer.FORMAT, "arch": "sm_00", "traced": True, "device": {"name": "test"},
-           "kinds": {"acc_16x16x16_f32": {"row": layout[..., 0].tolist(),
-                                          "col": layout[..., 1].tolist()}},
-           "unsupported": {"acc_8x8x4_f64": "f64 WMMA needs compute capability 8.0"}}
-    p = tmp_path / "sm_00.json"
-    p.write_text(tracer._dumps(rec))
-    return p
-
-
-def test_recording_round_trip_and_checks(tmp_path, monkeypatch):
-    monkeypatch.setattr(tracer, "LAYOUTS_DIR", tmp_path)
-    tracer.load_recording.cache_clear()
-    try:
-        p = _fake_recording(tmp_path)
-        assert len(p.read_text().splitlines()) < 120           # one line per lane, not per value
-        lay = tracer.recorded_layout("acc_16x16x16_f32", "sm_00")
-        assert np.array_equal(lay, DOC16)
-        with pytest.raises(tracer.RecordingMissing, match="compute capability 8.0"):
-            tracer.recorded_layout("acc_8x8x4_f64", "sm_00")
-        with pytest.raises(tracer.RecordingMissing, match="fraglab.tracer record"):
-            tracer.load_recording("sm_01")
-        bad = DOC16.copy()
-        bad[0, 0] = (16, 0)                                    # outside the tile
-        _fake_recording(tmp_path, bad)
-        tracer.load_recording.cache_clear()
-        with pytest.raises(warp.LayoutError):
-            tracer.load_recording("sm_00")
-    finally:
-        tracer.load_recording.cache_clear()
-
-
-def test_compare_layouts_names_the_slots():
-    assert tracer.compare_layouts(DOC16, DOC16, "acc_16x16x16_f32") == ""
-    other = DOC16[:, [0, 1, 4, 5, 2, 3, 6, 7]]
-    msg = tracer.compare_layouts(other, DOC16, "acc_16x16x16_f32")
-    assert "128 of 256 slots" in msg and "lane 0 reg 2: (0, 8), expected (8, 0)" in msg
-
 
 def test_cpu_layout_reads_the_default_recording(monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
@@ -380,15 +278,6 @@ def _ops(arch, kernel):
     if arch not in _listings:
         _listings[arch] = _build(arch).sass()
     return sass.count_opcodes(sass.function_text(_listings[arch], kernel), base=False)
-
-
-def test_every_kind_has_both_entry_points():
-    b = _build("sm_90")
-    for k in tracer.KINDS.values():
-        assert k.kernel("load") in b.kernels
-        for inp in k.mma_inputs:
-            assert k.kernel("mma", inp) in b.kernels
-    assert len(b.kernels) == len(tracer.KINDS) + sum(len(k.mma_inputs) for k in tracer.KINDS.values())
 
 
 # Tensor instructions per mma_sync. sm_80 and later: m16n8k16 (HMMA.16816 / IMMA.16816), two per
