@@ -35,7 +35,7 @@
 //
 // Layout of Q, K, V, O: (B, H, N, D) contiguous f16, N a multiple of 16 (the wrapper checks).
 // Launch: grid (N / 16, B * H), block 32, dynamic shared memory fa1_smem_bytes(D) (51904 bytes
-// for D = 512: the wrapper raises the kernel's limit above the default 48 KB).
+// for D = 512: fraglab.launch raises the kernel's limit above the default 48 KB).
 #include <mma.h>
 #include <cuda_fp16.h>
 #include "common.cuh"

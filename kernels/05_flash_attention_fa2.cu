@@ -35,8 +35,8 @@
 // this reuse is not allowed: an accumulator fragment cannot be passed as a matrix_a fragment and
 // the element order of matrix_a fragments is not documented, so the FA-1 kernels in
 // 05_flash_attention_fa1.cu store P to shared memory. That is why this kernel uses PTX.)
-// fraglab.flash_attention checks this correspondence, and every ldmatrix address below, in the
-// warp emulator.
+// fraglab.flash_attention.emulate_fa2 checks this correspondence, and every ldmatrix address
+// below, in the warp emulator.
 //
 // Shared memory: Q (BM x D), K (BN x D), V (BN x D), 16-bit values, row-major, each row cut into
 // 16-byte chunks whose position is XOR-swizzled with the row (chunk c of row r is stored at
@@ -74,7 +74,7 @@ template <int D> __device__ __forceinline__ u32 swz(int r, int c)
     return (u32)(r * (D * 2) + ((c ^ (r & 7)) << 4));
 }
 
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+#if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
 
 __device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
 {
@@ -325,16 +325,13 @@ __device__ __forceinline__ void fa2(const u16* __restrict__ q, const u16* __rest
     }
 }
 
-#define FA2_BODY(D, W, BF16) fa2<D, W, BF16>(q, k, v, o, n, scale_log2, causal);
-#else
-#define FA2_BODY(D, W, BF16) __trap();
-#endif
+#endif  // FRAGLAB_SM80
 
 #define FA2_KERNEL(TYPE, D, W, BF16, MINB)                                                         \
     extern "C" __global__ void __launch_bounds__(32 * W, MINB)                                     \
     fa2_##TYPE##_d##D##_w##W(const u16* q, const u16* k, const u16* v, u16* o, \
                              int n, float scale_log2, int causal)                                  \
-    { FA2_BODY(D, W, BF16) }
+    { SM80_ONLY(fa2<D, W, BF16>(q, k, v, o, n, scale_log2, causal)); }
 
 FA2_KERNEL(f16, 64, 4, false, 2)
 FA2_KERNEL(f16, 128, 4, false, 2)

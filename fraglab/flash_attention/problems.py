@@ -1,0 +1,86 @@
+"""The topic's kernels as :class:`fraglab.problem.Problem` s: one per FA-1 softmax path and one for
+the FA-2 kernel, each with every case the tests run (ragged N, N = 1, causal, bf16, peaky
+softmax, rows masked past N, d 64/128/512, 4 or 8 warps, an explicit scale).
+
+The inputs are NumPy: ``q``, ``k``, ``v`` of the kernel's element type (float16, or uint16 bf16
+bits) and the options; the reference is float64 attention on their exact values; ``run`` returns
+the kernel's output as float64. The outputs start poisoned (NaN), so an unwritten element (or a
+NaN from a masked row) fails as an infinite error.
+"""
+from __future__ import annotations
+
+from .. import device, launch
+from ..problem import Case, Problem
+from .constants import DTYPES, FA1_VARIANTS, FA2_HEAD_DIMS, FA2_WARPS
+from .kernels import as_float, fa1, fa2, random_qkv
+from .reference import attention_reference
+
+#: ||out - ref|| / ||ref|| allowed for f16 and bf16 inputs and outputs.
+TOL = {"f16": 2e-3, "bf16": 1.5e-2}
+
+LABELS = ("batch", "head", "row", "col")
+
+
+def _inputs(rng, shape, dtype="f16", q_scale=1.0, causal=False, scale=None, warps=4) -> dict:
+    (q, k, v), _ = random_qkv(rng, shape, dtype, q_scale=q_scale)
+    return dict(q=q, k=k, v=v, dtype=dtype, causal=causal, scale=scale, warps=warps)
+
+
+def _reference(q, k, v, dtype, causal, scale, **_):
+    exact = (as_float(a, dtype) for a in (q, k, v))
+    return attention_reference(*exact, causal=causal, scale=scale)
+
+
+def _fa1_run(variant: str):
+    def run(q, k, v, dtype, scale, **_):
+        return as_float(fa1(*map(launch.to_device, (q, k, v)), variant, scale=scale), dtype)
+    return run
+
+
+def _fa2_run(q, k, v, dtype, causal, scale, warps):
+    return as_float(fa2(*map(launch.to_device, (q, k, v)), causal=causal, scale=scale,
+                        warps=warps), dtype)
+
+
+def _fa2_requires(case: Case) -> tuple[bool, str]:
+    cc = device.compute_capability()
+    if cc < (8, 0):
+        return False, f"the FA-2 kernel needs compute capability 8.0 or newer; this GPU is {cc[0]}.{cc[1]}"
+    return device.supports(case.params.get("dtype", "f16"), cc)
+
+
+#: FA-1 (f16, non-causal, N a multiple of 16): a few heads of each head dimension.
+FA1_CASES = (
+    Case("d64", shape=(2, 2, 96, 64), dtype="f16"),
+    Case("d128 peaky", shape=(1, 3, 64, 128), dtype="f16", q_scale=6.0, edge=True),
+    Case("d512", shape=(1, 1, 128, 512), dtype="f16"),
+    Case("d512 N=48 peaky", shape=(1, 2, 48, 512), dtype="f16", q_scale=4.0, edge=True),
+)
+
+
+def _fa2_cases() -> tuple:
+    # every compiled kernel (dtype x d x warps), full and causal, on N = 200: a ragged last tile
+    grid = [Case(f"{t} d{d} {'causal' if c else 'full'} w{w}", shape=(2, 3, 200, d), dtype=t,
+                 causal=c, warps=w)
+            for t in DTYPES for d in FA2_HEAD_DIMS for c in (False, True) for w in FA2_WARPS]
+    # edge sizes (rows past N are masked and must give 0, not NaN) and peaky softmax, d = 64
+    edges = [Case(f"N={n}{' causal' if c else ''}{' peaky' if qs > 1 else ''} w{w}", edge=True,
+                  shape=(1, 2, n, 64), dtype="f16", causal=c, q_scale=qs, warps=w)
+             for n, c, qs, w in ((1, False, 1.0, 4), (1, True, 1.0, 8), (17, True, 1.0, 4),
+                                 (64, False, 1.0, 4), (128, True, 1.0, 8), (1000, True, 1.0, 4),
+                                 (513, False, 12.0, 4), (300, True, 12.0, 8))]
+    return (*grid, *edges, Case("scale 0.5", shape=(1, 2, 90, 64), dtype="f16", scale=0.5))
+
+
+PROBLEMS = {
+    **{f"fa1_{v}": Problem(
+        f"05_flash_attention/fa1_{v}",
+        f"softmax(Q K^T * scale) V with the FA-1 kernel's {v} softmax path (f16, N % 16 == 0)",
+        inputs=_inputs, reference=_reference, run=_fa1_run(v), cases=FA1_CASES, tol=TOL,
+        labels=LABELS) for v in FA1_VARIANTS},
+    "fa2": Problem(
+        "05_flash_attention/fa2",
+        "softmax(Q K^T * scale) V with the FA-2 kernel (f16/bf16, causal or not, any N)",
+        inputs=_inputs, reference=_reference, run=_fa2_run, cases=_fa2_cases(), tol=TOL,
+        requires=_fa2_requires, labels=LABELS),
+}
