@@ -20,6 +20,7 @@ DT = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np
       "s32": np.int32, "f32": np.float32, "f16x2": np.uint32, "bf16x2": np.uint32,
       "tf32": np.uint32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64, "f64": np.float64,
       "pred": np.bool_, "e4m3x2": np.uint16, "e5m2x2": np.uint16}
+DTYPE = {k: np.dtype(v) for k, v in DT.items()}
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 TYPES = set(DT)
@@ -87,7 +88,7 @@ class DecodeContext:
     # -- values -------------------------------------------------------------------------------
     def reader(self, op, t: str, instr):
         """fn(w) -> (32,) array of numpy type DT[t] for operand ``op`` read as PTX type ``t``."""
-        dt = np.dtype(DT[t])
+        dt = DTYPE[t]
         kind = op[0]
         if kind == "reg":
             i = op[1]
@@ -129,7 +130,7 @@ class DecodeContext:
             unsupported(instr, f"destination {op!r} is not a register")
         i = op[1]
         rdt = self.reg_dtypes[i]
-        dt = np.dtype(DT[t])
+        dt = DTYPE[t]
         if rdt == np.bool_ or dt == np.bool_:
             conv = (lambda v: v.astype(rdt)) if rdt != dt else None
         elif rdt.itemsize == dt.itemsize:
@@ -183,8 +184,20 @@ class DecodeContext:
             if off else f(w).astype(np.uint64)
 
 
+_IMM_CACHE: dict = {}
+
+
 def imm_array(value, kind: str, t: str) -> np.ndarray:
-    dt = np.dtype(DT[t])
+    key = (value, kind, t)
+    arr = _IMM_CACHE.get(key)
+    if arr is None:
+        arr = _IMM_CACHE[key] = _imm_array(value, kind, t)
+        arr.flags.writeable = False
+    return arr
+
+
+def _imm_array(value, kind: str, t: str) -> np.ndarray:
+    dt = DTYPE[t]
     if dt == np.bool_:
         return np.full(32, bool(value))
     if dt.kind == "f":
@@ -201,9 +214,21 @@ def imm_array(value, kind: str, t: str) -> np.ndarray:
 def decode_kernel(kernel, symbols, sreg_fn) -> list[Op]:
     """Decode every instruction once. Instructions the interpreter lacks become ops that raise
     :class:`UnsupportedInstruction` (naming opcode and source line) when executed."""
+    import gc
     dc = DecodeContext(kernel, symbols, sreg_fn)
     table = handlers()
     code = []
+    was = gc.isenabled()
+    gc.disable()                 # decoding allocates many small objects: no collection passes
+    try:
+        _decode_all(kernel, dc, table, code)
+    finally:
+        if was:
+            gc.enable()
+    return code
+
+
+def _decode_all(kernel, dc, table, code):
     for ins in kernel.instrs:
         h = table.get(ins.base)
         try:
@@ -217,7 +242,6 @@ def decode_kernel(kernel, symbols, sreg_fn) -> list[Op]:
             op.kind = KIND_NORMAL
             op.guard, op.neg = None, False
         code.append(op)
-    return code
 
 
 def _raiser(ins, msg):

@@ -226,6 +226,17 @@ def parse_operand(tok: str, scopes: _Scopes, where: str):
 
 def parse(text: str) -> Module:
     """Parse a PTX module. Raises :class:`PTXSyntaxError` on text it does not understand."""
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return _parse(text)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _parse(text: str) -> Module:
     mod = Module()
     lines = _strip_comments(text)
     i, n = 0, len(lines)

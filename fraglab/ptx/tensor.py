@@ -33,6 +33,7 @@ def _recording() -> dict:
     return json.loads(RECORDING.read_text())["kinds"]
 
 
+@lru_cache(maxsize=None)
 def wmma_layout(kind: str) -> np.ndarray:
     """(32, num_elements, 2) (row, col) of each fragment element, from the traced recording."""
     rec = _recording()
@@ -225,6 +226,7 @@ def h_wmma(ins, dc):
 
 # ---- mma.sync ------------------------------------------------------------------------------------
 
+@lru_cache(maxsize=None)
 def mma_layout(shape, operand: str, t: str) -> np.ndarray:
     """(32, elements, 2) (row, col) of an mma.sync fragment, from the PTX ISA's figures."""
     g, c = LANES // 4, LANES % 4
