@@ -1,6 +1,6 @@
 // 06_layout_codegen: a harness for register code written by a program, not by hand.
 //
-// fraglab/layout_codegen.py reads a fragment layout (traced live on a GPU, or the H100 recording)
+// fraglab/layout_codegen/ reads a fragment layout (traced live on a GPU, or the H100 recording)
 // and emits, for each accumulator kind, a struct of device functions: row and column reductions
 // (a fold inside the lane, then a __shfl_xor_sync butterfly over exactly the lane bits that vary
 // along the line), a broadcast of per-row values back to the fragment, and the forward-mapped
@@ -24,6 +24,7 @@
 #include <mma.h>
 #include <cuda_fp16.h>
 #include "common.cuh"
+#include "fragment_kinds.cuh"
 #ifndef FRAGLAB_LAYOUT_CODEGEN_GENERATED
 #include "06_layout_codegen_generated.cuh"
 #endif
@@ -68,26 +69,20 @@ __device__ __forceinline__ void codegen_bcast(Op, const typename G::T* acc, type
     G::store(y, bcast + (size_t)t * G::M * G::N, G::N);
 }
 
-// GUARD(body): the body itself, or, for a kind that needs sm_80 on an older target, a trap.
-#define CODEGEN_ALWAYS(...) __VA_ARGS__
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-#define CODEGEN_SM80(...) __VA_ARGS__
-#else
-#define CODEGEN_SM80(...) __trap();
-#endif
-#define CODEGEN_OP(KIND, T, OPNAME, OPTYPE, GUARD)                                                 \
+// One reduce_ and one bcast_ kernel per generated kind and operator. The generated header lists
+// its kinds as X(GUARD, KIND, M, N, K, T), GUARD being FRAGLAB_ANY_ARCH or SM80_ONLY as in
+// fragment_kinds.cuh: a kind whose WMMA type needs sm_80 keeps its kernels on older targets, but
+// their bodies trap (common.cuh).
+#define CODEGEN_OP(GUARD, KIND, T, OPNAME, OPTYPE)                                                 \
     extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)                             \
     reduce_##KIND##_##OPNAME(const T* acc, T* rows, T* cols, int n_tiles)                          \
-    { GUARD(codegen_reduce<fraglab_gen::KIND>(OPTYPE{}, acc, rows, cols, n_tiles);) }              \
+    { GUARD(codegen_reduce<fraglab_gen::KIND>(OPTYPE{}, acc, rows, cols, n_tiles)); }              \
     extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)                             \
     bcast_##KIND##_##OPNAME(const T* acc, T* copy, T* bcast, int n_tiles)                          \
-    { GUARD(codegen_bcast<fraglab_gen::KIND>(OPTYPE{}, acc, copy, bcast, n_tiles);) }
-#define CODEGEN_KIND_GUARDED(KIND, T, GUARD)                                                       \
-    CODEGEN_OP(KIND, T, max, fraglab_gen::Max, GUARD)                                              \
-    CODEGEN_OP(KIND, T, min, fraglab_gen::Min, GUARD)                                              \
-    CODEGEN_OP(KIND, T, sum, fraglab_gen::Sum, GUARD)
-#define CODEGEN_KIND(KIND, M, N, K, T) CODEGEN_KIND_GUARDED(KIND, T, CODEGEN_ALWAYS)
-#define CODEGEN_KIND_SM80(KIND, M, N, K, T) CODEGEN_KIND_GUARDED(KIND, T, CODEGEN_SM80)
+    { GUARD(codegen_bcast<fraglab_gen::KIND>(OPTYPE{}, acc, copy, bcast, n_tiles)); }
+#define CODEGEN_KIND(GUARD, KIND, M, N, K, T)                                                      \
+    CODEGEN_OP(GUARD, KIND, T, max, fraglab_gen::Max)                                              \
+    CODEGEN_OP(GUARD, KIND, T, min, fraglab_gen::Min)                                              \
+    CODEGEN_OP(GUARD, KIND, T, sum, fraglab_gen::Sum)
 
 FRAGLAB_GEN_KINDS(CODEGEN_KIND)
-FRAGLAB_GEN_KINDS_SM80(CODEGEN_KIND_SM80)

@@ -1286,7 +1286,17 @@ struct acc_8x8x4_f64 {
 
 }  // namespace fraglab_gen
 
-#define FRAGLAB_GEN_KINDS(X) X(acc_16x16x16_f32, 16, 16, 16, float) X(acc_16x16x16_f16, 16, 16, 16, __half) X(acc_16x16x16_s32, 16, 16, 16, int) X(acc_32x8x16_f32, 32, 8, 16, float) X(acc_32x8x16_f16, 32, 8, 16, __half) X(acc_32x8x16_s32, 32, 8, 16, int) X(acc_8x32x16_f32, 8, 32, 16, float) X(acc_8x32x16_f16, 8, 32, 16, __half) X(acc_8x32x16_s32, 8, 32, 16, int)
-#define FRAGLAB_GEN_KINDS_SM80(X) X(acc_16x16x8_f32, 16, 16, 8, float) X(acc_8x8x4_f64, 8, 8, 4, double)
+#define FRAGLAB_GEN_KINDS(X) \
+    X(FRAGLAB_ANY_ARCH, acc_16x16x16_f32, 16, 16, 16, float) \
+    X(FRAGLAB_ANY_ARCH, acc_16x16x16_f16, 16, 16, 16, __half) \
+    X(FRAGLAB_ANY_ARCH, acc_16x16x16_s32, 16, 16, 16, int) \
+    X(FRAGLAB_ANY_ARCH, acc_32x8x16_f32, 32, 8, 16, float) \
+    X(FRAGLAB_ANY_ARCH, acc_32x8x16_f16, 32, 8, 16, __half) \
+    X(FRAGLAB_ANY_ARCH, acc_32x8x16_s32, 32, 8, 16, int) \
+    X(FRAGLAB_ANY_ARCH, acc_8x32x16_f32, 8, 32, 16, float) \
+    X(FRAGLAB_ANY_ARCH, acc_8x32x16_f16, 8, 32, 16, __half) \
+    X(FRAGLAB_ANY_ARCH, acc_8x32x16_s32, 8, 32, 16, int) \
+    X(SM80_ONLY, acc_16x16x8_f32, 16, 16, 8, float) \
+    X(SM80_ONLY, acc_8x8x4_f64, 8, 8, 4, double)
 
 #endif  // FRAGLAB_LAYOUT_CODEGEN_GENERATED

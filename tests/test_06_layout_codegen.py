@@ -1,13 +1,15 @@
 """Chapter 6: code generated from a fragment layout. CPU: plans, emulator, compile, SASS, errors,
 the committed header. GPU: every accumulator kind against NumPy."""
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
 from fraglab import layout_codegen as lc
 from fraglab import permutation_and_quad_reduction as pq
-from fraglab import sass, toolchain, tracer, warp
+from fraglab import fragments, sass, toolchain, tools, warp
+from fraglab.fragments import recording
 from fraglab.layout_codegen import CodegenError
 from fraglab.toolchain import ARCHES
 
@@ -70,9 +72,17 @@ def test_plan_groups_for_the_three_shapes():
     assert lc.plan("acc_8x32x16_f32", arch="sm_90").rows.groups == ((0, 2, 4, 6), (1, 3, 5, 7))
 
 
-def test_plan_without_arch_uses_this_machine_or_the_recording():
+def test_plan_without_arch_uses_the_recording_of_this_machine():
     p = lc.plan("acc_32x8x16_s32")
-    assert np.array_equal(p.layout, tracer.layout("acc_32x8x16_s32"))
+    assert np.array_equal(p.layout, recording.layout("acc_32x8x16_s32"))
+    assert p.source == recording.source_line().split("] ")[1].removeprefix("layouts from ")
+
+
+def test_a_given_table_cites_its_source():
+    assert lc.plan("acc_16x16x16_f32", H100).source == "a table given by the user"
+    p = lc.plan("acc_16x16x16_f32", H100, source="[gpu] layouts traced live on a GPU (sm_90)")
+    assert p.source == "traced live on a GPU (sm_90)"
+    assert "layout: traced live on a GPU (sm_90)." in lc.generate(p)
 
 
 def test_mixed_lane_bits_give_offsets_that_are_not_powers_of_two():
@@ -202,6 +212,17 @@ def test_committed_header_is_what_the_generator_emits_today():
     assert lc.header_is_current(), "run `python -m fraglab.layout_codegen header`"
 
 
+def test_generated_kind_list_is_the_catalogues():
+    """The header's X(GUARD, KIND, M, N, K, T) rows: the accumulators of fragment_kinds.cuh, with
+    the same guards, in the same order."""
+    cuh = (tools.KERNELS_DIR / "fragment_kinds.cuh").read_text()
+    want = re.findall(r"X\((\w+), (acc_\w+), (\d+), (\d+), (\d+),",
+                      cuh.split("#define FRAGLAB_ACCUMULATOR_KINDS(X)")[1].split("\n\n")[0])
+    got = re.findall(r"X\((\w+), (acc_\w+), (\d+), (\d+), (\d+),",
+                     lc.HEADER_PATH.read_text().split("#define FRAGLAB_GEN_KINDS(X)")[1])
+    assert got == want and len(got) == len(KINDS)
+
+
 def test_header_check_command():
     assert lc.main(["header", "--check"]) == 0
 
@@ -311,7 +332,7 @@ def test_a_wrong_reduction_fails_its_problem(rng):
 
 @pytest.mark.gpu
 def test_gpu_runs_nearly_every_kind():
-    assert sum(tracer.supported(k)[0] for k in KINDS) >= 9
+    assert sum(fragments.supported(k)[0] for k in KINDS) >= 9
 
 
 @pytest.mark.gpu

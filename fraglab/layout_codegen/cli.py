@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import tracer
+from ..fragments import recording
 from .emit import HEADER_ARCH, HEADER_PATH, generate, header, header_is_current
 from .plan import KINDS, plan
 
@@ -26,7 +26,7 @@ def main(argv=None) -> int:
         HEADER_PATH.write_text(header())
         print(f"wrote {HEADER_PATH}")
         return 0
-    print(tracer.source_line(a.arch))
+    print(recording.source_line(a.arch))
     for name in a.kind or KINDS:
         p = plan(name, arch=a.arch)
         print(p.describe())

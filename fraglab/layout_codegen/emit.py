@@ -129,9 +129,9 @@ def generate(p, layout=None, *, arch: str | None = None) -> str:
 
 
 def header(plans=None, *, arch: str = HEADER_ARCH, note: str | None = None) -> str:
-    """A self-contained header: the operators, one struct per plan and the X-macros
-    ``FRAGLAB_GEN_KINDS(X)`` / ``FRAGLAB_GEN_KINDS_SM80(X)`` listing them as
-    ``X(name, M, N, K, T)``. ``plans``: Plans or kind names (default: every accumulator kind,
+    """A self-contained header: the operators, one struct per plan and the X-macro
+    ``FRAGLAB_GEN_KINDS(X)`` listing them as ``X(GUARD, name, M, N, K, T)``, GUARD being
+    ``FRAGLAB_ANY_ARCH`` or ``SM80_ONLY`` (as in ``kernels/fragment_kinds.cuh``). ``plans``: Plans or kind names (default: every accumulator kind,
     from the ``arch`` recording)."""
     plans = [q if isinstance(q, Plan) else plan(q, arch=arch) for q in (plans or KINDS)]
     names = [q.name for q in plans]
@@ -146,10 +146,11 @@ def header(plans=None, *, arch: str = HEADER_ARCH, note: str | None = None) -> s
     for q in plans:
         lines.append(generate(q))
     lines.append("}  // namespace fraglab_gen\n")
-    for sm80, macro in ((False, "FRAGLAB_GEN_KINDS"), (True, "FRAGLAB_GEN_KINDS_SM80")):
-        items = [f"X({q.name}, {q.shape[0]}, {q.shape[1]}, {q.k}, {q.ctype})"
-                 for q in plans if q.sm80 == sm80]
-        lines.append(f"#define {macro}(X) " + " ".join(items))
+    # Rows as in kernels/fragment_kinds.cuh: the guard first (FRAGLAB_ANY_ARCH from that file,
+    # SM80_ONLY from common.cuh), then the kind's name and shape; T is the C++ element type.
+    lines.append("#define FRAGLAB_GEN_KINDS(X)" + "".join(
+        f" \\\n    X({'SM80_ONLY' if q.sm80 else 'FRAGLAB_ANY_ARCH'}, {q.name}, {q.shape[0]}, "
+        f"{q.shape[1]}, {q.k}, {q.ctype})" for q in plans))
     lines += ["", f"#endif  // {GUARD}", ""]
     return "\n".join(lines)
 

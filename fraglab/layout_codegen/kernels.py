@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import launch, tracer
+from .. import fragments, launch
 from .emit import KERNELS, harness_source
 from .plan import NP_TYPES, OPS, accumulator_kind, plan
 
@@ -14,7 +14,7 @@ MAX_TILES = 2**31 - 1
 
 def reduce_kernel(kind, op) -> str:
     """The name of the reduction kernel of ``kind`` and operator ``op``."""
-    kd = tracer.get_kind(kind)
+    kd = fragments.get_kind(kind)
     launch.check_choice("operator", op, OPS)
     return f"reduce_{kd.name}_{op}"
 
@@ -32,9 +32,7 @@ def _prepare(kind, acc, op, layout):
     launch.check_array("acc", acc, dtype=NP_TYPES[kd.dtype], shape=(None,) + kd.shape)
     launch.check_aligned("acc", acc, 32, "WMMA loads need it")
     n = launch.check_range("the number of tiles", int(acc.shape[0]), 1, MAX_TILES)
-    ok, why = tracer.supported(kd)
-    if not ok:
-        raise tracer.UnsupportedKind(f"{kd.name}: {why}")
+    fragments.require_supported(kd)
     return kd, n, (harness_source(p) if p is not None else None)
 
 

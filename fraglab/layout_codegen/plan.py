@@ -6,16 +6,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import tracer, warp
+from .. import device, fragments, warp
+from ..fragments import recording
 
 OPS = ("max", "min", "sum")
-#: Every accumulator kind of chapter 1, in the order of the committed header.
-KINDS = tuple(k.name for k in tracer.kinds("accumulator"))
+#: Every accumulator kind of the catalogue, in the order of the committed header.
+KINDS = tuple(k.name for k in fragments.kinds("accumulator"))
 #: C++ element type of an accumulator of each WMMA type (tf32 accumulates in float).
-CTYPES = {d: tracer.CPP_TYPES[d] for d in ("f32", "f16", "s32", "f64")}
-NP_TYPES = {"f32": np.float32, "f16": np.float16, "s32": np.int32, "f64": np.float64}
-#: Kinds whose WMMA types exist from sm_80 on (their kernels trap on older targets).
-SM80_INPUTS = ("bf16", "tf32", "f64")
+CTYPES = {d: fragments.CPP_TYPES[d] for d in ("f32", "f16", "s32", "f64")}
+NP_TYPES = {d: fragments.NUMPY_TYPES[d] for d in CTYPES}
+#: WMMA input types that need sm_80 (the oldest target, sm_75, lacks them): kinds with them get
+#: kernels that trap on older targets (SM80_ONLY).
+SM80_INPUTS = tuple(sorted({k.input for k in fragments.kinds()
+                            if not device.supports(k.input, (7, 5))[0]}))
 
 
 class CodegenError(ValueError):
@@ -220,24 +223,31 @@ def plan_from_layout(layout, shape, *, name: str = "custom", ctype: str = "float
                 _line_plan(lay, "cols", n), bool(sm80), source)
 
 
-def accumulator_kind(kind):
+def accumulator_kind(kind) -> fragments.Kind:
     """The catalogue's kind ``kind``, which must be an accumulator (``ValueError`` otherwise)."""
-    kd = tracer.get_kind(kind)
+    kd = fragments.get_kind(kind)
     if not kd.is_accumulator:
         raise ValueError(f"{kd.name} is a {kd.use} fragment; the generator reduces accumulators "
                          f"(kinds: {', '.join(KINDS)})")
     return kd
 
 
-def plan(kind, layout=None, *, arch: str | None = None) -> Plan:
-    """The plan of an accumulator ``kind``: its layout traced live on a GPU (``arch=None``), the
-    recording of ``arch`` (default sm_90) without one, or the table ``layout`` given."""
+def _where(source_line: str) -> str:
+    """"[gpu] layouts traced live on X" -> "traced live on X" (what the generated code cites)."""
+    where = source_line.split("] ", 1)[-1]
+    return where.removeprefix("layouts from ").removeprefix("layouts ")
+
+
+def plan(kind, layout=None, *, arch: str | None = None, source: str | None = None) -> Plan:
+    """The plan of an accumulator ``kind`` for the table ``layout``, or without one, for the
+    recording of ``arch`` (``None``: this GPU's arch, sm_90 without a GPU;
+    :func:`fraglab.fragments.recording.layout`). ``source`` says where a given table comes from,
+    e.g. ``lc.plan(kind, tracer.layout(kind), source=tracer.source_line())`` for the layout
+    traced live on this GPU (a ``[gpu]``/``[cpu]`` line is cut to its text)."""
     kd = accumulator_kind(kind)
     if layout is None:
-        lay = tracer.layout(kd, arch)
-        src = tracer.source_line(arch).split("] ", 1)[1]
-        src = src.removeprefix("layouts from ").removeprefix("layouts ")
-    else:
-        lay, src = layout, "a table given by the user"
-    return plan_from_layout(lay, kd.shape, name=kd.name, ctype=CTYPES[kd.dtype], k=kd.k,
-                            sm80=kd.input in SM80_INPUTS, source=src)
+        layout = recording.layout(kd, arch)
+        source = source or recording.source_line(arch)
+    return plan_from_layout(layout, kd.shape, name=kd.name, ctype=CTYPES[kd.dtype], k=kd.k,
+                            sm80=kd.input in SM80_INPUTS,
+                            source=_where(source) if source else "a table given by the user")

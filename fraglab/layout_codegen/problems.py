@@ -1,15 +1,16 @@
 """The kernels of ``kernels/06_layout_codegen.cu`` as :class:`fraglab.problem.Problem`\\ s: every
 accumulator kind x operator, with the code of the committed header and with code generated at run
-time for the layout :func:`plan` finds on this GPU (passed as a user table)."""
+time for the recorded layout of this GPU's arch, passed as a user table."""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import device, launch, tracer
+from .. import fragments, launch
+from ..fragments import recording
 from ..problem import Case, Problem
 from .emulate import reference
 from .kernels import broadcast_rows, reduce
-from .plan import KINDS, NP_TYPES, OPS, plan
+from .plan import KINDS, NP_TYPES, OPS
 
 #: Tolerance of a float sum: |got - ref| <= RTOL * (the sum of the magnitudes of the line).
 SUM_RTOL = {"f16": 1e-2, "f32": 1e-5, "f64": 1e-12}
@@ -17,21 +18,21 @@ SUM_RTOL = {"f16": 1e-2, "f32": 1e-5, "f64": 1e-12}
 
 def _inputs(rng, kind: str, op: str, n: int = 37, user_layout: bool = False) -> dict:
     """``n`` random tiles of ``kind`` (37: the last block of 4 warps is partly empty); integers
-    in [-1000, 1000] for s32, so that sums are exact. ``user_layout``: the layout table of this
-    machine, for which the wrappers generate and compile code at run time."""
-    kd = tracer.get_kind(kind)
+    in [-1000, 1000] for s32, so that sums are exact. ``user_layout``: the recorded layout table of
+    this GPU's arch, for which the wrappers generate and compile code at run time."""
+    kd = fragments.get_kind(kind)
     shape = (n,) + kd.shape
     if kd.dtype == "s32":
         acc = rng.integers(-1000, 1001, shape).astype(np.int32)
     else:
         acc = rng.standard_normal(shape).astype(NP_TYPES[kd.dtype])
     return {"kind": kind, "acc": acc, "op": op,
-            "layout": plan(kind).layout if user_layout else None}
+            "layout": recording.layout(kind) if user_layout else None}
 
 
 def _tolerance(case: Case) -> float:
     """Exact for max, min and integer sums; float sums within SUM_RTOL of the line's magnitude."""
-    dtype = tracer.get_kind(case.params["kind"]).dtype
+    dtype = fragments.get_kind(case.params["kind"]).dtype
     return SUM_RTOL[dtype] if case.params["op"] == "sum" and dtype != "s32" else 0.0
 
 
@@ -47,7 +48,14 @@ def _line_error(scale):
 
 
 def _requires(case: Case) -> tuple[bool, str]:
-    return device.supports(tracer.get_kind(case.params["kind"]).input)
+    """The GPU has the kind's WMMA type; for a user-layout case, its arch has a recording."""
+    ok, why = fragments.supported(case.params["kind"])
+    if ok and case.params["user_layout"]:
+        try:
+            recording.layout(case.params["kind"])
+        except recording.RecordingMissing as e:
+            return False, str(e)
+    return ok, why
 
 
 _CASES = tuple(Case(f"{kind}-{op}" + ("-user_layout" if user else ""), kind=kind, op=op,
