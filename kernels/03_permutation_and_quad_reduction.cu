@@ -35,6 +35,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include "common.cuh"
+#include "wmma_tile.cuh"
 
 using namespace nvcuda;
 
@@ -304,18 +305,13 @@ __device__ __forceinline__ void mma_reduce(const In* a, const In* b, float* rows
     mma_reduce_##SHAPE##_f16_##OPNAME(const __half* a, const __half* b, float* rows, float* cols,  \
                                       int n_tiles)                                                 \
     { mma_reduce<M, N, __half, Layout##SHAPE, OP>(a, b, rows, cols, n_tiles); }
-// bf16 WMMA exists from sm_80 on; on older targets the kernel exists but traps (the Python
-// wrapper refuses those GPUs before launching).
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-#define BF16_BODY(SHAPE, M, N, OP) mma_reduce<M, N, __nv_bfloat16, Layout##SHAPE, OP>(a, b, rows, cols, n_tiles);
-#else
-#define BF16_BODY(SHAPE, M, N, OP) __trap();
-#endif
+// bf16 WMMA exists from sm_80 on; on older targets the kernel exists but traps (SM80_ONLY; the
+// Python wrapper refuses those GPUs before launching).
 #define MMA_REDUCE_BF16(SHAPE, M, N, OPNAME, OP)                                                   \
     extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)                             \
     mma_reduce_##SHAPE##_bf16_##OPNAME(const __nv_bfloat16* a, const __nv_bfloat16* b,             \
                                        float* rows, float* cols, int n_tiles)                      \
-    { BF16_BODY(SHAPE, M, N, OP) }
+    { SM80_ONLY(mma_reduce<M, N, __nv_bfloat16, Layout##SHAPE, OP>(a, b, rows, cols, n_tiles)); }
 #define MMA_REDUCE_ALL(SHAPE, M, N)                                                                \
     MMA_REDUCE_F16(SHAPE, M, N, max, OpMax) MMA_REDUCE_F16(SHAPE, M, N, min, OpMin)                \
     MMA_REDUCE_F16(SHAPE, M, N, sum, OpSum) MMA_REDUCE_BF16(SHAPE, M, N, max, OpMax)               \
@@ -331,17 +327,6 @@ MMA_REDUCE_ALL(8x32, 8, 32)
 #define SMEM_LD 20   // floats per shared row: 16 + 4 of padding, so the 16 reading lanes hit 2-way
                      // bank conflicts at most (ldm must be a multiple of 4 for float)
 
-__device__ __forceinline__ void product_16x16(const __half* a, const __half* b, int t,
-                                              wmma::fragment<wmma::accumulator, 16, 16, 16, float>& c)
-{
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> fb;
-    wmma::load_matrix_sync(fa, a + (size_t)t * 256, 16);
-    wmma::load_matrix_sync(fb, b + (size_t)t * 256, 16);
-    wmma::fill_fragment(c, 0.0f);
-    wmma::mma_sync(c, fa, fb, c);
-}
-
 // The textbook way: store the tile to shared memory, wait, and let lane r read row r.
 extern "C" __global__ void __launch_bounds__(32 * WARPS_PER_BLOCK)
 rowmax_shared_16x16(const __half* a, const __half* b, float* rows, int n_tiles)
@@ -351,8 +336,8 @@ rowmax_shared_16x16(const __half* a, const __half* b, float* rows, int n_tiles)
     float* tile = tiles[threadIdx.x / 32];
     const bool active = t < n_tiles;   // no early return: every thread must reach __syncthreads
     if (active) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-        product_16x16(a, b, t, c);
+        Acc16x16 c;
+        tile_product(a, b, t, c);                  // C = A[t] @ B[t] (wmma_tile.cuh)
         wmma::store_matrix_sync(tile, c, SMEM_LD, wmma::mem_row_major);
     }
     __syncthreads();
@@ -371,8 +356,8 @@ __device__ __forceinline__ void rowmax_registers(const __half* a, const __half* 
 {
     const int t = warp_tile(n_tiles);
     if (t < 0) return;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-    product_16x16(a, b, t, c);
+    Acc16x16 c;
+    tile_product(a, b, t, c);
     rows_16x16<OpMax, true, QUAD_MASK>(c.x, rows + (size_t)t * 16);
 }
 
