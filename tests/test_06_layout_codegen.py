@@ -67,7 +67,7 @@ def test_plan_of_every_accumulator_kind(kind):
 
 
 def test_plan_groups_for_the_three_shapes():
-    assert lc.plan("acc_16x16x16_f32", arch="sm_90").rows.groups == ((0, 1, 4, 5), (2, 3, 6, 7))
+    assert lc.plan("acc_16x16x16_f32", arch="sm_90").rows.groups == fragments.ACC16_ROW_REGS
     assert lc.plan("acc_32x8x16_f32", arch="sm_90").rows.groups == ((0, 1), (2, 3), (4, 5), (6, 7))
     assert lc.plan("acc_8x32x16_f32", arch="sm_90").rows.groups == ((0, 2, 4, 6), (1, 3, 5, 7))
 
@@ -83,6 +83,13 @@ def test_a_given_table_cites_its_source():
     p = lc.plan("acc_16x16x16_f32", H100, source="[gpu] layouts traced live on a GPU (sm_90)")
     assert p.source == "traced live on a GPU (sm_90)"
     assert "layout: traced live on a GPU (sm_90)." in lc.generate(p)
+
+
+def test_the_documented_16x16_layout_plans_like_the_recording():
+    doc = lc.plan("acc_16x16x16_f32", fragments.wmma_16x16_accumulator())
+    rec = lc.plan("acc_16x16x16_f32", arch="sm_90")
+    assert doc.pattern() == rec.pattern()
+    assert lc.generate(doc).split("\n", 1)[1] == lc.generate(rec).split("\n", 1)[1]
 
 
 def test_mixed_lane_bits_give_offsets_that_are_not_powers_of_two():
@@ -271,7 +278,7 @@ def test_no_more_instructions_than_chapter_3(arch, op):
     mine = toolchain.compile(lc.KERNELS, arch).sass(lc.reduce_kernel("acc_16x16x16_f32", op))
     hand = toolchain.compile(pq.KERNELS, arch).sass(pq.reduce_acc_kernel((16, 16), op, True, "full"))
     assert len(sass.instructions(mine)) <= len(sass.instructions(hand))
-    assert len(pq.main_path(mine)) <= len(pq.main_path(hand))
+    assert len(sass.main_path(mine)) <= len(sass.main_path(hand))
 
 
 @pytest.mark.parametrize("arch", ARCHES)

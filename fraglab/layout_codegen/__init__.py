@@ -5,10 +5,11 @@ data layout of a WMMA fragment on a given GPU and writes the in-register permuta
 code for it. Chapters 1-3 did each step by hand; this module does them mechanically.
 
     >>> from fraglab import layout_codegen as lc
-    >>> p = lc.plan("acc_16x16x16_f32")      # GPU: traced live; no GPU: the H100 recording
+    >>> p = lc.plan("acc_16x16x16_f32")      # the recording of this GPU's arch (sm_90 without one)
     >>> p.rows.offsets, p.rows.groups         # butterfly lane offsets, registers folded per row
     ((1, 2), ((0, 1, 4, 5), (2, 3, 6, 7)))
     >>> print(lc.generate(p))                 # CUDA source: a struct of device functions
+    >>> lc.plan(kind, tracer.layout(kind), source=tracer.source_line())   # traced live (chapter 1)
 
 How a plan is derived from a (32, n_regs, 2) table ``layout[lane, reg] = (row, col)``, for rows
 (columns are the same with the roles swapped):

@@ -28,7 +28,8 @@ def _min_max(struct: str, fn: str) -> list[str]:
 
 def _preamble() -> str:
     """The operators the generated reductions are instantiated with (namespace fraglab_gen)."""
-    lines = ["// Operators for the generated reductions: any struct with a static apply(a, b) that is",
+    lines = ["// Operators for the generated reductions: any struct with a static apply(a, b) "
+             "that is",
              "// associative works. f16 max/min compare in float (exact); sums use the type's own "
              "addition.",
              "namespace fraglab_gen {",
@@ -49,7 +50,8 @@ def _reduce_fn(lp: LinePlan) -> list[str]:
     axis = lp.axis[:-1]
     out = [f"    // {lp.axis}: fold the registers of each {lp.what} in the lane, then a butterfly "
            f"over lane offsets {lp.offsets_text()}.",
-           f"    // Every lane holding {lp.what} {axis}_of(lane, g) ends with its reduction in v[g].",
+           f"    // Every lane holding {lp.what} {axis}_of(lane, g) ends with its reduction in "
+           "v[g].",
            "    template <class Op>",
            f"    {_FN} void reduce_{lp.axis}(const T (&x)[NREGS], T (&v)[{axis.upper()}_GROUPS])",
            "    {"]
@@ -60,7 +62,8 @@ def _reduce_fn(lp: LinePlan) -> list[str]:
         out.append(f"        v[{g}] = {expr};")
     for o in lp.offsets:
         for g in range(len(lp.groups)):
-            out.append(f"        v[{g}] = Op::apply(v[{g}], __shfl_xor_sync(0xffffffffu, v[{g}], {o}));")
+            out.append(f"        v[{g}] = Op::apply(v[{g}], "
+                       f"__shfl_xor_sync(0xffffffffu, v[{g}], {o}));")
     return out + ["    }"]
 
 
@@ -75,7 +78,8 @@ def _coord_fn(lp: LinePlan) -> list[str]:
 
 def _store_lines_fn(lp: LinePlan) -> list[str]:
     axis = lp.axis[:-1]
-    out = [f"    // Reduce, then one lane per {axis} writes out[{axis}] ({axis}s 0..{lp.lines - 1}).",
+    out = [f"    // Reduce, then one lane per {axis} writes out[{axis}] "
+           f"({axis}s 0..{lp.lines - 1}).",
            "    template <class Op>",
            f"    {_FN} void store_{lp.axis}(const T (&x)[NREGS], T* out)",
            "    {",
@@ -131,8 +135,8 @@ def generate(p, layout=None, *, arch: str | None = None) -> str:
 def header(plans=None, *, arch: str = HEADER_ARCH, note: str | None = None) -> str:
     """A self-contained header: the operators, one struct per plan and the X-macro
     ``FRAGLAB_GEN_KINDS(X)`` listing them as ``X(GUARD, name, M, N, K, T)``, GUARD being
-    ``FRAGLAB_ANY_ARCH`` or ``SM80_ONLY`` (as in ``kernels/fragment_kinds.cuh``). ``plans``: Plans or kind names (default: every accumulator kind,
-    from the ``arch`` recording)."""
+    ``FRAGLAB_ANY_ARCH`` or ``SM80_ONLY`` (as in ``kernels/fragment_kinds.cuh``). ``plans``:
+    Plans or kind names (default: every accumulator kind, from the ``arch`` recording)."""
     plans = [q if isinstance(q, Plan) else plan(q, arch=arch) for q in (plans or KINDS)]
     names = [q.name for q in plans]
     if len(set(names)) != len(names):
