@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fraglab import ptx, toolchain
-from fraglab.dtypes import round_tf32, to_bf16
+from fraglab.dtypes import from_bf16, round_tf32, to_bf16
 
 HEADER = '#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#define FULL 0xffffffffu\n'
 
@@ -278,8 +278,10 @@ extern "C" __global__ void k(const float* x, unsigned short* h, unsigned short* 
     h[4 * n + 1] = __half_as_ushort(__float2half_rz(v));
     h[4 * n + 2] = __half_as_ushort(__float2half_rd(v));
     h[4 * n + 3] = __half_as_ushort(__float2half_ru(v));
-    b[2 * n + 0] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
-    b[2 * n + 1] = __bfloat16_as_ushort(__float2bfloat16_rz(v));
+    b[4 * n + 0] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    b[4 * n + 1] = __bfloat16_as_ushort(__float2bfloat16_rz(v));
+    b[4 * n + 2] = __bfloat16_as_ushort(__float2bfloat16_rd(v));
+    b[4 * n + 3] = __bfloat16_as_ushort(__float2bfloat16_ru(v));
     unsigned r;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
     t[n] = r;
@@ -313,7 +315,7 @@ def test_cvt_rounding_modes_bit_exact():
                         rng.standard_normal(64)]).astype(np.float32)
     n = len(x)
     h = np.zeros(4 * n, np.uint16)
-    b = np.zeros(2 * n, np.uint16)
+    b = np.zeros(4 * n, np.uint16)
     t = np.zeros(n, np.uint32)
     i = np.zeros(4 * n, np.int32)
     f = np.zeros(2 * n, np.float32)
@@ -322,9 +324,15 @@ def test_cvt_rounding_modes_bit_exact():
     assert (h[:, 0].view(np.uint16) == x.astype(np.float16).view(np.uint16)).all()
     for k, mode in ((1, "rz"), (2, "rd"), (3, "ru")):
         assert (h[:, k].view(np.uint16) == _f16_directed(x, mode).view(np.uint16)).all(), mode
-    b = b.reshape(n, 2)
+    b = b.reshape(n, 4)
     assert (b[:, 0] == to_bf16(x)).all()
     assert (b[:, 1] == (x.view(np.uint32) >> 16)).all()
+    cand = np.stack([x.view(np.uint32) >> 16, (x.view(np.uint32) >> 16) + 1], 1).astype(np.uint16)
+    vals = from_bf16(cand).astype(np.float64)
+    xd = x.astype(np.float64)[:, None]
+    down = np.where(vals <= xd, vals, -np.inf).max(1)
+    up = np.where(vals >= xd, vals, np.inf).min(1)
+    assert (from_bf16(b[:, 2]) == down).all() and (from_bf16(b[:, 3]) == up).all()
     assert (t == round_tf32(x).view(np.uint32)).all()
     s = (x * np.float32(1000)).astype(np.float64)
     i = i.reshape(n, 4)
@@ -440,3 +448,35 @@ extern "C" __global__ void k(const float* in, float* out)
     assert any((snap[r] == 2 * x).all() for r in f_regs)
     table = snap.table()
     assert "lane" in table and len(table.splitlines()) >= 33
+
+
+def test_packed_half_arithmetic():
+    prog = build(r'''
+extern "C" __global__ void k(const __half2* a, const __half2* b, __half2* out,
+                             const unsigned* bfa, unsigned* bfo)
+{
+    int n = threadIdx.x;
+    out[4 * n + 0] = __hadd2(a[n], b[n]);
+    out[4 * n + 1] = __hmul2(a[n], b[n]);
+    out[4 * n + 2] = __hfma2(a[n], b[n], a[n]);
+    out[4 * n + 3] = __hmax2(a[n], b[n]);
+    __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(bfa + n);
+    __nv_bfloat162 y = __hmul2(x, x);
+    bfo[n] = *reinterpret_cast<unsigned*>(&y);
+}''')
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal(64).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16)
+    out = np.zeros(4 * 64, np.float16)
+    x = rng.standard_normal(64).astype(np.float32)
+    bfa = to_bf16(x).view(np.uint32)
+    bfo = np.zeros(32, np.uint32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out, bfa, bfo))
+    out = out.reshape(32, 4, 2)
+    a2, b2 = a.reshape(32, 2).astype(np.float64), b.reshape(32, 2).astype(np.float64)
+    assert (out[:, 0] == (a2 + b2).astype(np.float16)).all()
+    assert (out[:, 1] == (a2 * b2).astype(np.float16)).all()
+    assert (out[:, 2] == (a2 * b2 + a2).astype(np.float16)).all()
+    assert (out[:, 3] == np.maximum(a2, b2).astype(np.float16)).all()
+    xb = from_bf16(to_bf16(x)).astype(np.float64)
+    assert (bfo.view(np.uint16) == to_bf16((xb * xb).astype(np.float32))).all()

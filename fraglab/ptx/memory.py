@@ -19,7 +19,7 @@ SHARED_WINDOW = 0x0000_7E00_0000_0000
 LOCAL_WINDOW = 0x0000_7F00_0000_0000
 WINDOW_SIZE = 1 << 32
 GLOBAL_BASE = 0x0000_1000_0000_0000
-GLOBAL_GAP = 1 << 20
+GLOBAL_GAP = 1 << 32          # so that even a 32-bit index overflow lands in no array
 
 
 class Allocation:

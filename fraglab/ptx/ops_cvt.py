@@ -20,23 +20,23 @@ def _int_range(t):
 
 
 def _to_bf16_mode(x32, mode):
+    """float32 -> bf16 bits with rounding rn (ties to even), rz, rm or rp."""
     if mode == "rn":
         return to_bf16(x32).reshape(x32.shape)
+    bits = np.ascontiguousarray(x32, np.float32).view(np.uint32)
+    trunc = (bits >> 16).astype(np.uint16)
+    inexact = (bits & 0xFFFF) != 0
+    neg = (bits >> 31) == 1
     if mode == "rz":
-        bits = np.ascontiguousarray(x32, np.float32).view(np.uint32)
-        return np.where(np.isnan(x32), np.uint16(0x7FC0), (bits >> 16).astype(np.uint16))
-    x64 = x32.astype(np.float64)
-    cand = to_bf16(x32).reshape(x32.shape)
-    back = from_bf16(cand).astype(np.float64)
-    step = np.where(np.signbit(from_bf16(cand)), -1, 1).astype(np.int32)
-    if mode == "rm":
-        fix = back > x64
-        cand = np.where(fix, (cand.astype(np.int32) + np.where(back > 0, -1, 1) * 1).astype(np.uint16), cand)
+        up = np.zeros_like(inexact)
+    elif mode == "rm":
+        up = inexact & neg
     elif mode == "rp":
-        fix = back < x64
-        cand = np.where(fix, (cand.astype(np.int32) + np.where(back >= 0, 1, -1)).astype(np.uint16), cand)
-    del step
-    return cand.astype(np.uint16)
+        up = inexact & ~neg
+    else:
+        raise ValueError(mode)
+    out = (trunc + up.astype(np.uint16)).astype(np.uint16)
+    return np.where(np.isnan(x32), np.uint16(0x7FC0), out).astype(np.uint16)
 
 
 def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
