@@ -9,6 +9,7 @@ import pytest
 
 from fraglab import device, dtypes, sass, toolchain, tracer, warp
 from fraglab.toolchain import ARCHES
+from fraglab.tracer import cli as tracer_cli
 
 ACC = [k.name for k in tracer.kinds("accumulator")]
 DOC16 = warp.accumulator_16x16_sm80()        # the documented m16n8k16 C layout, used twice
@@ -258,7 +259,7 @@ def test_trace_refuses_an_inexact_encoding_before_running():
 
 
 def test_cli_kinds(capsys):
-    assert tracer._main(["kinds"]) == 0
+    assert tracer_cli.main(["kinds"]) == 0
     assert "acc_16x16x8_f32" in capsys.readouterr().out
 
 

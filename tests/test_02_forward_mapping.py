@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 from fraglab import forward_mapping as fm
-from fraglab import sass, toolchain, tracer, warp
+from fraglab import fragments, sass, toolchain, warp
+from fraglab.forward_mapping import problems
+from fraglab.fragments import recording
 
 LANE, REG = np.meshgrid(np.arange(32), np.arange(8), indexing="ij")
 DOC16 = warp.accumulator_16x16_sm80()
@@ -75,8 +77,8 @@ def test_a_shuffled_layout_is_reported_not_affine(rng):
     flat = DOC16.reshape(-1, 2).copy()
     rng.shuffle(flat)
     lay = flat.reshape(32, 8, 2)
-    if fm._probe_affine(lay[..., 0], 5, 3, "lane", "i") is not None \
-            and fm._probe_affine(lay[..., 1], 5, 3, "lane", "i") is not None:
+    if fm.probe_affine(lay[..., 0], 5, 3, "lane", "i") is not None \
+            and fm.probe_affine(lay[..., 1], 5, 3, "lane", "i") is not None:
         pytest.skip("the shuffle happened to be affine")     # astronomically unlikely
     with pytest.raises(fm.NotAffine, match=r"not affine in the bits .* predicts .* at lane"):
         fm.fit(lay)
@@ -130,12 +132,12 @@ def test_inverse_lists_every_copy_and_checks_its_arguments():
 # --------------------------------------------------------------------------------------------
 
 def _recorded(name):
-    if not tracer.recording_path(tracer.DEFAULT_ARCH).is_file():
+    if not recording.recording_path(recording.DEFAULT_ARCH).is_file():
         pytest.skip("no recording yet: `python -m fraglab.tracer record` on the H100")
-    return tracer.recorded_layout(name)
+    return recording.recorded_layout(name)
 
 
-@pytest.mark.parametrize("name", list(tracer.KINDS))
+@pytest.mark.parametrize("name", list(fragments.KINDS))
 def test_every_recorded_layout_is_affine_in_the_bits(name):
     lay = _recorded(name)
     m = fm.fit(lay, kind=name)
@@ -174,10 +176,10 @@ def _ops(arch, kernel):
 
 def test_one_store_kernel_per_accumulator_kind():
     b = toolchain.compile("02_forward_mapping", "sm_90")
-    want = {f"fwd_store_{k.name}" for k in tracer.kinds("accumulator")}
+    want = {f"fwd_store_{k.name}" for k in fragments.kinds("accumulator")}
     want |= {f"fwd_store_eq12_{n}" for n in fm.EQ12_KINDS}
     assert set(b.kernels) == want
-    assert set(fm.STORE_TYPES) == {k.name for k in tracer.kinds("accumulator")}
+    assert set(fm.STORE_TYPES) == {k.name for k in fragments.kinds("accumulator")}
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_120"])
@@ -207,46 +209,23 @@ def test_forward_store_argument_errors_without_gpu():
 
 
 def test_mapping_checks():
-    k = tracer.get_kind("acc_16x16x16_f32")
-    fm._check_mapping(fm.fit(DOC16), k)
+    k = fragments.get_kind("acc_16x16x16_f32")
+    fm.check_mapping(fm.fit(DOC16), k)
     with pytest.raises(TypeError, match="Mapping"):
-        fm._check_mapping(DOC16, k)
+        fm.check_mapping(DOC16, k)
     with pytest.raises(ValueError, match="32x8|\\(32, 8\\)"):
-        fm._check_mapping(fm.fit(DOC16), tracer.get_kind("acc_32x8x16_f32"))
+        fm.check_mapping(fm.fit(DOC16), fragments.get_kind("acc_32x8x16_f32"))
     shifted = fm.Mapping(fm.BitFormula(1, (0, 0, 1, 2, 4), (0, 8, 0)), fm.fit(DOC16).col,
                          (16, 16), 8)                       # rows 1..16: out of the tile
     with pytest.raises(ValueError, match="one to one"):
-        fm._check_mapping(shifted, k)
+        fm.check_mapping(shifted, k)
 
 
 # --------------------------------------------------------------------------------------------
 # On the GPU: Algorithm 2 against store_matrix_sync
 # --------------------------------------------------------------------------------------------
 
-def _inputs(kind, rng, row_tiles=3, col_tiles=2):
-    import cupy
-    k = tracer.get_kind(kind)
-    inp, in_dt, acc_dt = fm.STORE_TYPES[k.name]
-    rows, cols = row_tiles * k.shape[0], col_tiles * k.shape[1]
-    if inp == "s8":
-        a = rng.integers(-128, 128, (rows, k.k)).astype(np.int8)
-        b = rng.integers(-128, 128, (k.k, cols)).astype(np.int8)
-        c = rng.integers(-2**20, 2**20, (rows, cols)).astype(np.int32)
-    else:
-        a = rng.standard_normal((rows, k.k)).astype(in_dt)
-        b = rng.standard_normal((k.k, cols)).astype(in_dt)
-        c = rng.standard_normal((rows, cols)).astype(acc_dt)
-    return a, b, c, tuple(cupy.asarray(x) for x in (a, b, c))
-
-
-def _reference(kind, a, b, c):
-    inp = fm.STORE_TYPES[kind][0]
-    if inp == "tf32":
-        a, b = tracer.round_tf32(a), tracer.round_tf32(b)
-    return a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)
-
-
-_RTOL = {"f32": 1e-5, "f16": 2e-2, "s32": 0.0, "f64": 1e-12}
+P = fm.PROBLEMS["forward_store"]
 
 
 def _bits(x):
@@ -254,45 +233,54 @@ def _bits(x):
     return x.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[x.itemsize])
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", list(fm.STORE_TYPES))
-def test_forward_store_is_bit_exact_against_store_matrix_sync(name, rng):
-    k = tracer.get_kind(name)
-    ok, why = tracer.supported(k)
+def _require(case):
+    ok, why = P.supported(case)
     if not ok:
         pytest.skip(why)
-    a, b, c, dev = _inputs(k, rng)
-    mapping = fm.fit(tracer.layout(k), kind=k)
-    ref, fwd = fm.forward_store(k, *dev, mapping=mapping)
-    ref, fwd = ref.get(), fwd.get()
+
+
+def test_the_problem_covers_every_accumulator_kind(rng):
+    assert {c.params["kind"] for c in P.cases} == {k.name for k in fragments.kinds("accumulator")}
+    assert {c.params["kind"] for c in P.cases if c.params["variant"] == "eq12"} == \
+        set(fm.EQ12_KINDS)
+    assert P.edge_cases
+    for case in P.cases:
+        inp = P.inputs(rng, **case.params)
+        k = fragments.get_kind(case.params["kind"])
+        want = P.reference(**inp)["forward"]
+        assert want.shape == (case.params["row_tiles"] * k.shape[0],
+                              case.params["col_tiles"] * k.shape[1])
+        assert np.isfinite(want).all() and P.tolerance(case) == problems.TOL[k.dtype]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", P.cases, ids=str)
+def test_both_stores_match_the_numpy_reference(case, rng):
+    """store_matrix_sync and Algorithm 2 (fitted formula, or the paper's for 16x16) against
+    float64 A @ B + C."""
+    _require(case)
+    P.check(case, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", P.cases, ids=str)
+def test_forward_store_is_bit_exact_against_store_matrix_sync(case, rng):
+    _require(case)
+    out = problems.store_both(**P.inputs(rng, **case.params))
+    ref, fwd = out["store_matrix_sync"].get(), out["forward"].get()
     diff = warp.format_diff(_bits(fwd), _bits(ref), index_names=("row", "col"))
-    assert not diff, f"{name}: Algorithm 2 with\n{mapping.text()}\ndiffers:\n{diff}"
-    want = _reference(name, a, b, c)
-    err = np.linalg.norm(ref.astype(np.float64) - want) / np.linalg.norm(want)
-    assert err <= _RTOL[k.dtype] + 1e-12, f"{name}: store_matrix_sync result is off ({err:.2e})"
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", fm.EQ12_KINDS)
-def test_the_papers_formula_stores_the_16x16_tiles(name, rng):
-    k = tracer.get_kind(name)
-    ok, why = tracer.supported(k)
-    if not ok:
-        pytest.skip(why)
-    _, _, _, dev = _inputs(k, rng, 2, 3)
-    ref, fwd = fm.forward_store(k, *dev, variant="eq12")
-    assert np.array_equal(_bits(ref.get()), _bits(fwd.get()))
+    assert not diff, f"{case}: Algorithm 2 differs from store_matrix_sync:\n{diff}"
 
 
 @pytest.mark.gpu
 def test_a_wrong_formula_is_caught(rng):
     """The register swap of Figure 2 is a valid layout, but not the hardware's: the store puts
     half of the values in the wrong place."""
-    k = tracer.get_kind("acc_16x16x16_f32")
-    wrong = fm.fit(tracer.layout(k)[:, [0, 1, 4, 5, 2, 3, 6, 7]], kind=k)
-    _, _, _, dev = _inputs(k, rng)
-    ref, fwd = fm.forward_store(k, *dev, mapping=wrong)
-    bad = (_bits(ref.get()) != _bits(fwd.get())).mean()
+    k = fragments.get_kind("acc_16x16x16_f32")
+    wrong = fm.fit(recording.layout(k)[:, [0, 1, 4, 5, 2, 3, 6, 7]], kind=k)
+    inp = P.inputs(rng, k.name)
+    out = problems.store_both(**inp, mapping=wrong)
+    bad = (_bits(out["store_matrix_sync"].get()) != _bits(out["forward"].get())).mean()
     assert 0.4 < bad <= 0.5 + 1e-9
 
 
