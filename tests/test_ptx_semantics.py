@@ -480,3 +480,48 @@ extern "C" __global__ void k(const __half2* a, const __half2* b, __half2* out,
     assert (out[:, 3] == np.maximum(a2, b2).astype(np.float16)).all()
     xb = from_bf16(to_bf16(x)).astype(np.float64)
     assert (bfo.view(np.uint16) == to_bf16((xb * xb).astype(np.float32))).all()
+
+
+def test_lanes_parked_at_a_barrier_while_the_rest_diverge():
+    prog = build(r'''
+extern "C" __global__ void k(const int* trips, int* out)
+{
+    __shared__ int s[64];
+    int lane = threadIdx.x & 31, x = 0;
+    s[threadIdx.x] = threadIdx.x;
+    if (lane < 16) {
+        __syncthreads();
+        x = s[63 - threadIdx.x];
+    } else {
+        for (int i = 0; i < trips[threadIdx.x]; ++i)
+            if (i & lane & 1) x += i;
+        __syncthreads();
+        x += 1000 * s[63 - threadIdx.x];
+    }
+    out[threadIdx.x] = x;
+}''')
+    trips = np.random.default_rng(3).integers(0, 9, 64).astype(np.int32)
+    out = np.zeros(64, np.int32)
+    ptx.launch(prog, "k", 1, 64, (trips, out))
+    t = np.arange(64)
+    lane = t % 32
+    loop = np.array([sum(i for i in range(trips[j]) if i & lane[j] & 1) for j in range(64)])
+    want = np.where(lane < 16, 63 - t, loop + 1000 * (63 - t))
+    assert (out == want).all()
+
+
+def test_local_memory_array_and_uninitialised_local_read():
+    src = r'''
+extern "C" __global__ void k(const int* idx, int* out, int n)
+{
+    int a[16];
+    for (int i = 0; i < n; ++i) a[i] = i * i + threadIdx.x;
+    out[threadIdx.x] = a[idx[threadIdx.x]];        // LOCAL
+}'''
+    prog = build(src)
+    idx = (np.arange(32) % 16).astype(np.int32)
+    out = np.zeros(32, np.int32)
+    ptx.launch(prog, "k", 1, 32, (idx, out, np.int32(16)))
+    assert (out == idx * idx + np.arange(32)).all()
+    with pytest.raises(ptx.UninitializedRead, match="local memory"):
+        ptx.launch(prog, "k", 1, 32, (idx, out, np.int32(8)))

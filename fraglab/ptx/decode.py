@@ -110,7 +110,7 @@ class DecodeContext:
             return lambda w: arr
         if kind == "sreg":
             f = self.sreg_fn(op[1], instr)
-            return lambda w: f(w).astype(dt) if f(w).dtype != dt else f(w)
+            return lambda w: f(w).astype(dt, copy=False)
         if kind == "sym":
             sym = self.symbols.get(op[1])
             if sym is None:

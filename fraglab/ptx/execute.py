@@ -60,9 +60,10 @@ class Warp:
         pc = int(pcs.min())
         return pc, pcs == pc
 
-    def _diverge(self, m):
-        """Leave uniform mode: materialise the per-lane PCs."""
-        self.pc[:] = self.upc
+    def _diverge(self):
+        """Leave uniform mode: materialise the per-lane PCs (lanes parked at a barrier keep
+        theirs)."""
+        np.copyto(self.pc, self.upc, where=~self.waiting)
         self.uniform = False
 
 
@@ -129,8 +130,8 @@ def run_warp(w: Warp, code: list, launch) -> None:
                 elif not taken_any:
                     w.upc = pc + 1
                 else:
-                    w.pc[:] = pc
-                    w.uniform = False
+                    w.upc = pc
+                    w._diverge()
                     w.pc[em] = t
                     w.pc[not_taken] = pc + 1
             else:
@@ -141,7 +142,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
                 op.fn(w, em)
             arrive = em if em is not None else w.live.copy()
             if w.uniform:
-                w._diverge(m)
+                w._diverge()
             if g is not None:
                 w.pc[m & ~em] = pc + 1
             w.waiting |= arrive

@@ -356,7 +356,7 @@ def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
                 pending_labels.append(m.group(1))
                 s = s[m.end():].strip()
                 continue
-            if s.startswith(".loc"):
+            if s.startswith((".loc ", ".loc\t")):
                 mm = _LOC.match(s)
                 if mm:
                     g = mm.groups()
