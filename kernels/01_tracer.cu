@@ -16,7 +16,7 @@
 // The tracer arrives as a row-major float matrix (rows x cols of the fragment's tile); the
 // kernel converts it to the fragment's element type *on the device* (__float2half_rn,
 // __float2bfloat16_rn, ...). That conversion is where an encoding that is too large for the
-// type silently rounds: the host chooses the encoding and checks it (fraglab/tracer.py).
+// type silently rounds: the host chooses the encoding and checks it (fraglab/tracer/encoding.py).
 //
 // Every kernel runs as ONE warp (blockDim.x = 32, one block) and writes out[lane * NE + i] =
 // fragment.x[i] as float, NE = the fragment's num_elements.

@@ -11,8 +11,8 @@ from .. import device, launch, warp
 from ..fragments import Kind, get_kind, require_supported
 from ..fragments import recording
 from .decode import Trace, TraceError, decode
-from .encoding import ENCODINGS, check_encoding, check_inputs, check_way, choose_encoding, \
-    exactness_problems
+from .encoding import (ENCODINGS, check_encoding, check_inputs, check_way, choose_encoding,
+                       exactness_problems)
 
 KERNELS = "01_tracer"
 
