@@ -1,0 +1,53 @@
+"""``python -m fraglab.register_reuse``: the SGEMM ladder's command line.
+
+    bench --out DIR [--quick]        the H100 run (check, sweep, ladder, ncu stalls) -> DIR/results.json
+    sass [--arch sm_90]              LDS per FFMA of every rung's main loop, registers, occupancy
+    profile --kernel K --size S      run one rung twice (the child that ncu profiles)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fraglab.register_reuse",
+                                 description="FP32 SGEMM ladder (topic 07_register_reuse)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("bench", help="the H100 measurement run")
+    b.add_argument("--out", required=True, help="folder for results.json and log.txt")
+    b.add_argument("--quick", action="store_true", help="small sizes and a short sweep")
+    b.add_argument("--seed", type=int, default=0)
+    s = sub.add_parser("sass", help="LDS per FFMA from SASS, registers, occupancy")
+    s.add_argument("--arch", default="sm_90")
+    s.add_argument("--json", action="store_true")
+    p = sub.add_parser("profile", help="run one rung twice (for ncu)")
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--size", type=int, default=4096)
+    args = ap.parse_args(argv)
+
+    if args.cmd == "bench":
+        from . import bench
+        bench.run(args.out, quick=args.quick, seed=args.seed)
+    elif args.cmd == "sass":
+        from . import kernels, sass_counts
+        rows = [sass_counts.report(k, args.arch) for k in kernels.LADDER]
+        print(json.dumps(rows, indent=1) if args.json else sass_counts.table(rows))
+    else:
+        import cupy
+        import numpy as np
+
+        from . import kernels
+        rng = np.random.default_rng(0)
+        a = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
+        b_ = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
+        run, _ = kernels.sgemm_launcher(a, b_, args.kernel)
+        for _ in range(2):
+            run()
+        cupy.cuda.get_current_stream().synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+// Helpers shared by the rungs of the FP32 SGEMM ladder (topic 07_register_reuse).
+//
+// Every rung computes C = A @ B for row-major float32 A (M,K), B (K,N), C (M,N). Tile sizes are
+// compile-time constants: each kernels/07_register_reuse_<rung>.cu gives defaults with
+// #ifndef, and fraglab/register_reuse/kernels.py (TILES) passes the values it launches with as
+// defines, so an autotuning sweep recompiles the same source with other tiles.
+#pragma once
+#include "common.cuh"
+
+#define SGEMM_ARGS const float* __restrict__ A, const float* __restrict__ B, \
+                   float* __restrict__ C, int M, int N, int K
+
+// ---- rungs 1-2: one thread, one element of C, straight from global memory --------------------
+__device__ __forceinline__ void dot_to_c(const float* __restrict__ A, const float* __restrict__ B,
+                                         float* __restrict__ C, int row, int col,
+                                         int M, int N, int K) {
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k)
+        acc += A[row * K + k] * B[k * N + col];
+    C[row * N + col] = acc;
+}
+
+// ---- rungs 3-5: scalar, bounds-checked tile loads (any M, N, K) -------------------------------
+// Copy the ROWS x COLS tile of a row-major matrix (rows x cols, leading dimension cols) that
+// starts at (r0, c0) into shared memory `dst` (row-major, COLS wide), with kThreads threads;
+// elements outside the matrix are stored as 0, so a ragged edge adds nothing to a dot product.
+template <int ROWS, int COLS, int kThreads>
+__device__ __forceinline__ void load_tile_guarded(float* dst, const float* __restrict__ src,
+                                                  int rows, int cols, int r0, int c0) {
+#pragma unroll
+    for (int i = threadIdx.x; i < ROWS * COLS; i += kThreads) {
+        const int r = r0 + i / COLS, c = c0 + i % COLS;
+        dst[i] = (r < rows && c < cols) ? src[r * cols + c] : 0.0f;
+    }
+}
+
+// ---- rungs 6-9: float4 tiles (M, N, K multiples of the tile; 16-byte aligned A and B) ---------
+// A ROWS x COLS tile read as float4s along a row: kThreads threads take LOADS float4s each.
+template <int ROWS, int COLS, int kThreads>
+struct Float4Tile {
+    static_assert(COLS % 4 == 0, "a float4 tile needs a width that is a multiple of 4");
+    static_assert((ROWS * COLS / 4) % kThreads == 0, "the threads must share the tile evenly");
+    static constexpr int LOADS = ROWS * COLS / 4 / kThreads;
+
+    // global -> registers: float4 number i of this thread, from the tile at src (leading dim ld)
+    __device__ __forceinline__ static void fetch(float4 (&r)[LOADS], const float* __restrict__ src,
+                                                 int ld) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int f = threadIdx.x + i * kThreads;
+            r[i] = *reinterpret_cast<const float4*>(src + (f / (COLS / 4)) * ld + (f % (COLS / 4)) * 4);
+        }
+    }
+    // registers -> shared, same layout (row-major, leading dimension LD >= COLS): one STS.128
+    template <int LD>
+    __device__ __forceinline__ static void store(float* dst, const float4 (&r)[LOADS]) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int f = threadIdx.x + i * kThreads;
+            *reinterpret_cast<float4*>(dst + (f / (COLS / 4)) * LD + (f % (COLS / 4)) * 4) = r[i];
+        }
+    }
+    // registers -> shared, TRANSPOSED (dst[c][r], leading dimension LD >= ROWS): four STS.32.
+    // The A tile is stored this way so that a thread's TM consecutive rows of A for one k are
+    // consecutive in shared memory, and come back with LDS.128.
+    template <int LD>
+    __device__ __forceinline__ static void store_transposed(float* dst, const float4 (&r)[LOADS]) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int f = threadIdx.x + i * kThreads;
+            const int row = f / (COLS / 4), col = (f % (COLS / 4)) * 4;
+            dst[(col + 0) * LD + row] = r[i].x;
+            dst[(col + 1) * LD + row] = r[i].y;
+            dst[(col + 2) * LD + row] = r[i].z;
+            dst[(col + 3) * LD + row] = r[i].w;
+        }
+    }
+};
+
+// ---- rungs 7-9: the warp tile ------------------------------------------------------------------
+// A warp owns a WM x WN tile of C. Its 32 lanes form an LM x (32/LM) grid; each lane owns 4x4
+// chunks of C, repeated WMITER times down (every LM*4 rows) and WNITER times across (every
+// (32/LM)*4 columns). For one k a lane reads WMITER float4 of A (As is k-major) and WNITER
+// float4 of B: lanes that share a row of the lane grid read the same A float4 (a broadcast) and
+// the lanes of a row read neighbouring B float4s, so every LDS.128 is free of bank conflicts.
+template <int kWM, int kWN, int kLM>
+struct WarpTile {
+    static constexpr int LN = 32 / kLM;
+    static constexpr int WMITER = kWM / (kLM * 4), WNITER = kWN / (LN * 4);
+    static_assert(32 % kLM == 0 && WMITER * kLM * 4 == kWM && WNITER * LN * 4 == kWN,
+                  "the warp tile must be a whole number of 4x4 chunks per lane");
+    static constexpr int LANE_M = WMITER * 4, LANE_N = WNITER * 4;   // a lane's outputs: LANE_M x LANE_N
+
+    // acc += (column k of the warp's A tile) x (row k of its B tile), for this lane's chunks.
+    // a_k, b_k: row k of As (k-major) and Bs, already offset to the warp's tile and this lane.
+    __device__ __forceinline__ static void fma_step(float (&acc)[LANE_M][LANE_N], const float* a_k,
+                                                    const float* b_k) {
+        float a[LANE_M], b[LANE_N];
+#pragma unroll
+        for (int i = 0; i < WMITER; ++i)
+            *reinterpret_cast<float4*>(&a[i * 4]) = *reinterpret_cast<const float4*>(a_k + i * kLM * 4);
+#pragma unroll
+        for (int j = 0; j < WNITER; ++j)
+            *reinterpret_cast<float4*>(&b[j * 4]) = *reinterpret_cast<const float4*>(b_k + j * LN * 4);
+#pragma unroll
+        for (int m = 0; m < LANE_M; ++m)
+#pragma unroll
+            for (int n = 0; n < LANE_N; ++n)
+                acc[m][n] += a[m] * b[n];
+    }
+
+    // Offsets of this lane's first chunk inside the warp tile (row, column).
+    __device__ __forceinline__ static int lane_row() { return (threadIdx.x % 32) / LN * 4; }
+    __device__ __forceinline__ static int lane_col() { return (threadIdx.x % 32) % LN * 4; }
+
+    // Write the lane's chunks to C (leading dimension ldc) at the warp tile's corner c0, one
+    // STG.128 per 4 floats of a row.
+    __device__ __forceinline__ static void store(float* __restrict__ c0, int ldc,
+                                                 const float (&acc)[LANE_M][LANE_N]) {
+#pragma unroll
+        for (int m = 0; m < LANE_M; ++m)
+#pragma unroll
+            for (int j = 0; j < WNITER; ++j) {
+                const int row = (m / 4) * kLM * 4 + lane_row() + m % 4;
+                const int col = j * LN * 4 + lane_col();
+                *reinterpret_cast<float4*>(c0 + row * ldc + col) =
+                    make_float4(acc[m][j * 4], acc[m][j * 4 + 1], acc[m][j * 4 + 2], acc[m][j * 4 + 3]);
+            }
+    }
+};
+
+// ---- rungs 8-9: block order ---------------------------------------------------------------------
+// The (x, y) tile of C this block computes when blocks are taken in groups of kGroup block rows:
+// the GPU starts blocks in order of their linear id, and here consecutive ids walk DOWN the
+// columns of a group (Triton's "grouped ordering"), so the blocks resident at one time share
+// rows of A and columns of B in L2. kGroup = 1 gives (blockIdx.x, blockIdx.y) unchanged.
+template <int kGroup>
+__device__ __forceinline__ int2 grouped_block() {
+    const int id = blockIdx.y * gridDim.x + blockIdx.x;
+    const int per_group = kGroup * gridDim.x, first_row = id / per_group * kGroup;
+    const int rows = min(static_cast<int>(gridDim.y) - first_row, kGroup);
+    return make_int2(id % per_group / rows, first_row + id % per_group % rows);
+}
+
+// ---- rungs 8-9: the warp-tiled kernel with two shared-memory stages ---------------------------
+// Rung 7's loop, changed in one way: the shared tiles have two stages. While the warps compute
+// on stage t%2, the next tiles of A and B are already on their way from global memory into
+// registers (the LDGs are issued before the FFMAs and only waited for after them), and are
+// written into the other stage at the end of the step. Stage t%2^1 was last read in step t-1,
+// which ended with a barrier, so one barrier per step is enough (rung 7 needs two).
+// Rung 8 (double_buffer) and rung 9 (autotuned) are this function with different tiles.
+// kGroup > 1 also changes the ORDER of the blocks (grouped_block below); 1 keeps the grid's.
+template <int kBM, int kBN, int kBK, int kWM, int kWN, int kLM, int kGroup>
+__device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS) {
+    constexpr int kThreads = (kBM / kWM) * (kBN / kWN) * 32;
+    using TileA = Float4Tile<kBM, kBK, kThreads>;
+    using TileB = Float4Tile<kBK, kBN, kThreads>;
+    using Warp = WarpTile<kWM, kWN, kLM>;
+    constexpr int LDA = kBM + 4;
+    constexpr int STAGE = kBK * (LDA + kBN);     // floats of one stage: As then Bs
+    extern __shared__ float4 smem4[];
+    float* smem = reinterpret_cast<float*>(smem4);
+    const int warp = threadIdx.x / 32;
+    const int wm0 = warp / (kBN / kWN) * kWM, wn0 = warp % (kBN / kWN) * kWN;
+    const int2 blk = grouped_block<kGroup>();
+    A += blk.y * kBM * K;
+    B += blk.x * kBN;
+    float acc[Warp::LANE_M][Warp::LANE_N] = {};
+    float4 ra[TileA::LOADS], rb[TileB::LOADS];
+    TileA::fetch(ra, A, K);                    // the prologue fills stage 0
+    TileB::fetch(rb, B, N);
+    TileA::template store_transposed<LDA>(smem, ra);
+    TileB::template store<kBN>(smem + kBK * LDA, rb);
+    __syncthreads();
+    const int steps = K / kBK;
+    for (int t = 0; t < steps; ++t) {
+        const float* stage = smem + (t & 1) * STAGE;
+        const bool more = t + 1 < steps;
+        if (more) {                            // next tiles: global -> registers, in flight
+            TileA::fetch(ra, A + (t + 1) * kBK, K);
+            TileB::fetch(rb, B + (t + 1) * kBK * N, N);
+        }
+        const float* a_lane = stage + wm0 + Warp::lane_row();
+        const float* b_lane = stage + kBK * LDA + wn0 + Warp::lane_col();
+#pragma unroll
+        for (int k = 0; k < kBK; ++k)
+            Warp::fma_step(acc, a_lane + k * LDA, b_lane + k * kBN);
+        if (more) {                            // registers -> the other stage
+            float* next = smem + ((t + 1) & 1) * STAGE;
+            TileA::template store_transposed<LDA>(next, ra);
+            TileB::template store<kBN>(next + kBK * LDA, rb);
+        }
+        __syncthreads();
+    }
+    Warp::store(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc);
+}

@@ -1,0 +1,303 @@
+"""Topic 07_register_reuse: the SGEMM ladder against float64 (GPU), its SASS and resources
+(anywhere), and every rejected argument."""
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from fraglab import ARCHES, toolchain
+from fraglab import register_reuse as rr
+from fraglab.device import gpu_available
+from fraglab.register_reuse import bench, kernels, ncu, problems, sass_counts
+
+_CASES = [(k, c) for k, p in rr.PROBLEMS.items() for c in p.cases]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel, case", _CASES, ids=[f"{k}-{c}" for k, c in _CASES])
+def test_every_rung_matches_float64(kernel, case, rng):
+    """Each rung x case against NumPy float64 (outputs poisoned with NaN first)."""
+    rr.PROBLEMS[kernel].check(case, rng)
+
+
+@pytest.mark.gpu
+def test_cublas_is_fp32_not_tf32(rng):
+    """The yardstick: cupy.matmul float32 with TF32 off is as accurate as FP32 (TF32 would be
+    ~1e-3 off at K = 1024)."""
+    assert rr.cublas_settings().get("tf32") is False
+    p = rr.PROBLEMS["naive"]
+    p.check(problems.Case("k1024", m=256, n=256, k=1024), rng,
+            run=lambda a, b, **_: rr.cublas(*map(rr.kernels.launch.to_device, (a, b))))
+
+
+@pytest.mark.gpu
+def test_tile_overrides_and_the_sweep_space_run(rng):
+    """A few non-default tiles give the right answer too (what the sweep relies on)."""
+    space = bench.sweep_space()
+    for t in (space[0], space[len(space) // 2], space[-1]):
+        rr.PROBLEMS["autotuned"].check("square512", rng,
+                                       run=lambda a, b, **_: rr.sgemm(
+                                           *map(rr.kernels.launch.to_device, (a, b)),
+                                           kernel="autotuned", **t))
+
+
+def test_a_wrong_product_fails_its_problem(rng):
+    p = rr.PROBLEMS["smem"]
+    with pytest.raises(AssertionError, match="WRONG"):       # drops the last k
+        p.check("square256", rng, run=lambda a, b, **_: a[:, :-1].astype(np.float64) @ b[:-1])
+    def unwritten(a, b, **_):
+        c = a.astype(np.float64) @ b
+        c[5, 7] = np.nan
+        return c
+    with pytest.raises(AssertionError, match="WRONG"):
+        p.check("ragged", rng, run=unwritten)
+
+
+def test_problems_cover_the_edge_cases():
+    names = {c.name for c in rr.PROBLEMS["naive"].cases}
+    assert {"square256", "wide", "tall_skinny", "ragged", "k1", "odd", "large_magnitude"} <= names
+    for k in kernels.LADDER:
+        bm, bn, bk = kernels.block_tile(k)
+        for c in rr.PROBLEMS[k].cases:
+            if k not in kernels.RAGGED_OK:   # the float4 rungs only get whole tiles
+                assert c.params["m"] % bm == c.params["n"] % bn == c.params["k"] % bk == 0, c
+
+
+def test_tolerance_grows_with_k():
+    assert problems.tolerance(problems.Case("a", m=1, n=1, k=256)) == problems.TOL
+    assert problems.tolerance(problems.Case("b", m=1, n=1, k=16384)) == pytest.approx(2e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# Compile, SASS, resources (any machine)
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("kernel", kernels.LADDER)
+def test_every_rung_compiles_with_its_tiles(kernel, arch):
+    b = kernels.build(kernel, arch)
+    assert f"sgemm_{kernel}" in b.kernels
+
+
+@pytest.mark.parametrize("kernel", kernels.LADDER[:-1])
+def test_tiles_table_matches_the_cu_defaults(kernel):
+    """TILES is the one home of the tile sizes: the #ifndef defaults of rungs 1-8 give the same
+    cubin as the defines the wrapper passes."""
+    plain = toolchain.compile(kernels.kernel_file(kernel), "sm_90")
+    assert plain.sass(f"sgemm_{kernel}").split(".text.", 1)[1] == \
+        kernels.build(kernel, "sm_90").sass(f"sgemm_{kernel}").split(".text.", 1)[1]
+
+
+REPORTS = {}
+
+
+def _report(kernel):
+    if kernel not in REPORTS:
+        REPORTS[kernel] = sass_counts.report(kernel, "sm_90")
+    return REPORTS[kernel]
+
+
+@pytest.mark.parametrize("kernel", kernels.LADDER)
+def test_no_local_memory_at_default_tiles(kernel):
+    r = _report(kernel)
+    assert r["spill_bytes"] == 0 and r["stack_frame"] == 0
+    assert r["loop"]["local"] == 0
+    assert kernels.build(kernel, "sm_90").classes(f"sgemm_{kernel}")["local"] == 0
+
+
+def test_naive_and_coalesced_issue_two_global_loads_per_ffma_and_no_shared():
+    for k in ("naive", "coalesced"):
+        r = _report(k)
+        assert r["loop"]["lds"] == 0 and r["ldg_per_ffma"] == 2.0 and r["loop"]["ffma"] >= 4
+
+
+def test_smem_moves_two_shared_words_per_ffma():
+    """The napkin's 2:1: one As and one Bs value per FFMA (ptxas fetches As[row][k..k+3] with
+    LDS.128, so fewer instructions, but the words per FFMA are exactly 2)."""
+    r = _report("smem")
+    assert r["words_per_ffma"] == pytest.approx(2.0)
+    assert r["napkin_words_per_ffma"] == 2.0
+    assert 1.0 <= r["lds_per_ffma"] <= 2.0
+    assert r["loop"]["bar"] == 2
+
+
+def test_tile1d_moves_nine_words_per_eight_ffma():
+    """Rung 4 (the seed's kernel 4): one Bs value and TM = 8 As values feed 8 FFMAs: 9/8."""
+    r = _report("tile1d")
+    assert Fraction(r["loop"]["lds_words"], r["loop"]["ffma"]) == Fraction(9, 8)
+    assert sass_counts.napkin("tile1d") == Fraction(9, 8)
+    assert r["lds_per_ffma"] < _report("smem")["lds_per_ffma"] / 2
+
+
+@pytest.mark.parametrize("kernel", ["tile2d", "vectorized", "warptile", "double_buffer",
+                                    "autotuned"])
+def test_thread_tiles_move_their_napkin_words_per_ffma(kernel):
+    r = _report(kernel)
+    assert r["words_per_ffma"] == pytest.approx(r["napkin_words_per_ffma"])
+    assert r["words_per_ffma"] <= 0.32 and r["lds_per_ffma"] <= 0.08
+
+
+def test_vectorized_rungs_use_128_bit_loads():
+    for k in ("vectorized", "warptile", "double_buffer", "autotuned"):
+        ops = kernels.build(k, "sm_90").opcodes(f"sgemm_{k}", base=False)
+        assert any(o.startswith("LDG.E.128") for o in ops), k
+        assert ops["LDS.128"] > 0 and ops.get("LDS", 0) == 0, k
+        assert any(o.startswith("STG.E.128") for o in ops), k
+    scalar = kernels.build("tile2d", "sm_90").opcodes("sgemm_tile2d", base=False)
+    assert not any(o.startswith("LDG.E.128") for o in scalar)
+
+
+def test_double_buffer_needs_one_barrier_per_step():
+    assert _report("warptile")["loop"]["bar"] == 2
+    assert _report("double_buffer")["loop"]["bar"] == 1
+
+
+def test_main_loop_is_found_from_the_back_edge():
+    text = kernels.build("smem", "sm_90").sass("sgemm_smem")
+    spans = sass_counts.loop_spans(text)
+    assert spans and all(first < last for first, last in spans)
+    body = sass_counts.main_loop(text)
+    assert re.match(r"(@!?U?P\d\s+)?BRA", body[-1]) and "BAR.SYNC" in " ".join(body)
+
+
+def test_occupancy_arithmetic_on_sm90():
+    # 1024 threads x 32 registers: two blocks fill the 2048 threads
+    assert sass_counts.occupancy(32, 8192, 1024)["occupancy"] == 1.0
+    # 256 threads x 128 registers: 32768 registers a block -> 2 blocks, 16 of 64 warps
+    o = sass_counts.occupancy(128, 16 * 1024, 256)
+    assert o["blocks_per_sm"] == 2 and o["occupancy"] == 0.25 and o["limited_by"] == "registers"
+    # shared memory binds: 100 KB a block (+1 KB reserved) -> 2 blocks in 228 KB
+    assert sass_counts.occupancy(32, 100 * 1024, 128)["limited_by"] == "shared"
+    # the seed's kernel 4 at its 37 registers: 512 threads, 40 registers a thread -> 3 blocks
+    assert sass_counts.occupancy(37, 4096, 512)["blocks_per_sm"] == 3
+
+
+def test_seed_figures_are_kept_with_their_citation():
+    assert rr.SEED["of_cublas"] == {"smem": 0.128, "tile1d": 0.365, "tile2d": 0.687}
+    assert rr.SEED["speedup_tile1d_over_smem"] == 2.8 and "seeds/002" in rr.SEED["citation"]
+
+
+def test_ncu_raw_csv_is_parsed():
+    out = ('==PROF== Connected\n"ID","Kernel Name","gpu__time_duration.sum",'
+           '"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",'
+           '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"\n'
+           '"","","ns","ratio","ratio"\n"0","sgemm_smem","1,234.5","3.25","0.5"\n')
+    r = ncu.parse_raw_csv(out)
+    fam = r["stalls"]["smsp__average_warps"]
+    assert fam == {"mio_throttle": 3.25, "barrier": 0.5}
+    assert r["metrics"]["gpu__time_duration.sum"] == 1234.5
+    with pytest.raises(ValueError, match="no kernel row"):
+        ncu.parse_raw_csv("==PROF== nothing\n")
+
+
+def test_sweep_space_is_valid_and_small():
+    space = bench.sweep_space()
+    assert 20 <= len(space) <= 40
+    assert all(kernels.tiles("autotuned", **t) == t for t in space)
+
+
+def test_bench_summary_reads_results():
+    res = {"ladder": [{"shape": [64, 64, 64], "rows": {"cublas": {"tflops": 2.0, "of_cublas": 1.0},
+                                                      "smem": {"tflops": 0.5, "of_cublas": 0.25}}}]}
+    text = bench.summary(res)
+    assert "64x64x64" in text and "0.5 (25%)" in text and "tile1d" in text
+
+
+# --------------------------------------------------------------------------------------------
+# Rejected arguments (checked before any launch)
+# --------------------------------------------------------------------------------------------
+
+def _cupy():
+    if not gpu_available():
+        pytest.skip("building CuPy arrays needs a GPU")
+    import cupy
+    return cupy
+
+
+def test_numpy_inputs_are_rejected():
+    a = np.zeros((64, 64), np.float32)
+    with pytest.raises(TypeError, match="cupy.asarray"):
+        rr.sgemm(a, a, kernel="smem")
+
+
+def test_unknown_kernel_is_rejected():
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        rr.sgemm(None, None, kernel="cutlass")
+
+
+@pytest.mark.parametrize("kernel, over, msg", [
+    ("smem", {"BM": 64}, "no tile parameter BM"),
+    ("tile1d", {"TN": 8}, "no tile parameter TN"),
+    ("tile1d", {"BM": 60}, "multiple of TM"),
+    ("tile2d", {"BM": 512, "BN": 256}, "threads per block"),
+    ("vectorized", {"TM": 6, "BM": 96}, "multiples of 4"),
+    ("warptile", {"WM": 48}, "warp tile"),
+    ("warptile", {"LM": 3}, "LM"),
+    ("double_buffer", {"BK": 6}, "multiple of 4"),
+    ("autotuned", {"BK": 256, "BM": 256, "BN": 256}, "shared memory"),
+    ("autotuned", {"GROUP": 0}, "between 1 and"),
+    ("autotuned", {"BM": 128.0}, "must be an int"),
+])
+def test_bad_tiles_are_rejected(kernel, over, msg):
+    with pytest.raises((ValueError, TypeError), match=msg):
+        kernels.tiles(kernel, **over)
+
+
+@pytest.mark.gpu
+def test_wrong_dtype_is_rejected():
+    cp = _cupy()
+    a = cp.zeros((64, 64), cp.float64)
+    with pytest.raises(TypeError, match="float32"):
+        rr.sgemm(a, a.astype(cp.float32), kernel="naive")
+
+
+@pytest.mark.gpu
+def test_inner_dimensions_must_agree():
+    cp = _cupy()
+    with pytest.raises(ValueError, match="columns"):
+        rr.sgemm(cp.zeros((64, 32), cp.float32), cp.zeros((64, 32), cp.float32), kernel="naive")
+
+
+@pytest.mark.gpu
+def test_one_dimensional_input_is_rejected():
+    cp = _cupy()
+    with pytest.raises(ValueError, match="2 dimensions"):
+        rr.sgemm(cp.zeros(64, cp.float32), cp.zeros((64, 8), cp.float32), kernel="naive")
+
+
+@pytest.mark.gpu
+def test_non_contiguous_input_is_rejected():
+    cp = _cupy()
+    a = cp.zeros((64, 64), cp.float32)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        rr.sgemm(a.T, a, kernel="naive")
+
+
+@pytest.mark.gpu
+def test_empty_input_is_rejected():
+    cp = _cupy()
+    with pytest.raises(ValueError, match="at least 1"):
+        rr.sgemm(cp.zeros((0, 8), cp.float32), cp.zeros((8, 8), cp.float32), kernel="naive")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["vectorized", "warptile", "double_buffer", "autotuned"])
+def test_float4_rungs_reject_ragged_sizes_naming_the_multiple(kernel):
+    cp = _cupy()
+    bm, bn, bk = kernels.block_tile(kernel)
+    a, b = cp.zeros((bm + 1, bk), cp.float32), cp.zeros((bk, bn), cp.float32)
+    with pytest.raises(ValueError, match=f"M to be a multiple of BM = {bm}"):
+        rr.sgemm(a, b, kernel=kernel)
+    a, b = cp.zeros((bm, bk + 4), cp.float32), cp.zeros((bk + 4, bn), cp.float32)
+    with pytest.raises(ValueError, match=f"K to be a multiple of BK = {bk}"):
+        rr.sgemm(a, b, kernel=kernel)
+
+
+@pytest.mark.gpu
+def test_float4_rungs_reject_misaligned_views():
+    cp = _cupy()
+    buf = cp.zeros(128 * 8 + 1, cp.float32)
+    a = buf[1:].reshape(128, 8)          # C-contiguous, but 4 bytes past a 16-byte boundary
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        rr.sgemm(a, cp.zeros((8, 128), cp.float32), kernel="vectorized")
