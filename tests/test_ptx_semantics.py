@@ -525,3 +525,143 @@ extern "C" __global__ void k(const int* idx, int* out, int n)
     assert (out == idx * idx + np.arange(32)).all()
     with pytest.raises(ptx.UninitializedRead, match="local memory"):
         ptx.launch(prog, "k", 1, 32, (idx, out, np.int32(8)))
+
+
+def test_integer_and_bit_intrinsics():
+    prog = build(r'''
+extern "C" __global__ void k(const int* a, const int* b, long long* out)
+{
+    int n = threadIdx.x, x = a[n], y = b[n];
+    unsigned ux = x, uy = y;
+    long long* o = out + 20 * n;
+    o[0] = __popc(ux);
+    o[1] = __clz(x);
+    o[2] = __brev(ux);
+    o[3] = __byte_perm(ux, uy, 0x3175 + n);
+    o[4] = __funnelshift_l(ux, uy, n);
+    o[5] = __funnelshift_rc(ux, uy, n + 20);
+    o[6] = __ffs(x);
+    o[7] = __mulhi(x, y);
+    o[8] = (long long)__umul64hi((unsigned long long)ux * 977u, (unsigned long long)uy * 1313u);
+    o[9] = y != 0 ? x / y : 0;
+    o[10] = y != 0 ? x % y : 0;
+    o[11] = min(ux, uy);
+    o[12] = max(x, y);
+    o[13] = x >> (n % 40);
+    o[14] = ux >> (n % 40);
+    o[15] = (long long)x * y;
+    o[16] = __sad(x, y, 7u);
+    unsigned bf;
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(bf) : "r"(x), "r"(n % 24), "r"(9));
+    o[17] = (int)bf;
+    o[18] = __hadd(x, y);
+    o[19] = abs(x) ^ (int)__ldg(reinterpret_cast<const unsigned*>(a) + (n ^ 1));
+}''')
+    rng = np.random.default_rng(14)
+    a = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    b[:4] = [0, 1, -1, 7]
+    a[5] = -2**31
+    out = np.zeros((32, 20), np.int64)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+    M32 = 0xFFFFFFFF
+    for n in range(32):
+        x, y = int(a[n]), int(b[n])
+        ux, uy = x & M32, y & M32
+
+        def s32(v):
+            v &= M32
+            return v - (1 << 32) if v >> 31 else v
+        both = (uy << 32) | ux
+        sel = 0x3175 + n
+        bytes8 = both.to_bytes(8, "little")
+        perm = sum(bytes8[(sel >> (4 * i)) & 7] << (8 * i) for i in range(4))
+        want = [bin(ux).count("1"), 32 - ux.bit_length(), int(f"{ux:032b}"[::-1], 2),
+                perm, ((both << (n & 31)) >> 32) & M32, (both >> min(n + 20, 32)) & M32,
+                (ux & -ux).bit_length(), (x * y) >> 32,
+                s32(0) if False else None,
+                (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) if y else 0,
+                (abs(x) % abs(y)) * (1 if x >= 0 else -1) if y else 0,
+                min(ux, uy), max(x, y), x >> min(n % 40, 31), ux >> (n % 40) if n % 40 < 32 else 0,
+                x * y, abs(x - y) + 7, None, (x + y) >> 1, None]
+        p = (ux * 977) * (uy * 1313)
+        want[8] = (p >> 64) - (1 << 64) if (p >> 64) >> 63 else p >> 64
+        pos, ln = n % 24, 9
+        field = (ux >> pos) & ((1 << ln) - 1)
+        want[17] = field - (1 << ln) if field >> (ln - 1) else field
+        want[19] = (abs(x) & M32 if x != -2**31 else 2**31) ^ (int(a[n ^ 1]) & M32)
+        want[19] = s32(want[19])
+        want[14] = s32(want[14]) if False else want[14]
+        got = out[n].tolist()
+        for j, (g, w) in enumerate(zip(got, want)):
+            if j == 16:
+                w = (abs(x - y) + 7) & M32
+            assert g == w, (n, j, g, w)
+
+
+def test_vote_match_redux_activemask():
+    prog = build(r'''
+extern "C" __global__ void k(const int* v, unsigned* out)
+{
+    int lane = threadIdx.x;
+    int x = v[lane];
+    unsigned* o = out + 8 * lane;
+    o[0] = __all_sync(FULL, x > -1000);
+    o[1] = __any_sync(FULL, x == 3);
+    o[2] = __ballot_sync(FULL, x & 1);
+    o[3] = __match_any_sync(FULL, x);
+    int pred;
+    o[4] = __match_all_sync(FULL, x, &pred);
+    o[5] = __reduce_add_sync(FULL, (unsigned)x);
+    o[6] = (unsigned)__reduce_max_sync(FULL, x);
+    if (lane & 1) o[7] = __activemask(); else o[7] = 0;
+}''')
+    v = (np.arange(32) % 5 - 2).astype(np.int32)
+    out = np.zeros((32, 8), np.uint32)
+    ptx.launch(prog, "k", 1, 32, (v, out))
+    bits = lambda sel: sum(1 << i for i in range(32) if sel[i])  # noqa: E731
+    assert (out[:, 0] == 1).all() and (out[:, 1] == 0).all()
+    assert (out[:, 2] == bits(v & 1)).all()
+    for i in range(32):
+        assert out[i, 3] == bits(v == v[i])
+    assert (out[:, 4] == 0).all()
+    assert (out[:, 5] == np.uint32(v.sum() & 0xFFFFFFFF)).all()
+    assert (out[:, 6] == v.max()).all()
+    assert (out[1::2, 7] == bits(np.arange(32) & 1)).all()
+
+
+def test_float_intrinsics():
+    prog = build(r'''
+extern "C" __global__ void k(const float* a, const float* b, float* out)
+{
+    int n = threadIdx.x;
+    float x = a[n], y = b[n];
+    float* o = out + 12 * n;
+    o[0] = sqrtf(fabsf(x));
+    o[1] = rsqrtf(fabsf(x) + 1.0f);
+    o[2] = __expf(x);
+    o[3] = __logf(fabsf(x) + 1.0f);
+    o[4] = __sinf(x);
+    o[5] = __cosf(x);
+    o[6] = __fdividef(x, y);
+    o[7] = copysignf(x, y);
+    o[8] = fminf(x, y);
+    o[9] = fmaxf(x, nanf(""));
+    o[10] = __frcp_rn(y);
+    o[11] = __fsqrt_rn(fabsf(y));
+}''')
+    rng = np.random.default_rng(15)
+    a = (rng.standard_normal(32) * 3).astype(np.float32)
+    b = (rng.standard_normal(32) * 3).astype(np.float32)
+    out = np.zeros((32, 12), np.float32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    approx = [np.sqrt(np.abs(x)), 1 / np.sqrt(np.abs(x) + 1), np.exp(x), np.log(np.abs(x) + 1),
+              np.sin(x), np.cos(x), x / y]
+    for j, ref in enumerate(approx):
+        assert np.allclose(out[:, j], ref, rtol=2e-6, atol=1e-6), j
+    assert (out[:, 7] == np.copysign(a, b)).all()
+    assert (out[:, 8] == np.minimum(a, b)).all()
+    assert (out[:, 9] == a).all()
+    assert (out[:, 10] == (1 / y).astype(np.float32)).all()
+    assert (out[:, 11] == np.sqrt(np.abs(b))).all()

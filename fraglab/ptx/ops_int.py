@@ -427,3 +427,17 @@ def h_mov(ins, dc):
     src = dc.reader(s, t, ins)
     wr = dc.writer(d, t, ins)
     return lambda w, m: wr(w, src(w), m)
+
+
+@handler("sad")
+def h_sad(ins, dc):
+    t = last_type(ins)
+    dt = DT[t]
+    if np.dtype(dt).itemsize == 8:
+        def f(a, b, c):
+            return (np.where(a > b, a - b, b - a) + c).astype(dt)
+    else:
+        def f(a, b, c):
+            return (np.abs(a.astype(np.int64) - b.astype(np.int64)) + c).astype(UINT[4]).astype(
+                SINT[np.dtype(dt).itemsize] if t[0] == "s" else dt).astype(dt)
+    return nary(ins, dc, t, f, 3)
