@@ -1,5 +1,5 @@
 // 04_microbenchmark: the two kernels of the paper's micro-benchmark (Morales 2025, section 4.2),
-// written for the course and measured two ways in fraglab/microbenchmark.py.
+// written for the course and measured two ways in fraglab/microbenchmark/.
 //
 // Both kernels compute, for tile t, C = A[t] @ B[t] with one WMMA 16x16x16 (f16 or bf16 in, f32
 // accumulate) and write the 16 row maxima of C to rows[16 t .. 16 t + 15]. They are identical up
