@@ -178,3 +178,37 @@ def test_fa1(variant):
                shared_mem=fa1_smem_bytes(d))
     ref = attention(*(x[0, 0].astype(np.float64) for x in (q, k, v)), False, scale)
     assert rel_err(o[0, 0], ref) < 2e-3
+
+
+# ---- 07_register_reuse: the SGEMM ladder (the rungs whose launch needs only the tile sizes) ----
+
+def _defines(path):
+    import re
+    text = path.read_text()
+    return {k: int(v) for k, v in re.findall(r"#define\s+(BM|BN|TM|TN)\s+(\d+)", text)}
+
+
+@pytest.mark.parametrize("rung,shape", [("naive", (40, 36, 12)), ("coalesced", (40, 36, 12)),
+                                        ("smem", (40, 36, 45)), ("tile1d", (70, 66, 20)),
+                                        ("tile2d", (130, 128, 16)), ("vectorized", (128, 128, 16))])
+def test_sgemm_ladder(rung, shape):
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "kernels" / f"07_register_reuse_{rung}.cu"
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not in this checkout")
+    m, n, k = shape
+    if rung in ("naive", "coalesced", "smem"):
+        grid, block = (-(-n // 32), -(-m // 32)), 1024
+    else:
+        d = _defines(path)
+        if not {"BM", "BN", "TM"} <= set(d):
+            pytest.skip("tile sizes not found")
+        grid = (-(-n // d["BN"]), -(-m // d["BM"]))
+        block = d["BM"] * d["BN"] // (d["TM"] * d.get("TN", 1))
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.nan, np.float32)
+    ptx.launch(program(f"07_register_reuse_{rung}"), f"sgemm_{rung}", grid, block,
+               (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
