@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import child
 from .build_report import build_report, write_cubin
+from .child_main import time_first_launches
 from .kernels import DTYPES, LABELS, MAX_TILES, WAYS, launcher, random_inputs
 from .ncu import drive, occupancy_table, run_ncu
 from .power import relaunch_power, sustained_power
@@ -95,7 +96,6 @@ def _children(args) -> int:
     """What the child processes run: ``_child`` (one fresh-process measurement), ``_info`` (the
     GPU's description) and ``_ncu_driver`` (the process ncu profiles)."""
     if args.cmd == "_child":
-        from .child_main import time_first_launches
         child.emit(time_first_launches(json.loads(args.config), args.cubin, args.later))
     elif args.cmd == "_info":
         from .. import bench
