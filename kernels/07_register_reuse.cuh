@@ -7,6 +7,31 @@
 #pragma once
 #include "common.cuh"
 
+// Default tiles, for a compile without the wrapper's defines (the compile tests). The wrapper
+// always passes all of TILES[rung] (fraglab/register_reuse/kernels.py, the home of these
+// numbers; a test keeps the two equal). A rung file names its family before the #include.
+#if !defined(BM) && defined(SGEMM_RUNG_TILE1D)            // rung 4: the seed's tiles
+#define BM 64
+#define BN 64
+#define BK 8
+#define TM 8
+#elif !defined(BM) && defined(SGEMM_RUNG_THREAD_TILE)     // rungs 5-6
+#define BM 128
+#define BN 128
+#define BK 8
+#define TM 8
+#define TN 8
+#elif !defined(BM) && defined(SGEMM_RUNG_WARP_TILE)       // rungs 7-9 (GROUP: rungs 8-9)
+#define BM 128
+#define BN 128
+#define BK 8
+#define WM 32
+#define WN 64
+#define LM 4
+#define MINB 2
+#define GROUP 1
+#endif
+
 #define SGEMM_ARGS const float* __restrict__ A, const float* __restrict__ B, \
                    float* __restrict__ C, int M, int N, int K
 
@@ -33,6 +58,17 @@ __device__ __forceinline__ void load_tile_guarded(float* dst, const float* __res
         const int r = r0 + i / COLS, c = c0 + i % COLS;
         dst[i] = (r < rows && c < cols) ? src[r * cols + c] : 0.0f;
     }
+}
+
+// Stage the tiles of step k0 for a block whose tile of C starts at (row0, col0): the BM x BK
+// tile of A and the BK x BN tile of B, row-major, then a barrier (rungs 3-5).
+template <int BM_, int BN_, int BK_, int kThreads>
+__device__ __forceinline__ void stage_guarded(float* As, float* Bs, const float* __restrict__ A,
+                                              const float* __restrict__ B, int M, int N, int K,
+                                              int row0, int col0, int k0) {
+    load_tile_guarded<BM_, BK_, kThreads>(As, A, M, K, row0, k0);
+    load_tile_guarded<BK_, BN_, kThreads>(Bs, B, K, N, k0, col0);
+    __syncthreads();
 }
 
 // ---- rungs 6-9: float4 tiles (M, N, K multiples of the tile; 16-byte aligned A and B) ---------
@@ -77,6 +113,19 @@ struct Float4Tile {
         }
     }
 };
+
+// Stage one step (rungs 6-7): the float4s of the A tile at A (leading dimension K) go to As
+// transposed (k-major, leading dimension LDA), those of the B tile at B to Bs, then a barrier.
+template <int BM_, int BN_, int BK_, int kThreads, int LDA>
+__device__ __forceinline__ void stage_float4(float* As, float* Bs, const float* __restrict__ A,
+                                             const float* __restrict__ B, int N, int K) {
+    float4 ra[Float4Tile<BM_, BK_, kThreads>::LOADS], rb[Float4Tile<BK_, BN_, kThreads>::LOADS];
+    Float4Tile<BM_, BK_, kThreads>::fetch(ra, A, K);
+    Float4Tile<BK_, BN_, kThreads>::fetch(rb, B, N);
+    Float4Tile<BM_, BK_, kThreads>::template store_transposed<LDA>(As, ra);
+    Float4Tile<BK_, BN_, kThreads>::template store<BN_>(Bs, rb);
+    __syncthreads();
+}
 
 // ---- rungs 7-9: the warp tile ------------------------------------------------------------------
 // A warp owns a WM x WN tile of C. Its 32 lanes form an LM x (32/LM) grid; each lane owns 4x4

@@ -4,39 +4,15 @@
 //   Launch and requirements as rung 8 (double_buffer), with its own tiles.
 //   Python: fraglab.register_reuse.sgemm(a, b, kernel="autotuned"); the tiles it launches with
 //   are TILES["autotuned"] in fraglab/register_reuse/kernels.py, the winner of the H100 sweep
-//   (python -m fraglab.register_reuse bench), passed as defines. The defaults below only serve
-//   a compile without defines (the compile tests).
+//   (python -m fraglab.register_reuse bench), passed as defines. The header's defaults (rung
+//   8's tiles) only serve a compile without defines (the compile tests).
 //
 // Changed from rung 8: nothing in the code. The block tile (BM x BN x BK), the warp tile
 // (WM x WN), the lane grid (LM), the blocks per SM asked of ptxas (MINB) and the block order
 // (GROUP block rows per group, for L2 reuse) are chosen by timing ~36 configurations on the
 // H100 instead of by hand.
+#define SGEMM_RUNG_WARP_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
-
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 128
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef WM
-#define WM 64
-#endif
-#ifndef WN
-#define WN 32
-#endif
-#ifndef LM
-#define LM 4
-#endif
-#ifndef MINB
-#define MINB 2
-#endif
-#ifndef GROUP
-#define GROUP 8
-#endif
 
 extern "C" __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 sgemm_autotuned(SGEMM_ARGS) {

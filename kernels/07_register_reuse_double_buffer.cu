@@ -11,32 +11,8 @@
 // prefetch, so the loads of step t+1 overlap the FFMAs of step t, and one barrier per step
 // instead of two. The loop is sgemm_double_buffer_tile in 07_register_reuse.cuh (rung 9 runs the
 // same function with the tiles of the H100 sweep); read it side by side with rung 7's loop.
+#define SGEMM_RUNG_WARP_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
-
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 128
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef WM
-#define WM 32
-#endif
-#ifndef WN
-#define WN 64
-#endif
-#ifndef LM
-#define LM 4
-#endif
-#ifndef MINB
-#define MINB 2
-#endif
-#ifndef GROUP
-#define GROUP 1
-#endif
 
 extern "C" __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 sgemm_double_buffer(SGEMM_ARGS) {

@@ -19,9 +19,7 @@ extern "C" __global__ void __launch_bounds__(1024) sgemm_smem(SGEMM_ARGS) {
     const int row0 = blockIdx.y * 32, col0 = blockIdx.x * 32;
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += 32) {
-        load_tile_guarded<32, 32, 1024>(As, A, M, K, row0, k0);
-        load_tile_guarded<32, 32, 1024>(Bs, B, K, N, k0, col0);
-        __syncthreads();
+        stage_guarded<32, 32, 32, 1024>(As, Bs, A, B, M, N, K, row0, col0, k0);
 #pragma unroll
         for (int k = 0; k < 32; ++k)
             acc += As[tr * 32 + k] * Bs[k * 32 + tc];

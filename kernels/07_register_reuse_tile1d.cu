@@ -10,20 +10,9 @@
 // Bs into a register and reuses it for TM FFMAs against TM values of As (rows of its column).
 // Shared words per FFMA: (TM + 1) / TM = 9/8 instead of 2. The block tile grows to BM x BN
 // while the thread count drops to BM*BN/TM.
+#define SGEMM_RUNG_TILE1D   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
 
-#ifndef BM
-#define BM 64
-#endif
-#ifndef BN
-#define BN 64
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef TM
-#define TM 8
-#endif
 #define THREADS (BM * BN / TM)
 
 extern "C" __global__ void __launch_bounds__(THREADS) sgemm_tile1d(SGEMM_ARGS) {
@@ -32,9 +21,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) sgemm_tile1d(SGEMM_ARGS) {
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
-        load_tile_guarded<BM, BK, THREADS>(As, A, M, K, row0, k0);
-        load_tile_guarded<BK, BN, THREADS>(Bs, B, K, N, k0, col0);
-        __syncthreads();
+        stage_guarded<BM, BN, BK, THREADS>(As, Bs, A, B, M, N, K, row0, col0, k0);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             const float b = Bs[k * BN + tc];           // one shared load ...

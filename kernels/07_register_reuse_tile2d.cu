@@ -9,23 +9,9 @@
 // For each staged k it loads TM values of As and TN values of Bs into registers and does the
 // TM*TN FFMAs of their outer product: (TM + TN) / (TM * TN) = 16/64 = 1/4 shared words per FFMA
 // (rung 4: 9/8). 64 accumulators per thread; the block tile doubles to 128 x 128.
+#define SGEMM_RUNG_THREAD_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
 
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 128
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef TM
-#define TM 8
-#endif
-#ifndef TN
-#define TN 8
-#endif
 #define THREADS (BM * BN / (TM * TN))
 
 extern "C" __global__ void __launch_bounds__(THREADS) sgemm_tile2d(SGEMM_ARGS) {
@@ -34,9 +20,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) sgemm_tile2d(SGEMM_ARGS) {
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float acc[TM][TN] = {}, a[TM], b[TN];
     for (int k0 = 0; k0 < K; k0 += BK) {
-        load_tile_guarded<BM, BK, THREADS>(As, A, M, K, row0, k0);
-        load_tile_guarded<BK, BN, THREADS>(Bs, B, K, N, k0, col0);
-        __syncthreads();
+        stage_guarded<BM, BN, BK, THREADS>(As, Bs, A, B, M, N, K, row0, col0, k0);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
 #pragma unroll

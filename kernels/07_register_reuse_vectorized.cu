@@ -12,40 +12,19 @@
 // are consecutive and come back as TM/4 LDS.128, like its TN columns of B. Shared words per FFMA
 // stay 1/4; shared load INSTRUCTIONS per FFMA drop from 16/64 to 4/64. The bounds checks go:
 // the wrapper only launches whole tiles.
+#define SGEMM_RUNG_THREAD_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
 
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 128
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef TM
-#define TM 8
-#endif
-#ifndef TN
-#define TN 8
-#endif
 #define THREADS (BM * BN / (TM * TN))
 
 extern "C" __global__ void __launch_bounds__(THREADS) sgemm_vectorized(SGEMM_ARGS) {
-    using TileA = Float4Tile<BM, BK, THREADS>;
-    using TileB = Float4Tile<BK, BN, THREADS>;
     __shared__ __align__(16) float As[BK * BM], Bs[BK * BN];   // As is k-major: As[k][m]
     const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
     A += blockIdx.y * BM * K;                  // this block's rows of A ...
     B += blockIdx.x * BN;                      // ... and columns of B
     float acc[TM][TN] = {}, a[TM], b[TN];
-    float4 ra[TileA::LOADS], rb[TileB::LOADS];
     for (int k0 = 0; k0 < K; k0 += BK) {
-        TileA::fetch(ra, A + k0, K);
-        TileB::fetch(rb, B + k0 * N, N);
-        TileA::store_transposed<BM>(As, ra);
-        TileB::store<BN>(Bs, rb);
-        __syncthreads();
+        stage_float4<BM, BN, BK, THREADS, BM>(As, Bs, A + k0, B + k0 * N, N, K);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
 #pragma unroll

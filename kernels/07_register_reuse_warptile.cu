@@ -15,34 +15,12 @@
 // contiguous float4s of B and 4 broadcast float4s of A, and each warp touches only its own
 // slice of the shared tiles. As gets 4 floats of padding per row, which makes its transposed
 // store conflict-free. The tiles live in dynamic shared memory, so bigger tiles than 48 KB fit.
+#define SGEMM_RUNG_WARP_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
 
-#ifndef BM
-#define BM 128
-#endif
-#ifndef BN
-#define BN 128
-#endif
-#ifndef BK
-#define BK 8
-#endif
-#ifndef WM
-#define WM 32
-#endif
-#ifndef WN
-#define WN 64
-#endif
-#ifndef LM
-#define LM 4
-#endif
-#ifndef MINB
-#define MINB 2
-#endif
 #define THREADS ((BM / WM) * (BN / WN) * 32)
 
 extern "C" __global__ void __launch_bounds__(THREADS, MINB) sgemm_warptile(SGEMM_ARGS) {
-    using TileA = Float4Tile<BM, BK, THREADS>;
-    using TileB = Float4Tile<BK, BN, THREADS>;
     using Warp = WarpTile<WM, WN, LM>;
     constexpr int LDA = BM + 4;                // padded row of the k-major A tile
     extern __shared__ float4 smem4[];
@@ -53,15 +31,10 @@ extern "C" __global__ void __launch_bounds__(THREADS, MINB) sgemm_warptile(SGEMM
     A += blockIdx.y * BM * K;
     B += blockIdx.x * BN;
     float acc[Warp::LANE_M][Warp::LANE_N] = {};
-    float4 ra[TileA::LOADS], rb[TileB::LOADS];
     const float* a_lane = As + wm0 + Warp::lane_row();
     const float* b_lane = Bs + wn0 + Warp::lane_col();
     for (int k0 = 0; k0 < K; k0 += BK) {
-        TileA::fetch(ra, A + k0, K);
-        TileB::fetch(rb, B + k0 * N, N);
-        TileA::store_transposed<LDA>(As, ra);
-        TileB::store<BN>(Bs, rb);
-        __syncthreads();
+        stage_float4<BM, BN, BK, THREADS, LDA>(As, Bs, A + k0, B + k0 * N, N, K);
 #pragma unroll
         for (int k = 0; k < BK; ++k)
             Warp::fma_step(acc, a_lane + k * LDA, b_lane + k * BN);

@@ -244,41 +244,27 @@ def test_bad_tiles_are_rejected(kernel, over, msg):
         kernels.tiles(kernel, **over)
 
 
-@pytest.mark.gpu
-def test_wrong_dtype_is_rejected():
-    cp = _cupy()
-    a = cp.zeros((64, 64), cp.float64)
-    with pytest.raises(TypeError, match="float32"):
-        rr.sgemm(a, a.astype(cp.float32), kernel="naive")
+#: Bad arrays: (name, how to make a and b from cupy, exception, message).
+BAD_ARRAYS = [
+    ("dtype", lambda cp: (cp.zeros((64, 64), cp.float64), cp.zeros((64, 64), cp.float32)),
+     TypeError, "float32"),
+    ("inner_dims", lambda cp: (cp.zeros((64, 32), cp.float32), cp.zeros((64, 32), cp.float32)),
+     ValueError, "columns"),
+    ("one_dim", lambda cp: (cp.zeros(64, cp.float32), cp.zeros((64, 8), cp.float32)),
+     ValueError, "2 dimensions"),
+    ("transposed", lambda cp: (cp.zeros((64, 64), cp.float32).T, cp.zeros((64, 64), cp.float32)),
+     ValueError, "C-contiguous"),
+    ("empty", lambda cp: (cp.zeros((0, 8), cp.float32), cp.zeros((8, 8), cp.float32)),
+     ValueError, "at least 1"),
+]
 
 
 @pytest.mark.gpu
-def test_inner_dimensions_must_agree():
-    cp = _cupy()
-    with pytest.raises(ValueError, match="columns"):
-        rr.sgemm(cp.zeros((64, 32), cp.float32), cp.zeros((64, 32), cp.float32), kernel="naive")
-
-
-@pytest.mark.gpu
-def test_one_dimensional_input_is_rejected():
-    cp = _cupy()
-    with pytest.raises(ValueError, match="2 dimensions"):
-        rr.sgemm(cp.zeros(64, cp.float32), cp.zeros((64, 8), cp.float32), kernel="naive")
-
-
-@pytest.mark.gpu
-def test_non_contiguous_input_is_rejected():
-    cp = _cupy()
-    a = cp.zeros((64, 64), cp.float32)
-    with pytest.raises(ValueError, match="C-contiguous"):
-        rr.sgemm(a.T, a, kernel="naive")
-
-
-@pytest.mark.gpu
-def test_empty_input_is_rejected():
-    cp = _cupy()
-    with pytest.raises(ValueError, match="at least 1"):
-        rr.sgemm(cp.zeros((0, 8), cp.float32), cp.zeros((8, 8), cp.float32), kernel="naive")
+@pytest.mark.parametrize("what, make, exc, msg", BAD_ARRAYS, ids=[b[0] for b in BAD_ARRAYS])
+def test_bad_arrays_are_rejected(what, make, exc, msg):
+    a, b = make(_cupy())
+    with pytest.raises(exc, match=msg):
+        rr.sgemm(a, b, kernel="naive")
 
 
 @pytest.mark.gpu

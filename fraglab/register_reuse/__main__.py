@@ -2,7 +2,7 @@
 
     bench --out DIR [--quick]        the H100 run (check, sweep, ladder, ncu stalls) -> DIR/results.json
     sass [--arch sm_90]              LDS per FFMA of every rung's main loop, registers, occupancy
-    profile --kernel K --size S      run one rung twice (the child that ncu profiles)
+    profile --kernel K --size S [--tiles JSON]   run one rung twice (the child ncu profiles)
 """
 from __future__ import annotations
 
@@ -11,20 +11,28 @@ import json
 import sys
 
 
+#: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
+COMMANDS = {
+    "bench": ("the H100 measurement run", [
+        ("--out", dict(required=True, help="folder for results.json and log.txt")),
+        ("--quick", dict(action="store_true", help="small sizes and a short sweep")),
+        ("--seed", dict(type=int, default=0))]),
+    "sass": ("LDS per FFMA from SASS, registers, occupancy", [
+        ("--arch", dict(default="sm_90")), ("--json", dict(action="store_true"))]),
+    "profile": ("run one rung twice (for ncu)", [
+        ("--kernel", dict(required=True)), ("--size", dict(type=int, default=4096)),
+        ("--tiles", dict(default="{}", help="tile overrides as JSON"))]),
+}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fraglab.register_reuse",
                                  description="FP32 SGEMM ladder (topic 07_register_reuse)")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="the H100 measurement run")
-    b.add_argument("--out", required=True, help="folder for results.json and log.txt")
-    b.add_argument("--quick", action="store_true", help="small sizes and a short sweep")
-    b.add_argument("--seed", type=int, default=0)
-    s = sub.add_parser("sass", help="LDS per FFMA from SASS, registers, occupancy")
-    s.add_argument("--arch", default="sm_90")
-    s.add_argument("--json", action="store_true")
-    p = sub.add_parser("profile", help="run one rung twice (for ncu)")
-    p.add_argument("--kernel", required=True)
-    p.add_argument("--size", type=int, default=4096)
+    for name, (text, options) in COMMANDS.items():
+        parser = sub.add_parser(name, help=text)
+        for flag, kw in options:
+            parser.add_argument(flag, **kw)
     args = ap.parse_args(argv)
 
     if args.cmd == "bench":
@@ -42,7 +50,7 @@ def main(argv=None) -> int:
         rng = np.random.default_rng(0)
         a = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
         b_ = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
-        run, _ = kernels.sgemm_launcher(a, b_, args.kernel)
+        run, _ = kernels.sgemm_launcher(a, b_, args.kernel, **json.loads(args.tiles))
         for _ in range(2):
             run()
         cupy.cuda.get_current_stream().synchronize()

@@ -9,8 +9,8 @@ b. **sweep**: the top rung's tiles (:func:`sweep_space`, ~36 configurations), al
    :func:`fraglab.bench.time_kernel`; the winner runs as ``autotuned`` in the ladder;
 c. **ladder**: every rung and cuBLAS (TF32 off) at each size, interleaved by
    :func:`fraglab.bench.compare`: median ms, TFLOP/s, share of cuBLAS;
-d. **stalls**: Nsight Compute's warp-stall breakdown of ``smem`` and ``tile1d`` at 4096^3
-   (:mod:`.ncu`), in child processes;
+d. **stalls**: Nsight Compute's warp-stall breakdown of ``smem``, ``tile1d`` (the seed's pair)
+   and ``autotuned`` at 4096^3, with shared-load wavefronts (:mod:`.ncu`), in child processes;
 e. everything into ``DIR/results.json`` through :func:`fraglab.bench.save_results` (device,
    clocks, throttle state), and a summary table.
 """
@@ -36,6 +36,8 @@ SKIP = {8192: {"naive": "uncoalesced: over a second per call at 8192^3"}}
 #: Repeats of compare() by the largest dimension (calls of the slow rungs take long).
 REPEATS = {1024: 50, 2048: 30, 4096: 10, 8192: 5}
 SWEEP_SIZE = 4096
+#: Rungs whose warp stalls Nsight Compute breaks down (the seed's pair, and our top rung).
+STALL_RUNGS = ("smem", "tile1d", "autotuned")
 
 
 def flops(m: int, n: int, k: int) -> int:
@@ -206,7 +208,10 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                                    size=2048 if quick else SWEEP_SIZE)),
         ("ladder", lambda: [ladder_at(rng, log, s, (results.get("sweep") or {}).get("best"))
                             for s in shapes(quick)]),
-        ("stalls", lambda: ncu.stall_breakdown(("smem", "tile1d"), 2048 if quick else 4096, log)),
+        ("stalls", lambda: ncu.stall_breakdown(
+            STALL_RUNGS, 2048 if quick else 4096, log,
+            tiles={"autotuned": (results.get("sweep") or {}).get("best")},
+            metrics=ncu.SHARED_METRICS)),
     ]
     for name, step in steps:
         log.phase(name)

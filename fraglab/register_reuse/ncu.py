@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 from .. import child, tools
 
 #: Sections collected (documented names of ``ncu --list-sections``).
 SECTIONS = ("WarpStateStats", "Occupancy", "SpeedOfLight", "LaunchStats")
+#: Shared-memory traffic: wavefronts per shared load instruction show bank conflicts (1 for a
+#: conflict-free 32-bit load, 4 for a 128-bit one without broadcasts).
+SHARED_METRICS = ("smsp__inst_executed_op_shared_ld.sum",
+                  "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                  "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                  "smsp__inst_executed.sum")
 #: Raw metrics kept besides the stall reasons.
 KEEP = ("gpu__time_duration.sum", "sm__warps_active.avg.pct_of_peak_sustained_active",
         "sm__throughput.avg.pct_of_peak_sustained_elapsed", "launch__registers_per_thread",
@@ -25,13 +32,17 @@ KEEP = ("gpu__time_duration.sum", "sm__warps_active.avg.pct_of_peak_sustained_ac
         "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active")
 
 
-def command(ncu_path, kernel: str, size: int) -> list[str]:
-    """The ncu command line that profiles rung ``kernel`` at ``size``^3."""
+def command(ncu_path, kernel: str, size: int, tiles: dict | None = None,
+            metrics: tuple = ()) -> list[str]:
+    """The ncu command line that profiles rung ``kernel`` (with ``tiles``, default its
+    :data:`~.kernels.TILES`) at ``size``^3, collecting :data:`SECTIONS` and ``metrics``."""
+    extra = ["--tiles", json.dumps(tiles)] if tiles else []
     return [str(ncu_path), "--csv", "--page", "raw", "--clock-control", "none",
             *[a for s in SECTIONS for a in ("--section", s)],
+            *(["--metrics", ",".join(metrics)] if metrics else []),
             "--kernel-name", f"sgemm_{kernel}", "--launch-skip", "1", "--launch-count", "1",
             *child.python_command("fraglab.register_reuse", "profile", "--kernel", kernel,
-                                  "--size", str(size))]
+                                  "--size", str(size), *extra)]
 
 
 def _number(text: str):
@@ -63,19 +74,22 @@ def parse_raw_csv(stdout: str) -> dict:
     return {"stalls": stalls, "metrics": metrics, "units": unit_of}
 
 
-def stall_breakdown(kernels_: tuple = ("smem", "tile1d"), size: int = 4096, log=print) -> dict:
-    """Profile each rung of ``kernels_`` at ``size``^3 in a child process under ncu; skipped with
-    the reason when ncu is missing, recorded with the failure when a child fails."""
+def stall_breakdown(kernels_: tuple = ("smem", "tile1d"), size: int = 4096, log=print,
+                    tiles: dict | None = None, metrics: tuple = ()) -> dict:
+    """Profile each rung of ``kernels_`` at ``size``^3 (``tiles[kernel]`` overrides its tiles)
+    in a child process under ncu; skipped with the reason when ncu is missing, recorded with
+    the failure when a child fails."""
     ncu_path = tools.find_tool("ncu", required=False)
     if ncu_path is None:
         log("  ncu not found: stall breakdown skipped")
         return {"skipped": "ncu (Nsight Compute) not found on this machine"}
     out = {"ncu": str(ncu_path), "size": size}
     for kernel in kernels_:
-        cmd = command(ncu_path, kernel, size)
+        cmd = command(ncu_path, kernel, size, (tiles or {}).get(kernel), metrics)
         try:
             r = child.run(cmd, timeout_s=240, check=False)
             rec = parse_raw_csv(r.stdout)
+            rec["metrics"].update({k: v for k, v in _all(r.stdout).items() if k in metrics})
             rec["wall_s"] = r.wall_s
             top = _top(rec["stalls"])
             log(f"  {kernel}: " + ", ".join(f"{k} {v:.2f}" for k, v in top))
@@ -84,6 +98,13 @@ def stall_breakdown(kernels_: tuple = ("smem", "tile1d"), size: int = 4096, log=
             log(f"  {kernel}: ncu FAILED: {rec['failure'][:300]}")
         out[kernel] = rec
     return out
+
+
+def _all(stdout: str) -> dict:
+    """Every column of the raw page, by metric name (for metrics asked for by name)."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    return {n: _number(v) for n, v in zip(rows[0], rows[-1])} if len(rows) >= 3 else {}
 
 
 def _top(stalls: dict, n: int = 4) -> list[tuple[str, float]]:
