@@ -665,3 +665,83 @@ extern "C" __global__ void k(const float* a, const float* b, float* out)
     assert (out[:, 9] == a).all()
     assert (out[:, 10] == (1 / y).astype(np.float32)).all()
     assert (out[:, 11] == np.sqrt(np.abs(b))).all()
+
+
+def test_read_after_write_without_barrier_is_a_race():
+    src = r'''
+extern "C" __global__ void k(float* out, int mode)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = threadIdx.x;
+    if (mode == 1) __syncthreads();
+    float v = s[(threadIdx.x + 1) % 32];        // READ
+    if (mode != 0) v += s[63 - threadIdx.x];
+    out[threadIdx.x] = v;
+}'''
+    prog = build(src)
+    out = np.zeros(64, np.float32)
+    ptx.launch(prog, "k", 1, 64, (out, np.int32(1)))
+    assert (out == (np.arange(64) + 1) % 32 + 63 - np.arange(64)).all()
+    with pytest.raises(ptx.SharedRace) as e:     # lane 0 reads what lane 1 wrote, no __syncwarp
+        ptx.launch(prog, "k", 1, 64, (out, np.int32(0)))
+    assert "no barrier in between" in str(e.value)
+    assert f"sem.cu:{line_of(src, 'READ')}" in str(e.value)
+    with pytest.raises(ptx.UninitializedRead, match="__syncthreads.. is missing"):
+        ptx.launch(prog, "k", 1, 64, (out, np.int32(2)), check_race=False)
+
+
+def test_syncwarp_orders_lanes_of_one_warp():
+    prog = build(r'''
+extern "C" __global__ void k(float* out)
+{
+    __shared__ float s[32];
+    s[threadIdx.x] = threadIdx.x * 3.0f;
+    __syncwarp();
+    out[threadIdx.x] = s[threadIdx.x ^ 5];
+}''')
+    out = np.zeros(32, np.float32)
+    ptx.launch(prog, "k", 1, 32, (out,))
+    assert (out == (np.arange(32) ^ 5) * 3).all()
+
+
+def test_multidimensional_grid_and_block():
+    prog = build(r'''
+extern "C" __global__ void k(int* out)
+{
+    int bx = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    int tx = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    int i = bx * blockDim.x * blockDim.y * blockDim.z + tx;
+    out[4 * i + 0] = threadIdx.y;
+    out[4 * i + 1] = threadIdx.z;
+    out[4 * i + 2] = blockIdx.y;
+    out[4 * i + 3] = blockIdx.z * 100 + gridDim.z * 10 + blockDim.z;
+}''')
+    grid, block = (2, 3, 2), (8, 3, 2)
+    out = np.zeros((12, 48, 4), np.int32)
+    ptx.launch(prog, "k", grid, block, (out,))
+    t = np.arange(48)
+    assert (out[:, :, 0] == (t // 8) % 3).all() and (out[:, :, 1] == t // 24).all()
+    b = np.arange(12)
+    assert (out[:, :, 2] == ((b // 2) % 3)[:, None]).all()
+    assert (out[:, :, 3] == ((b // 6) * 100 + 22)[:, None]).all()
+
+
+def test_register_plot_and_argument_errors():
+    import matplotlib
+    matplotlib.use("Agg")
+    src = r'''
+extern "C" __global__ void k(const float* in, float* out)
+{
+    float v = in[threadIdx.x] + 1.0f;        // HERE
+    out[threadIdx.x] = v;
+}'''
+    prog = build(src)
+    assert prog.kernels == ["k"]
+    x = np.arange(32, dtype=np.float32)
+    ax = ptx.plot_registers(prog, "k", line_of(src, "HERE"), regs="%f*", grid=1, block=32,
+                            args=(x, np.zeros(32, np.float32)))
+    assert ax.get_xticklabels()
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        ptx.launch(prog, "k", 1, 32, (x,))
+    with pytest.raises(KeyError, match="no kernel"):
+        ptx.launch(prog, "nope", 1, 32, (x, x))

@@ -82,7 +82,7 @@ class GlobalMemory:
             return f" ({d} bytes from the start of `{al.name}`, which has {al.size} bytes)"
         return f" ({-d} bytes before the start of `{al.name}`)"
 
-    def load(self, w, instr, addr, lanes, nbytes):
+    def load(self, w, instr, addr, lanes, nbytes, atomic=False):
         idx = self._resolve(w, instr, addr, lanes, nbytes, "load")
         first = int(idx[0])
         if np.all(idx == first):
@@ -133,16 +133,37 @@ class SharedMemory:
                      w, instr, lane=int(lanes[j]))
         return addr.astype(np.int64)[:, None] + np.arange(nbytes)
 
-    def load(self, w, instr, addr, lanes, nbytes):
+    def load(self, w, instr, addr, lanes, nbytes, atomic=False):
         offs = self._offsets(w, instr, addr, lanes, nbytes, "load")
         if self.check_uninit:
             ini = self.init[offs]
             if not ini.all():
                 j = int(np.argmin(ini.all(axis=1)))
+                hint = ("" if w.launch.block[0] * w.launch.block[1] * w.launch.block[2] <= 32 else
+                        " so far (warps run one after another up to a barrier: if another warp "
+                        "writes them, a __syncthreads() is missing before this read)")
                 raise_at(UninitializedRead, f"read of uninitialised shared memory: {nbytes} bytes "
-                         f"at shared address {int(addr[j])} were never written by any thread",
+                         f"at shared address {int(addr[j])} were never written by any thread{hint}",
                          w, instr, lane=int(lanes[j]))
+        if self.check_race and not atomic:
+            self._read_race(w, instr, offs, lanes)
         return self.buf[offs]
+
+    def _read_race(self, w, instr, offs, lanes):
+        """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
+        a warp): the order of the two is not guaranteed on a GPU."""
+        flat = offs.ravel()
+        prev = self.writer[flat]
+        t = np.repeat(w.tid_linear[lanes], offs.shape[1])
+        hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
+                 ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
+        if hazard.any():
+            k = int(np.argmax(hazard))
+            lane = int(lanes[k // offs.shape[1]])
+            raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} reads shared address "
+                     f"{int(flat[k])}, which thread {int(prev[k])} wrote with no barrier in between "
+                     "(add __syncthreads(), or __syncwarp() within a warp, between the write and "
+                     "the read)", w, instr, lane=lane)
 
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
@@ -206,7 +227,7 @@ class LocalMemory:
         rows = w.tid_linear[lanes][:, None]
         return rows, addr.astype(np.int64)[:, None] + np.arange(nbytes)
 
-    def load(self, w, instr, addr, lanes, nbytes):
+    def load(self, w, instr, addr, lanes, nbytes, atomic=False):
         rows, cols = self._idx(w, instr, addr, lanes, nbytes, "load")
         if self.check_uninit and not self.init[rows, cols].all():
             j = int(np.argmin(self.init[rows, cols].all(axis=1)))
@@ -227,7 +248,7 @@ class FlatSpace:
         self.buf = np.frombuffer(bytes(data) + b"\0" * 8, np.uint8)
         self.size, self.name = len(data), name
 
-    def load(self, w, instr, addr, lanes, nbytes):
+    def load(self, w, instr, addr, lanes, nbytes, atomic=False):
         if len(addr) and int(addr.max()) + nbytes > self.size:
             j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
             raise_at(MemoryAccessError, f"out-of-bounds {self.name} load at {int(addr[j])} "
@@ -256,17 +277,17 @@ class BlockMemory:
         self.spaces = {"global": glob, "shared": shared, "local": local, "const": const,
                        "param": param}
 
-    def load(self, w, instr, space, addr, lanes, nbytes, align):
+    def load(self, w, instr, space, addr, lanes, nbytes, align, atomic=False):
         check_align(w, instr, addr, lanes, align)
         if space != "generic":
-            return self.spaces[space].load(w, instr, addr, lanes, nbytes)
+            return self.spaces[space].load(w, instr, addr, lanes, nbytes, atomic=atomic)
         parts = self._split(addr)
         if len(parts) == 1:
             sp, a, _ = parts[0]
-            return self.spaces[sp].load(w, instr, a, lanes, nbytes)
+            return self.spaces[sp].load(w, instr, a, lanes, nbytes, atomic=atomic)
         out = np.empty((len(addr), nbytes), np.uint8)
         for sp, a, sel in parts:
-            out[sel] = self.spaces[sp].load(w, instr, a, lanes[sel], nbytes)
+            out[sel] = self.spaces[sp].load(w, instr, a, lanes[sel], nbytes, atomic=atomic)
         return out
 
     def store(self, w, instr, space, addr, lanes, data, align, atomic=False):

@@ -48,10 +48,12 @@ def h_ld(ins, dc):
     addr = dc.address(ins.operands[1], space, ins)
     dt = np.dtype(DT[t])
     total = es * n
+    # volatile / relaxed / acquire loads are how threads poll each other: no race report
+    sync = any(x in mods(ins) for x in ("volatile", "relaxed", "acquire"))
 
     def fn(w, m):
         lanes = lanes_of(m)
-        raw = w.mem.load(w, ins, space, addr(w)[lanes], lanes, total, total)
+        raw = w.mem.load(w, ins, space, addr(w)[lanes], lanes, total, total, atomic=sync)
         for j, wr in enumerate(wrs):
             v = np.ascontiguousarray(raw[:, j * es:(j + 1) * es]).view(dt).ravel()
             wr(w, _scatter(v, lanes, dt), m)
@@ -75,11 +77,12 @@ def h_st(ins, dc):
     rds = [dc.reader(p, t, ins) for p in parts]
     addr = dc.address(ins.operands[0], space, ins)
     total = np.dtype(DT[t]).itemsize * n
+    sync = any(x in mods(ins) for x in ("volatile", "relaxed", "release"))
 
     def fn(w, m):
         lanes = lanes_of(m)
         data = _value_bytes(rds, w, t)[lanes]
-        w.mem.store(w, ins, space, addr(w)[lanes], lanes, data, total)
+        w.mem.store(w, ins, space, addr(w)[lanes], lanes, data, total, atomic=sync)
     return fn
 
 
@@ -161,7 +164,7 @@ def h_atom(ins, dc):
         out = np.zeros(32, dt)
         for ln in lanes:                            # lanes in order: a valid serialisation
             one = np.array([ln])
-            old = w.mem.load(w, ins, space, a[one], one, es, es).view(dt).ravel()
+            old = w.mem.load(w, ins, space, a[one], one, es, es, atomic=True).view(dt).ravel()
             new = np.asarray(f(old, bv[one], cv[one])).astype(dt)
             w.mem.store(w, ins, space, a[one], one,
                         np.ascontiguousarray(new).view(np.uint8).reshape(1, es), es, atomic=True)
