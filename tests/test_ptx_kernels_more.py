@@ -182,10 +182,9 @@ def test_fa1(variant):
 
 # ---- 07_register_reuse: the SGEMM ladder (the rungs whose launch needs only the tile sizes) ----
 
-def _defines(path):
-    import re
-    text = path.read_text()
-    return {k: int(v) for k, v in re.findall(r"#define\s+(BM|BN|TM|TN)\s+(\d+)", text)}
+SGEMM_TILES = {"tile1d": dict(BM=64, BN=64, BK=8, TM=8),
+               "tile2d": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
+               "vectorized": dict(BM=128, BN=128, BK=8, TM=8, TN=8)}
 
 
 @pytest.mark.parametrize("rung,shape", [("naive", (40, 36, 12)), ("coalesced", (40, 36, 12)),
@@ -199,16 +198,17 @@ def test_sgemm_ladder(rung, shape):
     m, n, k = shape
     if rung in ("naive", "coalesced", "smem"):
         grid, block = (-(-n // 32), -(-m // 32)), 1024
+        defines = {}
     else:
-        d = _defines(path)
-        if not {"BM", "BN", "TM"} <= set(d):
-            pytest.skip("tile sizes not found")
+        d = defines = SGEMM_TILES[rung]
         grid = (-(-n // d["BN"]), -(-m // d["BM"]))
         block = d["BM"] * d["BN"] // (d["TM"] * d.get("TN", 1))
     rng = np.random.default_rng(16)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
     c = np.full((m, n), np.nan, np.float32)
-    ptx.launch(program(f"07_register_reuse_{rung}"), f"sgemm_{rung}", grid, block,
+    from fraglab import toolchain
+    prog = ptx.Program(toolchain.compile(f"07_register_reuse_{rung}", "sm_80", defines=defines).ptx)
+    ptx.launch(prog, f"sgemm_{rung}", grid, block,
                (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
