@@ -184,25 +184,36 @@ def test_fa1(variant):
 
 SGEMM_TILES = {"tile1d": dict(BM=64, BN=64, BK=8, TM=8),
                "tile2d": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
-               "vectorized": dict(BM=128, BN=128, BK=8, TM=8, TN=8)}
+               "vectorized": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
+               "warptile": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2),
+               "double_buffer": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2, GROUP=1),
+               "autotuned": dict(BM=128, BN=128, BK=8, WM=64, WN=32, LM=4, MINB=2, GROUP=8)}
 
 
 @pytest.mark.parametrize("rung,shape", [("naive", (40, 36, 12)), ("coalesced", (40, 36, 12)),
                                         ("smem", (40, 36, 45)), ("tile1d", (70, 66, 20)),
-                                        ("tile2d", (130, 128, 16)), ("vectorized", (128, 128, 16))])
+                                        ("tile2d", (130, 128, 16)), ("vectorized", (128, 128, 16)),
+                                        ("warptile", (128, 128, 16)),
+                                        ("double_buffer", (128, 256, 24)),
+                                        ("autotuned", (256, 128, 16))])
 def test_sgemm_ladder(rung, shape):
     from pathlib import Path
     path = Path(__file__).resolve().parent.parent / "kernels" / f"07_register_reuse_{rung}.cu"
     if not path.is_file():
         pytest.skip(f"{path.name} is not in this checkout")
     m, n, k = shape
+    smem = 0
     if rung in ("naive", "coalesced", "smem"):
         grid, block = (-(-n // 32), -(-m // 32)), 1024
         defines = {}
     else:
         d = defines = SGEMM_TILES[rung]
         grid = (-(-n // d["BN"]), -(-m // d["BM"]))
-        block = d["BM"] * d["BN"] // (d["TM"] * d.get("TN", 1))
+        if "WM" in d:
+            block = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
+            smem = d["BK"] * (d["BM"] + 4 + d["BN"]) * 4 * (2 if "GROUP" in d else 1)
+        else:
+            block = d["BM"] * d["BN"] // (d["TM"] * d.get("TN", 1))
     rng = np.random.default_rng(16)
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, n)).astype(np.float32)
@@ -210,5 +221,5 @@ def test_sgemm_ladder(rung, shape):
     from fraglab import toolchain
     prog = ptx.Program(toolchain.compile(f"07_register_reuse_{rung}", "sm_80", defines=defines).ptx)
     ptx.launch(prog, f"sgemm_{rung}", grid, block,
-               (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+               (a, b, c, np.int32(m), np.int32(n), np.int32(k)), shared_mem=smem)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

@@ -10,6 +10,6 @@ Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the m
 from .errors import (BarrierError, CollectiveError, MemoryAccessError, PTXError,  # noqa: F401
                      PTXSyntaxError, SharedRace, StepBudgetExceeded, UninitializedRead,
                      UnsupportedInstruction)
-from .program import Launch, Program, launch  # noqa: F401
+from .program import Launch, Program, launch, load  # noqa: F401
 from .opcodes import opcodes, supported, unsupported_opcodes  # noqa: F401
 from .inspect import registers_at, register_table, plot_registers  # noqa: F401

@@ -269,4 +269,19 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     return L
 
 
-__all__ = ["Program", "launch", "Launch", "PTXError"]
+__all__ = ["Program", "launch", "load", "Launch", "PTXError"]
+
+
+_CACHE: dict[str, Program] = {}
+
+
+def load(name, arch: str = "sm_80", *, source: str | None = None, defines: dict | None = None,
+         options=()) -> Program:
+    """Compile ``kernels/<name>.cu`` (or ``source``) with the course's toolchain and return its
+    :class:`Program`, parsed once and cached by the build's key."""
+    from .. import toolchain
+    b = toolchain.compile(name, arch, source=source, defines=defines, options=tuple(options))
+    prog = _CACHE.get(b.key)
+    if prog is None:
+        prog = _CACHE[b.key] = Program(b.ptx)
+    return prog
