@@ -1,0 +1,230 @@
+"""Diagnostics of the PTX interpreter in the learner's terms (bounds, alignment, uninitialised
+reads, shared-memory races, barriers, budget, unsupported PTX) and inspection. CPU only."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fraglab import ptx, toolchain
+
+from test_ptx_semantics import HEADER, build, line_of
+
+
+def test_out_of_bounds_names_block_warp_lane_instruction_and_line():
+    src = r'''
+extern "C" __global__ void k(float* out)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    out[i] = 1.0f;                          // OOB
+}'''
+    with pytest.raises(ptx.MemoryAccessError) as e:
+        ptx.launch(build(src), "k", 2, 64, (np.zeros(100, np.float32),))
+    msg = str(e.value)
+    assert "out-of-bounds global store" in msg
+    assert "block (1, 0, 0)" in msg and "warp 1" in msg and "lane 4" in msg
+    assert "PTX: st.global" in msg
+    assert f"sem.cu:{line_of(src, 'OOB')}" in msg
+    assert "400 bytes from the start of `argument 0" in msg
+    assert e.value.lane == 4 and e.value.warp == 1 and e.value.block == (1, 0, 0)
+
+
+def test_misaligned_vector_access():
+    prog = build(r'''
+extern "C" __global__ void k(const float* in, float* out)
+{
+    float2 v = *reinterpret_cast<const float2*>(in + 1 + 2 * threadIdx.x);
+    out[threadIdx.x] = v.x + v.y;
+}''')
+    with pytest.raises(ptx.MemoryAccessError, match="misaligned"):
+        ptx.launch(prog, "k", 1, 32, (np.zeros(80, np.float32), np.zeros(32, np.float32)))
+
+
+def test_uninitialised_shared_read():
+    src = r'''
+extern "C" __global__ void k(float* out)
+{
+    __shared__ float s[64];
+    if (threadIdx.x < 31) s[threadIdx.x] = 1.0f;
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];      // UNINIT
+}'''
+    with pytest.raises(ptx.UninitializedRead) as e:
+        ptx.launch(build(src), "k", 1, 32, (np.zeros(32, np.float32),))
+    assert "lane 31" in str(e.value) and f"sem.cu:{line_of(src, 'UNINIT')}" in str(e.value)
+    out = np.zeros(32, np.float32)            # the check can be switched off
+    ptx.launch(build(src), "k", 1, 32, (out,), check_uninit=False)
+    assert (out[:31] == 1).all() and out[31] == 0
+
+
+def test_shared_write_race_is_reported():
+    src = r'''
+extern "C" __global__ void k(int* out, int same)
+{
+    __shared__ int s;
+    s = same ? 7 : threadIdx.x;             // RACE
+    __syncthreads();
+    out[threadIdx.x] = s;
+}'''
+    prog = build(src)
+    with pytest.raises(ptx.SharedRace) as e:
+        ptx.launch(prog, "k", 1, 64, (np.zeros(64, np.int32), np.int32(0)))
+    assert f"sem.cu:{line_of(src, 'RACE')}" in str(e.value)
+    out = np.zeros(64, np.int32)              # the same value from every thread is no race
+    ptx.launch(prog, "k", 1, 64, (out, np.int32(1)))
+    assert (out == 7).all()
+
+
+def test_atomics_global_and_shared():
+    prog = build(r'''
+extern "C" __global__ void k(int* g, int* out)
+{
+    __shared__ int s;
+    if (threadIdx.x == 0) s = 0;
+    __syncthreads();
+    atomicAdd(&s, (int)threadIdx.x);
+    atomicMax(g + 1, (int)threadIdx.x * 3);
+    int old = atomicAdd(g, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s;
+    out[1 + threadIdx.x] = old;
+}''')
+    g = np.zeros(2, np.int32)
+    out = np.zeros(129, np.int32)
+    ptx.launch(prog, "k", 1, 128, (g, out))
+    assert out[0] == sum(range(128)) and g[0] == 128 and g[1] == 381
+    assert sorted(out[1:]) == list(range(128))
+
+
+
+def test_instruction_budget():
+    src = r'''
+extern "C" __global__ void k(volatile int* flag)
+{
+    while (flag[0] == 0) { }                // SPIN
+}'''
+    with pytest.raises(ptx.StepBudgetExceeded, match="instruction budget of 5000"):
+        ptx.launch(build(src), "k", 1, 32, (np.zeros(1, np.int32),), max_steps=5000)
+
+
+def test_unsupported_instruction_names_opcode_and_line():
+    src = r'''
+extern "C" __global__ void k(unsigned* out, unsigned a, unsigned b)
+{
+    unsigned d;
+    asm volatile("vabsdiff.u32.u32.u32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0u)); // VID
+    out[threadIdx.x] = d;
+}'''
+    prog = build(src)
+    missing = ptx.unsupported_opcodes(toolchain.compile("sem.cu", "sm_80", source=HEADER + src).ptx)
+    assert "vabsdiff.u32.u32.u32" in missing
+    with pytest.raises(ptx.UnsupportedInstruction) as e:
+        ptx.launch(prog, "k", 1, 32, (np.zeros(32, np.uint32), np.uint32(1), np.uint32(2)))
+    assert "vabsdiff" in str(e.value) and f"sem.cu:{line_of(src, 'VID')}" in str(e.value)
+
+
+def test_clock_is_a_deterministic_instruction_counter():
+    prog = build(r'''
+extern "C" __global__ void k(long long* out, int n)
+{
+    long long t0 = clock64();
+    float x = threadIdx.x;
+    for (int i = 0; i < n; ++i) x = x * 0.5f + 1.0f;
+    long long t1 = clock64();
+    out[threadIdx.x] = t1 - t0 + (x > 1e30f);
+}''')
+    a, b = np.zeros(32, np.int64), np.zeros(32, np.int64)
+    ptx.launch(prog, "k", 1, 32, (a, np.int32(10)))
+    ptx.launch(prog, "k", 1, 32, (b, np.int32(20)))
+    assert (a == a[0]).all() and (b == b[0]).all() and b[0] > a[0] > 0
+
+
+def test_registers_at_a_source_line():
+    src = r'''
+extern "C" __global__ void k(const float* in, float* out)
+{
+    float v = in[threadIdx.x] * 2.0f;
+    v += __shfl_xor_sync(FULL, v, 1);       // LOOK
+    out[threadIdx.x] = v;
+}'''
+    x = np.arange(32, dtype=np.float32)
+    snap = ptx.registers_at(build(src), "k", line_of(src, "LOOK"), grid=1, block=32,
+                            args=(x, np.zeros(32, np.float32)))
+    f_regs = [r for r in snap.line_regs if r.startswith("%f")]
+    assert any((snap[r] == 2 * x).all() for r in f_regs)
+    table = snap.table()
+    assert "lane" in table and len(table.splitlines()) >= 33
+
+
+def test_local_memory_array_and_uninitialised_local_read():
+    src = r'''
+extern "C" __global__ void k(const int* idx, int* out, int n)
+{
+    int a[16];
+    for (int i = 0; i < n; ++i) a[i] = i * i + threadIdx.x;
+    out[threadIdx.x] = a[idx[threadIdx.x]];        // LOCAL
+}'''
+    prog = build(src)
+    idx = (np.arange(32) % 16).astype(np.int32)
+    out = np.zeros(32, np.int32)
+    ptx.launch(prog, "k", 1, 32, (idx, out, np.int32(16)))
+    assert (out == idx * idx + np.arange(32)).all()
+    with pytest.raises(ptx.UninitializedRead, match="local memory"):
+        ptx.launch(prog, "k", 1, 32, (idx, out, np.int32(8)))
+
+
+def test_read_after_write_without_barrier_is_a_race():
+    src = r'''
+extern "C" __global__ void k(float* out, int mode)
+{
+    __shared__ float s[64];
+    s[threadIdx.x] = threadIdx.x;
+    if (mode == 1) __syncthreads();
+    float v = s[(threadIdx.x + 1) % 32];        // READ
+    if (mode != 0) v += s[63 - threadIdx.x];
+    out[threadIdx.x] = v;
+}'''
+    prog = build(src)
+    out = np.zeros(64, np.float32)
+    ptx.launch(prog, "k", 1, 64, (out, np.int32(1)))
+    assert (out == (np.arange(64) + 1) % 32 + 63 - np.arange(64)).all()
+    with pytest.raises(ptx.SharedRace) as e:     # lane 0 reads what lane 1 wrote, no __syncwarp
+        ptx.launch(prog, "k", 1, 64, (out, np.int32(0)))
+    assert "no barrier in between" in str(e.value)
+    assert f"sem.cu:{line_of(src, 'READ')}" in str(e.value)
+    with pytest.raises(ptx.UninitializedRead, match="__syncthreads.. is missing"):
+        ptx.launch(prog, "k", 1, 64, (out, np.int32(2)), check_race=False)
+
+
+def test_syncwarp_orders_lanes_of_one_warp():
+    prog = build(r'''
+extern "C" __global__ void k(float* out)
+{
+    __shared__ float s[32];
+    s[threadIdx.x] = threadIdx.x * 3.0f;
+    __syncwarp();
+    out[threadIdx.x] = s[threadIdx.x ^ 5];
+}''')
+    out = np.zeros(32, np.float32)
+    ptx.launch(prog, "k", 1, 32, (out,))
+    assert (out == (np.arange(32) ^ 5) * 3).all()
+
+
+def test_register_plot_and_argument_errors():
+    import matplotlib
+    matplotlib.use("Agg")
+    src = r'''
+extern "C" __global__ void k(const float* in, float* out)
+{
+    float v = in[threadIdx.x] + 1.0f;        // HERE
+    out[threadIdx.x] = v;
+}'''
+    prog = build(src)
+    assert prog.kernels == ["k"]
+    x = np.arange(32, dtype=np.float32)
+    ax = ptx.plot_registers(prog, "k", line_of(src, "HERE"), regs="%f*", grid=1, block=32,
+                            args=(x, np.zeros(32, np.float32)))
+    assert ax.get_xticklabels()
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        ptx.launch(prog, "k", 1, 32, (x,))
+    with pytest.raises(KeyError, match="no kernel"):
+        ptx.launch(prog, "nope", 1, 32, (x, x))

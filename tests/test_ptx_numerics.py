@@ -1,0 +1,274 @@
+"""Numerics of the PTX interpreter: conversions (f16, bf16, tf32, integer, bit exact), float
+modifiers, approximate functions, packed half arithmetic, integer and bit intrinsics. CPU only."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fraglab import ptx
+from fraglab.dtypes import from_bf16, round_tf32, to_bf16
+
+from test_ptx_semantics import build
+
+
+CVT = r'''
+extern "C" __global__ void k(const float* x, unsigned short* h, unsigned short* b,
+                             unsigned* t, int* i, float* f)
+{
+    int n = threadIdx.x + blockIdx.x * blockDim.x;
+    float v = x[n];
+    h[4 * n + 0] = __half_as_ushort(__float2half_rn(v));
+    h[4 * n + 1] = __half_as_ushort(__float2half_rz(v));
+    h[4 * n + 2] = __half_as_ushort(__float2half_rd(v));
+    h[4 * n + 3] = __half_as_ushort(__float2half_ru(v));
+    b[4 * n + 0] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    b[4 * n + 1] = __bfloat16_as_ushort(__float2bfloat16_rz(v));
+    b[4 * n + 2] = __bfloat16_as_ushort(__float2bfloat16_rd(v));
+    b[4 * n + 3] = __bfloat16_as_ushort(__float2bfloat16_ru(v));
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    t[n] = r;
+    float s = v * 1000.0f;
+    i[4 * n + 0] = __float2int_rn(s);
+    i[4 * n + 1] = __float2int_rz(s);
+    i[4 * n + 2] = __float2int_rd(s);
+    i[4 * n + 3] = __float2int_ru(s);
+    f[2 * n + 0] = __int2float_rz(n * 16777259 + 1);
+    f[2 * n + 1] = __int2float_rn(n * 16777259 + 1);
+}
+'''
+
+
+def _f16_directed(x, mode):
+    r = x.astype(np.float16)
+    back = r.astype(np.float64)
+    x = x.astype(np.float64)
+    if mode == "rz":
+        return np.where(np.abs(back) > np.abs(x), np.nextafter(r, np.float16(0)), r)
+    if mode == "rd":
+        return np.where(back > x, np.nextafter(r, np.float16(-np.inf)), r)
+    return np.where(back < x, np.nextafter(r, np.float16(np.inf)), r)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_cvt_rounding_modes_bit_exact():
+    rng = np.random.default_rng(11)
+    x = np.concatenate([rng.standard_normal(40) * 10, rng.standard_normal(16) * 1e-6,
+                        [0.5, 1.5, 2.5, -2.5, 65519.0, 70000.0, 1e-8, -0.0],
+                        rng.standard_normal(64)]).astype(np.float32)
+    n = len(x)
+    h = np.zeros(4 * n, np.uint16)
+    b = np.zeros(4 * n, np.uint16)
+    t = np.zeros(n, np.uint32)
+    i = np.zeros(4 * n, np.int32)
+    f = np.zeros(2 * n, np.float32)
+    ptx.launch(build(CVT), "k", n // 32, 32, (x, h, b, t, i, f))
+    h = h.reshape(n, 4).view(np.float16)
+    assert (h[:, 0].view(np.uint16) == x.astype(np.float16).view(np.uint16)).all()
+    for k, mode in ((1, "rz"), (2, "rd"), (3, "ru")):
+        assert (h[:, k].view(np.uint16) == _f16_directed(x, mode).view(np.uint16)).all(), mode
+    b = b.reshape(n, 4)
+    assert (b[:, 0] == to_bf16(x)).all()
+    assert (b[:, 1] == (x.view(np.uint32) >> 16)).all()
+    cand = np.stack([x.view(np.uint32) >> 16, (x.view(np.uint32) >> 16) + 1], 1).astype(np.uint16)
+    vals = from_bf16(cand).astype(np.float64)
+    xd = x.astype(np.float64)[:, None]
+    down = np.where(vals <= xd, vals, -np.inf).max(1)
+    up = np.where(vals >= xd, vals, np.inf).min(1)
+    assert (from_bf16(b[:, 2]) == down).all() and (from_bf16(b[:, 3]) == up).all()
+    assert (t == round_tf32(x).view(np.uint32)).all()
+    s = (x * np.float32(1000)).astype(np.float64)
+    i = i.reshape(n, 4)
+    for k, fn in enumerate((np.rint, np.trunc, np.floor, np.ceil)):
+        assert (i[:, k] == np.clip(fn(s), -2**31, 2**31 - 1)).all(), k
+    ints = (np.arange(n, dtype=np.int64) * 16777259 + 1).astype(np.int32).astype(np.float64)
+    f = f.reshape(n, 2)
+    assert (f[:, 1] == ints.astype(np.float32)).all()
+    assert (np.abs(f[:, 0].astype(np.float64)) <= np.abs(ints)).all()
+
+
+def test_ex2_and_other_approximations_within_bounds():
+    prog = build(r'''
+extern "C" __global__ void k(const float* x, float* out)
+{
+    int n = threadIdx.x + blockIdx.x * blockDim.x;
+    float e, l, r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x[n]));
+    asm("lg2.approx.f32 %0, %1;" : "=f"(l) : "f"(fabsf(x[n]) + 0.5f));
+    asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(x[n]));
+    out[3 * n] = e; out[3 * n + 1] = l; out[3 * n + 2] = r;
+}''')
+    x = np.linspace(-30, 30, 128).astype(np.float32)
+    out = np.zeros(3 * 128, np.float32)
+    ptx.launch(prog, "k", 4, 32, (x, out))
+    out = out.reshape(128, 3).astype(np.float64)
+    xd = x.astype(np.float64)
+    assert np.all(np.abs(out[:, 0] / np.exp2(xd) - 1) < 2.0 ** -22)
+    assert np.all(np.abs(out[:, 1] - np.log2(np.abs(xd) + 0.5)) < 2.0 ** -22)
+    assert np.all(np.abs(out[:, 2] * xd - 1) < 2.0 ** -23)
+
+
+def test_f32_arithmetic_modifiers():
+    prog = build(r'''
+extern "C" __global__ void k(const float* a, const float* b, float* out)
+{
+    int n = threadIdx.x;
+    out[4 * n + 0] = __fmul_rz(a[n], b[n]);
+    out[4 * n + 1] = __fadd_rd(a[n], b[n]);
+    out[4 * n + 2] = __saturatef(a[n]);
+    out[4 * n + 3] = __fdiv_rn(a[n], b[n]);
+}''')
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal(32).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    out = np.zeros(128, np.float32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+    out = out.reshape(32, 4)
+    p = a.astype(np.float64) * b
+    assert (np.abs(out[:, 0]) <= np.abs(p)).all() and (np.abs(out[:, 0] - p) <= np.spacing(np.abs(out[:, 0]))).all()
+    s = a.astype(np.float64) + b
+    assert (out[:, 1] <= s).all()
+    assert (out[:, 2] == np.clip(a, 0, 1)).all()
+    assert (out[:, 3] == a / b).all()
+
+
+
+def test_packed_half_arithmetic():
+    prog = build(r'''
+extern "C" __global__ void k(const __half2* a, const __half2* b, __half2* out,
+                             const unsigned* bfa, unsigned* bfo)
+{
+    int n = threadIdx.x;
+    out[4 * n + 0] = __hadd2(a[n], b[n]);
+    out[4 * n + 1] = __hmul2(a[n], b[n]);
+    out[4 * n + 2] = __hfma2(a[n], b[n], a[n]);
+    out[4 * n + 3] = __hmax2(a[n], b[n]);
+    __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(bfa + n);
+    __nv_bfloat162 y = __hmul2(x, x);
+    bfo[n] = *reinterpret_cast<unsigned*>(&y);
+}''')
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal(64).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16)
+    out = np.zeros(4 * 64, np.float16)
+    x = rng.standard_normal(64).astype(np.float32)
+    bfa = to_bf16(x).view(np.uint32)
+    bfo = np.zeros(32, np.uint32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out, bfa, bfo))
+    out = out.reshape(32, 4, 2)
+    a2, b2 = a.reshape(32, 2).astype(np.float64), b.reshape(32, 2).astype(np.float64)
+    assert (out[:, 0] == (a2 + b2).astype(np.float16)).all()
+    assert (out[:, 1] == (a2 * b2).astype(np.float16)).all()
+    assert (out[:, 2] == (a2 * b2 + a2).astype(np.float16)).all()
+    assert (out[:, 3] == np.maximum(a2, b2).astype(np.float16)).all()
+    xb = from_bf16(to_bf16(x)).astype(np.float64)
+    assert (bfo.view(np.uint16) == to_bf16((xb * xb).astype(np.float32))).all()
+
+
+def test_integer_and_bit_intrinsics():
+    prog = build(r'''
+extern "C" __global__ void k(const int* a, const int* b, long long* out)
+{
+    int n = threadIdx.x, x = a[n], y = b[n];
+    unsigned ux = x, uy = y;
+    long long* o = out + 20 * n;
+    o[0] = __popc(ux);
+    o[1] = __clz(x);
+    o[2] = __brev(ux);
+    o[3] = __byte_perm(ux, uy, 0x3175 + n);
+    o[4] = __funnelshift_l(ux, uy, n);
+    o[5] = __funnelshift_rc(ux, uy, n + 20);
+    o[6] = __ffs(x);
+    o[7] = __mulhi(x, y);
+    o[8] = (long long)__umul64hi((unsigned long long)ux * 977u, (unsigned long long)uy * 1313u);
+    o[9] = y != 0 ? x / y : 0;
+    o[10] = y != 0 ? x % y : 0;
+    o[11] = min(ux, uy);
+    o[12] = max(x, y);
+    o[13] = x >> (n % 40);
+    o[14] = ux >> (n % 40);
+    o[15] = (long long)x * y;
+    o[16] = __sad(x, y, 7u);
+    unsigned bf;
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(bf) : "r"(x), "r"(n % 24), "r"(9));
+    o[17] = (int)bf;
+    o[18] = __hadd(x, y);
+    o[19] = abs(x) ^ (int)__ldg(reinterpret_cast<const unsigned*>(a) + (n ^ 1));
+}''')
+    rng = np.random.default_rng(14)
+    a = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    b[:4] = [0, 1, -1, 7]
+    a[5] = -2**31
+    out = np.zeros((32, 20), np.int64)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+    M32 = 0xFFFFFFFF
+    for n in range(32):
+        x, y = int(a[n]), int(b[n])
+        ux, uy = x & M32, y & M32
+
+        def s32(v):
+            v &= M32
+            return v - (1 << 32) if v >> 31 else v
+        both = (uy << 32) | ux
+        sel = 0x3175 + n
+        bytes8 = both.to_bytes(8, "little")
+        perm = sum(bytes8[(sel >> (4 * i)) & 7] << (8 * i) for i in range(4))
+        want = [bin(ux).count("1"), 32 - ux.bit_length(), int(f"{ux:032b}"[::-1], 2),
+                perm, ((both << (n & 31)) >> 32) & M32, (both >> min(n + 20, 32)) & M32,
+                (ux & -ux).bit_length(), (x * y) >> 32,
+                s32(0) if False else None,
+                (abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) if y else 0,
+                (abs(x) % abs(y)) * (1 if x >= 0 else -1) if y else 0,
+                min(ux, uy), max(x, y), x >> min(n % 40, 31), ux >> (n % 40) if n % 40 < 32 else 0,
+                x * y, abs(x - y) + 7, None, (x + y) >> 1, None]
+        p = (ux * 977) * (uy * 1313)
+        want[8] = (p >> 64) - (1 << 64) if (p >> 64) >> 63 else p >> 64
+        pos, ln = n % 24, 9
+        field = (ux >> pos) & ((1 << ln) - 1)
+        want[17] = field - (1 << ln) if field >> (ln - 1) else field
+        want[19] = (abs(x) & M32 if x != -2**31 else 2**31) ^ (int(a[n ^ 1]) & M32)
+        want[19] = s32(want[19])
+        want[14] = s32(want[14]) if False else want[14]
+        got = out[n].tolist()
+        for j, (g, w) in enumerate(zip(got, want)):
+            if j == 16:
+                w = (abs(x - y) + 7) & M32
+            assert g == w, (n, j, g, w)
+
+
+def test_float_intrinsics():
+    prog = build(r'''
+extern "C" __global__ void k(const float* a, const float* b, float* out)
+{
+    int n = threadIdx.x;
+    float x = a[n], y = b[n];
+    float* o = out + 12 * n;
+    o[0] = sqrtf(fabsf(x));
+    o[1] = rsqrtf(fabsf(x) + 1.0f);
+    o[2] = __expf(x);
+    o[3] = __logf(fabsf(x) + 1.0f);
+    o[4] = __sinf(x);
+    o[5] = __cosf(x);
+    o[6] = __fdividef(x, y);
+    o[7] = copysignf(x, y);
+    o[8] = fminf(x, y);
+    o[9] = fmaxf(x, nanf(""));
+    o[10] = __frcp_rn(y);
+    o[11] = __fsqrt_rn(fabsf(y));
+}''')
+    rng = np.random.default_rng(15)
+    a = (rng.standard_normal(32) * 3).astype(np.float32)
+    b = (rng.standard_normal(32) * 3).astype(np.float32)
+    out = np.zeros((32, 12), np.float32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    approx = [np.sqrt(np.abs(x)), 1 / np.sqrt(np.abs(x) + 1), np.exp(x), np.log(np.abs(x) + 1),
+              np.sin(x), np.cos(x), x / y]
+    for j, ref in enumerate(approx):
+        assert np.allclose(out[:, j], ref, rtol=2e-6, atol=1e-6), j
+    assert (out[:, 7] == np.copysign(a, b)).all()
+    assert (out[:, 8] == np.minimum(a, b)).all()
+    assert (out[:, 9] == a).all()
+    assert (out[:, 10] == (1 / y).astype(np.float32)).all()
+    assert (out[:, 11] == np.sqrt(np.abs(b))).all()
