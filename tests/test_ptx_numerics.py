@@ -2,6 +2,8 @@
 modifiers, approximate functions, packed half arithmetic, integer and bit intrinsics. CPU only."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -272,3 +274,46 @@ extern "C" __global__ void k(const float* a, const float* b, float* out)
     assert (out[:, 9] == a).all()
     assert (out[:, 10] == (1 / y).astype(np.float32)).all()
     assert (out[:, 11] == np.sqrt(np.abs(b))).all()
+
+
+def _exact_round(vals, dt):
+    """Round exact Fractions to dtype dt (nearest even), by brute force over neighbours."""
+    out = []
+    for v in vals:
+        x = np.array(float(v), np.float64).astype(dt)
+        cands = [x, np.nextafter(x, dt(np.inf)), np.nextafter(x, dt(-np.inf))]
+        best = min(cands, key=lambda c: (abs(Fraction(float(c)) - v),
+                                          int(np.array(c).view(np.uint32 if dt == np.float32 else np.uint16)) & 1))
+        out.append(best)
+    return np.array(out, dt)
+
+
+def test_fma_f32_is_correctly_rounded():
+    prog = build(r'''
+extern "C" __global__ void k(const float* a, const float* b, const float* c, float* out)
+{
+    int n = threadIdx.x + blockIdx.x * blockDim.x;
+    out[4 * n + 0] = __fmaf_rn(a[n], b[n], c[n]);
+    out[4 * n + 1] = __fmaf_rz(a[n], b[n], c[n]);
+    out[4 * n + 2] = __fmaf_rd(a[n], b[n], c[n]);
+    out[4 * n + 3] = __fmaf_ru(a[n], b[n], c[n]);
+}''')
+    rng = np.random.default_rng(17)
+    a = rng.standard_normal(64).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    c = (-(a.astype(np.float64) * b)).astype(np.float32)      # cancellation: fma shows the low bits
+    c[32:] = rng.standard_normal(32).astype(np.float32) * np.float32(2.0 ** -30)
+    # ties for a double-rounding product: (1 + 2^-23) * (1 + 2^-23) + tiny
+    a[0] = b[0] = np.float32(1 + 2.0 ** -12)
+    c[0] = np.float32(2.0 ** -60)
+    out = np.zeros((64, 4), np.float32)
+    ptx.launch(prog, "k", 2, 32, (a, b, c, out))
+    exact_vals = [Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+                  for x, y, z in zip(a, b, c)]
+    assert (out[:, 0] == _exact_round(exact_vals, np.float32)).all()
+    f = lambda v: Fraction(float(v))  # noqa: E731
+    for i, v in enumerate(exact_vals):
+        rz, rd, ru = out[i, 1], out[i, 2], out[i, 3]
+        assert f(rd) <= v <= f(ru) and abs(f(rz)) <= abs(v)
+        assert (f(rd) == v) == (f(ru) == v)
+        assert np.nextafter(rd, np.float32(np.inf)) >= ru

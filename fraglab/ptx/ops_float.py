@@ -1,11 +1,10 @@
 """Floating-point instructions: f32/f64 with .rn/.rz/.rm/.rp, .ftz, .sat; f16, bf16 and their
 x2 packed forms; the approximate functions (ex2, lg2, rcp, sqrt, rsqrt, sin, cos, tanh).
 
-Rounding: .rn results are correctly rounded (float32 NumPy arithmetic, or float64 then one
-rounding to float32, which is exact or innocuous for add, mul, div, sqrt). Exceptions, documented:
-``fma.rn.f32`` is computed as a float64 sum of an exact product, rounded to float32, so it can
-differ from a true fused multiply-add by one ulp in the rare double-rounding case, and ``fma.f64``
-rounds twice. Directed roundings are derived from the float64 result with ``nextafter``.
+Rounding: results are correctly rounded in every mode. .rn add/sub/mul use NumPy's float32
+arithmetic; fma and the directed modes go through :mod:`.exact` (error-free sums and products in
+float64, then one rounding of the exact value); div/sqrt/rcp round a float64 result once, which is
+innocuous for them. ``fma.f64`` is within a hair of correct rounding (a float64 pair).
 Approximate functions are computed in float64 and rounded, so they are well within the PTX error
 bounds (ex2.approx.f32: 2 ulp + ftz; lg2.approx.f32: 2^-22.6 absolute; rcp.approx: 1 ulp).
 """
@@ -14,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import from_bf16, to_bf16
+from . import exact
 from .decode import DT, handler, last_type, mods, unsupported
 
 F32_MIN_NORMAL = np.float32(1.1754944e-38)
@@ -93,8 +93,9 @@ def _half_op(ins, dc, t, fn, n, post=None):
     return f
 
 
-def _float_op(ins, dc, t, fn64, fn_native=None, n=2):
-    """An f32/f64 op: fn_native on the native type for .rn, else fn64 in float64 + rounding."""
+def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None):
+    """An f32/f64 op: fn_native on the native type for .rn; else fn_exact(*args, dtype, mode)
+    (correctly rounded) or fn64 in float64 + rounding."""
     md = mods(ins)
     dt = DT[t]
     rnd = rounding(ins)
@@ -109,6 +110,8 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2):
             args = [ftz(a) for a in args]
         if fn_native is not None and rnd == "rn":
             v = fn_native(*args).astype(dt)
+        elif fn_exact is not None:
+            v = fn_exact(*args, dt, rnd)
         else:
             v = round_to(fn64(*[a.astype(np.float64) for a in args]), dt, rnd)
         if fz:
@@ -120,13 +123,15 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2):
 
 
 _ARITH = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+_EXACT = {"add": exact.add, "sub": lambda a, b, dt, mode: exact.add(a, -b, dt, mode),
+          "mul": exact.mul}
 
 
 def arith(ins, dc, t):
     fn = _ARITH[ins.base]
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         return _half_op(ins, dc, t, fn, 2)
-    return _float_op(ins, dc, t, fn, fn)
+    return _float_op(ins, dc, t, fn, fn, fn_exact=_EXACT[ins.base])
 
 
 def _fma64(a, b, c):
@@ -134,14 +139,22 @@ def _fma64(a, b, c):
 
 
 def fma(ins, dc, t):
-    if t in ("f16", "bf16", "f16x2", "bf16x2"):
-        if "relu" in mods(ins):
-            return _half_op(ins, dc, t, lambda a, b, c: np.maximum(
-                (a.astype(np.float64) * b + c), 0).astype(np.float32), 3)
-        return _half_op(ins, dc, t, lambda a, b, c: a.astype(np.float64) * b + c, 3)
-    if t == "f32":
-        return _float_op(ins, dc, t, _fma64, lambda a, b, c: a.astype(np.float64) * b + c, 3)
-    return _float_op(ins, dc, t, _fma64, _fma64, 3)
+    """Fused multiply-add, correctly rounded (exact product, error-free sum, one rounding)."""
+    if t in ("f16", "f16x2"):
+        relu = "relu" in mods(ins)
+
+        def f16fma(a, b, c):
+            r = exact.fma(a, b, c, np.float16).astype(np.float32)
+            return np.where(np.isnan(r), r, np.maximum(r, 0)) if relu else r
+        return _half_op(ins, dc, t, f16fma, 3)
+    if t in ("bf16", "bf16x2"):
+        relu = "relu" in mods(ins)
+
+        def bffma(a, b, c):         # round-to-odd f32, then pack() rounds to bf16 exactly once
+            r = exact.fma_round_odd32(a, b, c)
+            return np.where(np.isnan(r), r, np.maximum(r, 0)) if relu else r
+        return _half_op(ins, dc, t, bffma, 3)
+    return _float_op(ins, dc, t, _fma64, None, 3, fn_exact=exact.fma)
 
 
 @handler("fma")
