@@ -159,6 +159,16 @@ struct WarpTile {
                 acc[m][n] += a[m] * b[n];
     }
 
+    // acc += the whole staged tile: fma_step for each of its KB k (A k-major with leading
+    // dimension LDA, B with LDB), a_k and b_k as for fma_step at k = 0.
+    template <int KB, int LDA, int LDB>
+    __device__ __forceinline__ static void fma_tile(float (&acc)[LANE_M][LANE_N], const float* a_k,
+                                                    const float* b_k) {
+#pragma unroll
+        for (int k = 0; k < KB; ++k)
+            fma_step(acc, a_k + k * LDA, b_k + k * LDB);
+    }
+
     // Offsets of this lane's first chunk inside the warp tile (row, column).
     __device__ __forceinline__ static int lane_row() { return (threadIdx.x % 32) / LN * 4; }
     __device__ __forceinline__ static int lane_col() { return (threadIdx.x % 32) % LN * 4; }
@@ -194,10 +204,11 @@ __device__ __forceinline__ int2 grouped_block() {
 
 // ---- rungs 8-9: the warp-tiled kernel with two shared-memory stages ---------------------------
 // Rung 7's loop, changed in one way: the shared tiles have two stages. While the warps compute
-// on stage t%2, the next tiles of A and B are already on their way from global memory into
+// on one stage, the next tiles of A and B are already on their way from global memory into
 // registers (the LDGs are issued before the FFMAs and only waited for after them), and are
-// written into the other stage at the end of the step. Stage t%2^1 was last read in step t-1,
-// which ended with a barrier, so one barrier per step is enough (rung 7 needs two).
+// written into the other stage at the end of the step. That stage was last read in the step
+// before, which ended with a barrier, so one barrier per step is enough (rung 7 needs two).
+// The last step has nothing to prefetch and is peeled off the loop.
 // Rung 8 (double_buffer) and rung 9 (autotuned) are this function with different tiles.
 // kGroup > 1 also changes the ORDER of the blocks (grouped_block below); 1 keeps the grid's.
 template <int kBM, int kBN, int kBK, int kWM, int kWN, int kLM, int kGroup>
@@ -222,25 +233,20 @@ __device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS) {
     TileA::template store_transposed<LDA>(smem, ra);
     TileB::template store<kBN>(smem + kBK * LDA, rb);
     __syncthreads();
-    const int steps = K / kBK;
-    for (int t = 0; t < steps; ++t) {
-        const float* stage = smem + (t & 1) * STAGE;
-        const bool more = t + 1 < steps;
-        if (more) {                            // next tiles: global -> registers, in flight
-            TileA::fetch(ra, A + (t + 1) * kBK, K);
-            TileB::fetch(rb, B + (t + 1) * kBK * N, N);
-        }
-        const float* a_lane = stage + wm0 + Warp::lane_row();
-        const float* b_lane = stage + kBK * LDA + wn0 + Warp::lane_col();
-#pragma unroll
-        for (int k = 0; k < kBK; ++k)
-            Warp::fma_step(acc, a_lane + k * LDA, b_lane + k * kBN);
-        if (more) {                            // registers -> the other stage
-            float* next = smem + ((t + 1) & 1) * STAGE;
-            TileA::template store_transposed<LDA>(next, ra);
-            TileB::template store<kBN>(next + kBK * LDA, rb);
-        }
+    const float* a_lane = smem + wm0 + Warp::lane_row();            // in stage 0
+    const float* b_lane = smem + kBK * LDA + wn0 + Warp::lane_col();
+    int stage = 0;                             // offset of the stage read in this step
+    for (int t = 1; t < K / kBK; ++t) {        // every step but the last prefetches the next
+        A += kBK;                              // next tiles: global -> registers, in flight
+        B += kBK * N;
+        TileA::fetch(ra, A, K);
+        TileB::fetch(rb, B, N);
+        Warp::template fma_tile<kBK, LDA, kBN>(acc, a_lane + stage, b_lane + stage);
+        stage ^= STAGE;                        // registers -> the other stage (0 <-> STAGE)
+        TileA::template store_transposed<LDA>(smem + stage, ra);
+        TileB::template store<kBN>(smem + stage + kBK * LDA, rb);
         __syncthreads();
     }
+    Warp::template fma_tile<kBK, LDA, kBN>(acc, a_lane + stage, b_lane + stage);
     Warp::store(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc);
 }

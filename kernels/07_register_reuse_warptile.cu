@@ -35,9 +35,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MINB) sgemm_warptile(SGEMM
     const float* b_lane = Bs + wn0 + Warp::lane_col();
     for (int k0 = 0; k0 < K; k0 += BK) {
         stage_float4<BM, BN, BK, THREADS, LDA>(As, Bs, A + k0, B + k0 * N, N, K);
-#pragma unroll
-        for (int k = 0; k < BK; ++k)
-            Warp::fma_step(acc, a_lane + k * LDA, b_lane + k * BN);
+        Warp::fma_tile<BK, LDA, BN>(acc, a_lane, b_lane);   // fma_step for each staged k
         __syncthreads();
     }
     Warp::store(C + (blockIdx.y * BM + wm0) * N + blockIdx.x * BN + wn0, N, acc);

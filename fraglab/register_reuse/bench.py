@@ -83,13 +83,14 @@ def sweep_space() -> list[dict]:
     """The configurations the sweep tries: block tiles 128x128, 128x256, 256x128; BK 8 or 16;
     warp tiles 32x64 (lanes 4x8) and 64x32 (lanes 4x8 or 8x4), 64 outputs per thread, or 64x64
     (128 outputs per thread); the block order GROUP 1 or 8. MINB asks ptxas for 2 blocks per SM
-    at up to 256 threads, 1 at 512 (at most 128 registers either way)."""
+    where two fit at about 2 registers per output, else 1."""
     out = []
     for (bm, bn), bk, (wm, wn, lm), group in itertools.product(
             ((128, 128), (128, 256), (256, 128)), (8, 16),
             ((32, 64, 4), (64, 32, 4), (64, 32, 8), (64, 64, 4)), (1, 8)):
         t = dict(BM=bm, BN=bn, BK=bk, WM=wm, WN=wn, LM=lm, MINB=1, GROUP=group)
-        t["MINB"] = 2 if kernels.threads("autotuned", t) <= 256 else 1
+        outputs = wm * wn // 32                # per thread; registers ~ 2x that, at most 255
+        t["MINB"] = 2 if kernels.threads("autotuned", t) * min(255, 2 * outputs) * 2 <= 65536 else 1
         try:
             out.append(kernels.tiles("autotuned", **t))
         except ValueError:
