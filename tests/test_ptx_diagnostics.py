@@ -228,3 +228,25 @@ extern "C" __global__ void k(const float* in, float* out)
         ptx.launch(prog, "k", 1, 32, (x,))
     with pytest.raises(KeyError, match="no kernel"):
         ptx.launch(prog, "nope", 1, 32, (x, x))
+
+
+def test_device_printf(capsys):
+    prog = build(r'''
+extern "C" __global__ void k(const float* x, int n)
+{
+    if (threadIdx.x % 16 == 1)
+        printf("t%d x=%.3f n=%d %s %lld|%-4x|%c%%\n", threadIdx.x, x[threadIdx.x], n, "ok",
+               (long long)n * -3, 255u, 'A' + threadIdx.x / 16);
+}''')
+    res = ptx.launch(prog, "k", 1, 32, (np.arange(32, dtype=np.float32) / 4, np.int32(7)))
+    want = ["t1 x=0.250 n=7 ok -21|ff  |A%\n", "t17 x=4.250 n=7 ok -21|ff  |B%\n"]
+    assert res.printf == want
+    assert capsys.readouterr().out == "".join(want)
+
+
+def test_noninlined_call_is_unsupported_with_a_hint():
+    prog = build(r'''
+__device__ __noinline__ int twice(int v) { return 2 * v; }
+extern "C" __global__ void k(int* out) { out[threadIdx.x] = twice(threadIdx.x); }''')
+    with pytest.raises(ptx.UnsupportedInstruction, match="__forceinline__"):
+        ptx.launch(prog, "k", 1, 32, (np.zeros(32, np.int32),))

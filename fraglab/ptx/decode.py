@@ -40,7 +40,7 @@ def handler(*names):
 
 
 def handlers() -> dict:
-    from . import ops_int, ops_float, ops_cvt, ops_mem, ops_ctrl, collectives, tensor  # noqa: F401
+    from . import ops_int, ops_float, ops_cvt, ops_mem, ops_ctrl, collectives, tensor, calls  # noqa: F401,E501
     return _HANDLERS
 
 

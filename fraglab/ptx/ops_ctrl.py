@@ -55,8 +55,3 @@ def h_trap(ins, dc):
 @handler("nanosleep", "pmevent")
 def h_sleep(ins, dc):
     return lambda w, m: None
-
-
-@handler("call")
-def h_call(ins, dc):
-    unsupported(ins, "function calls (non-inlined __device__ functions) are not interpreted")

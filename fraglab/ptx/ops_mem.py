@@ -28,6 +28,16 @@ def vec_of(ins) -> int:
     return 1
 
 
+def _param_reg(op, space, dc):
+    """The register holding a call-sequence .param that `op` ([param0+0]) names, or None."""
+    if space == "param" and op[0] == "addr" and op[1] is not None and op[1][0] == "reg" \
+            and op[1][1] in dc.kernel.param_regs:
+        if op[2] != 0:
+            raise UnsupportedInstruction("call parameters at an offset")
+        return op[1][1]
+    return None
+
+
 def _scatter(vals, lanes, dt):
     full = np.zeros(32, dt)
     full[lanes] = vals
@@ -45,6 +55,12 @@ def h_ld(ins, dc):
     if len(parts) != n:
         unsupported(ins, "vector width and destination count differ")
     wrs = [dc.writer(p, t, ins) for p in parts]
+    moved = _param_reg(ins.operands[1], space, dc)
+    if moved is not None:                       # ld.param of a call's return value
+        if n != 1:
+            unsupported(ins, "vector access to a call parameter")
+        rd = dc.reader(("reg", moved), t, ins)
+        return lambda w, m: wrs[0](w, rd(w), m)
     addr = dc.address(ins.operands[1], space, ins)
     dt = np.dtype(DT[t])
     total = es * n
@@ -75,6 +91,12 @@ def h_st(ins, dc):
     if len(parts) != n:
         unsupported(ins, "vector width and source count differ")
     rds = [dc.reader(p, t, ins) for p in parts]
+    moved = _param_reg(ins.operands[0], space, dc)
+    if moved is not None:                       # st.param of a call's argument
+        if n != 1:
+            unsupported(ins, "vector access to a call parameter")
+        wr = dc.writer(("reg", moved), t, ins)
+        return lambda w, m: wr(w, rds[0](w), m)
     addr = dc.address(ins.operands[0], space, ins)
     total = np.dtype(DT[t]).itemsize * n
     sync = any(x in mods(ins) for x in ("volatile", "relaxed", "release"))

@@ -72,6 +72,7 @@ class Kernel:
     vars: list = field(default_factory=list)         # kernel-scope Var
     instrs: list = field(default_factory=list)
     labels: dict = field(default_factory=dict)       # label -> instruction index
+    param_regs: set = field(default_factory=set)      # call-sequence .param, held as registers
 
 
 @dataclass
@@ -276,13 +277,14 @@ def _parse(text: str) -> Module:
 
 
 def _skip_function(lines, i):
-    depth, seen = 0, False
+    """Skip a .func: a prototype (ends with ';' before any '{') or a definition with a body."""
+    depth, seen, paren = 0, False, 0
     while i < len(lines):
         s = lines[i]
         i += 1
-        if s.strip().endswith(";") and not seen and "{" not in s:
-            if depth == 0 and ")" in s and ";" in s:
-                return i                                # a prototype
+        paren += s.count("(") - s.count(")")
+        if not seen and paren <= 0 and ";" in s and "{" not in s:
+            return i                                    # a prototype
         depth += s.count("{") - s.count("}")
         seen = seen or "{" in s
         if seen and depth == 0:
@@ -334,6 +336,10 @@ def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
         raw = lines[i]
         i += 1
         s = raw.strip()
+        if s and ";" not in s and s[0] not in "{}." and not re.match(r"^[\w$]+:\s*$", s):
+            while i < len(lines) and ";" not in s:      # a statement over several lines (call)
+                s += " " + lines[i].strip()
+                i += 1
         while s:
             if s.startswith("{"):
                 depth += 1
@@ -387,6 +393,16 @@ def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
             if stmt.startswith((".shared", ".local", ".global", ".const", ".extern")):
                 k.vars.append(_parse_var(stmt))
                 continue
+            if stmt.startswith(".param"):                 # a call's argument or return value
+                m = re.match(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)(\[(\d+)\])?", stmt)
+                if not m:
+                    raise PTXSyntaxError(f"PTX line {i}: bad .param declaration {stmt!r}")
+                t = m.group(1)
+                if m.group(3):
+                    t = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}.get(int(m.group(4)) * type_size(t), "b64")
+                scopes.declare(m.group(2), t)
+                k.param_regs.add(len(k.regs) - 1)
+                continue
             if stmt.startswith("."):
                 raise PTXSyntaxError(f"PTX line {i}: unsupported directive {stmt!r}")
             _add_instr(k, stmt, scopes, i, loc, pending_labels)
@@ -408,6 +424,16 @@ def _add_instr(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc, labels) ->
         guard = (idx, neg)
     parts = stmt.split(None, 1)
     opcode = parts[0]
+    if opcode.split(".")[0] == "call":
+        m = re.match(r"^\s*(?:\((.*?)\)\s*,)?\s*([\w$]+)\s*(?:,\s*\((.*)\))?\s*(?:,.*)?$",
+                     parts[1] if len(parts) > 1 else "")
+        if not m:
+            raise PTXSyntaxError(f"PTX line {line}: cannot parse call {stmt!r}")
+        rets = [parse_operand(t, scopes, f"PTX line {line}") for t in _split_top(m.group(1) or "")]
+        args = [parse_operand(t, scopes, f"PTX line {line}") for t in _split_top(m.group(3) or "")]
+        k.instrs.append(Instr(opcode, [("call", m.group(2), rets, args)], guard,
+                              " ".join(text.split()), line, loc))
+        return
     ops = [parse_operand(t, scopes, f"PTX line {line}") for t in _split_top(parts[1])] \
         if len(parts) > 1 else []
     k.instrs.append(Instr(opcode, ops, guard, " ".join(text.split()), line, loc))

@@ -199,6 +199,8 @@ class Launch:
         self.steps = 0
         self.glob = GlobalMemory()
         self.current_warps = []
+        self.printf: list[str] = []          # device printf output, in execution order
+        self.echo_printf = True
 
     def __repr__(self):
         return (f"<ptx launch {self.info.name} grid={self.grid} block={self.block}: "
@@ -219,7 +221,7 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
-           hook=None) -> Launch:
+           hook=None, echo_printf: bool = True) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
     place); value params take NumPy scalars or Python numbers. Returns the :class:`Launch`
     (``.steps`` = warp-instructions executed)."""
@@ -238,6 +240,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
                         f"({', '.join(p[0] for p in info.param_layout)}), got {len(args)}")
     L = Launch(prog, info, grid, block, int(shared_mem), int(max_steps),
                dict(uninit=check_uninit, race=check_race), hook)
+    L.echo_printf = echo_printf
     for v in prog._globals_order:
         L.glob.map_bytes(v.init or bytes(v.size), v.name)
     pbuf = bytearray(info.param_size)
