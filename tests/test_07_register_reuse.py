@@ -197,6 +197,10 @@ def test_sweep_space_is_valid_and_small():
     assert all(kernels.tiles("autotuned", **t) == t for t in space)
 
 
+def test_autotuned_tiles_are_a_sweep_configuration():
+    assert kernels.TILES["autotuned"] in bench.sweep_space()
+
+
 def test_bench_summary_reads_results():
     res = {"ladder": [{"shape": [64, 64, 64], "rows": {"cublas": {"tflops": 2.0, "of_cublas": 1.0},
                                                       "smem": {"tflops": 0.5, "of_cublas": 0.25}}}]}

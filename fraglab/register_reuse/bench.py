@@ -34,7 +34,7 @@ NON_SQUARE = ((4096, 4096, 1024), (8192, 2048, 4096), (2048, 8192, 512))
 #: Rungs left out at a size because one call would take seconds (and why).
 SKIP = {8192: {"naive": "uncoalesced: over a second per call at 8192^3"}}
 #: Repeats of compare() by the largest dimension (calls of the slow rungs take long).
-REPEATS = {1024: 50, 2048: 30, 4096: 10, 8192: 5}
+REPEATS = {1024: 100, 2048: 50, 4096: 30, 8192: 10}
 SWEEP_SIZE = 4096
 #: Rungs whose warp stalls Nsight Compute breaks down (the seed's pair, and our top rung).
 STALL_RUNGS = ("smem", "tile1d", "autotuned")
@@ -104,7 +104,7 @@ def _label(t: dict) -> str:
 
 
 def autotune(rng, log, size: int = SWEEP_SIZE, space: list[dict] | None = None,
-             repeat: int = 10) -> dict:
+             repeat: int = 20) -> dict:
     """Compile every configuration first (dropping those that fail or spill), then time each at
     ``size``^3. Returns ``{"records", "best", "cublas_ms"}``."""
     from .. import device

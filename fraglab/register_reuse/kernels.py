@@ -32,7 +32,8 @@ CHANGES = {
 }
 
 #: Tile defines each rung launches with. ``autotuned`` holds the winner of the H100 sweep
-#: (``python -m fraglab.register_reuse bench``); replace it with the ``best`` the sweep reports.
+#: (``python -m fraglab.register_reuse bench``: its ``best``; first sweep, H100 80GB HBM3 SXM,
+#: 2026-11-23: 128x256x16 blocks of 256 threads, 64x64 warp tiles, 16x8 outputs a thread).
 TILES: dict[str, dict[str, int]] = {
     "naive": {}, "coalesced": {}, "smem": {},
     "tile1d": dict(BM=64, BN=64, BK=8, TM=8),
@@ -40,7 +41,7 @@ TILES: dict[str, dict[str, int]] = {
     "vectorized": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
     "warptile": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2),
     "double_buffer": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2, GROUP=1),
-    "autotuned": dict(BM=128, BN=128, BK=8, WM=64, WN=32, LM=4, MINB=2, GROUP=8),
+    "autotuned": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8),
 }
 
 #: Rungs that take any M, N, K (bounds-checked loads and stores); the others need M % BM,
