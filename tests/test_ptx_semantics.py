@@ -65,7 +65,7 @@ SHFL_PTX = r'''
     ld.param.u32 %r5, [cval];
     mov.u32 %r1, %laneid;
     mul.lo.u32 %r2, %r1, 10;
-    shfl.sync.idx.b32 %r3|%p1, %r2, 9, %r5, -1;
+    shfl.sync.MODE.b32 %r3|%p1, %r2, 9, %r5, -1;
     selp.u32 %r4, 1, 0, %p1;
     mul.wide.u32 %rd2, %r1, 8;
     add.s64 %rd3, %rd1, %rd2;
@@ -75,17 +75,34 @@ SHFL_PTX = r'''
 '''
 
 
-@pytest.mark.parametrize("c", [0x1F, 0x1C03, 0x1807])
-def test_shfl_c_operand_clamp_and_segment(c):
-    out = np.zeros((32, 2), np.uint32)
-    ptx.launch(ptx.Program(SHFL_PTX), "raw", 1, 32, (out, np.uint32(c)))
-    lane = np.arange(32)
+def _shfl_spec(mode, lane, b, c):
+    """The PTX ISA's pseudo-code for shfl.sync, one lane at a time."""
     clamp, seg = c & 0x1F, (c >> 8) & 0x1F
-    max_lane = (lane & seg) | (clamp & ~seg)
-    j = (lane & seg) | (9 & ~seg)
-    ok = j <= max_lane
-    assert (out[:, 1] == ok).all()
-    assert (out[:, 0] == np.where(ok, j, lane) * 10).all()
+    max_lane = (lane & seg) | (clamp & ~seg & 0x1F)
+    min_lane = lane & seg
+    if mode == "up":
+        j = lane - b
+        ok = j >= max_lane
+    elif mode == "down":
+        j = lane + b
+        ok = j <= max_lane
+    elif mode == "bfly":
+        j = lane ^ b
+        ok = j <= max_lane
+    else:
+        j = min_lane | (b & ~seg & 0x1F)
+        ok = j <= max_lane
+    return (j if ok else lane), ok
+
+
+@pytest.mark.parametrize("mode", ["idx", "up", "down", "bfly"])
+@pytest.mark.parametrize("c", [0x1F, 0x0, 0x1C03, 0x1807, 0x180C])
+def test_shfl_c_operand_clamp_and_segment(mode, c):
+    out = np.zeros((32, 2), np.uint32)
+    ptx.launch(ptx.Program(SHFL_PTX.replace("MODE", mode)), "raw", 1, 32, (out, np.uint32(c)))
+    for lane in range(32):
+        src, ok = _shfl_spec(mode, lane, 9, c)
+        assert out[lane, 1] == ok and out[lane, 0] == src * 10, (lane, src, ok)
 
 
 def test_shfl_member_mask_must_name_executing_lanes():

@@ -72,7 +72,7 @@ def h_shfl(ins, dc):
         min_lane = LANES & seg
         if mode == "up":
             j = LANES.astype(np.int64) - bv
-            ok = j >= min_lane
+            ok = j >= max_lane                      # the PTX ISA's rule (CUDA passes c = 0)
         elif mode == "down":
             j = LANES.astype(np.int64) + bv
             ok = j <= max_lane
