@@ -250,3 +250,12 @@ __device__ __noinline__ int twice(int v) { return 2 * v; }
 extern "C" __global__ void k(int* out) { out[threadIdx.x] = twice(threadIdx.x); }''')
     with pytest.raises(ptx.UnsupportedInstruction, match="__forceinline__"):
         ptx.launch(prog, "k", 1, 32, (np.zeros(32, np.int32),))
+
+
+def test_cupy_style_kernel_function():
+    prog = ptx.load("00_hello_warp")
+    fn = prog.function("warp_sum", max_steps=100_000)
+    x = np.ones((3, 32), np.float32)
+    out = np.zeros(3, np.float32)
+    fn((3,), (32,), (x, out, np.int32(3)), shared_mem=0)
+    assert (out == 32).all() and fn.last.steps > 0

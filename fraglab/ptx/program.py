@@ -288,3 +288,31 @@ def load(name, arch: str = "sm_80", *, source: str | None = None, defines: dict 
     if prog is None:
         prog = _CACHE[b.key] = Program(b.ptx)
     return prog
+
+
+class KernelFunction:
+    """A CuPy-style callable for one kernel: ``fn(grid, block, args, shared_mem=0)``, so a launch
+    path written for ``cupy.cuda.Function`` can run on the interpreter. ``last`` holds the
+    :class:`Launch` of the latest call; ``options`` go to :func:`launch` (max_steps, checks)."""
+
+    def __init__(self, prog: Program, name: str, **options):
+        prog.info(name)
+        self.prog, self.name, self.options = prog, name, options
+        self.last: Launch | None = None
+        self.max_dynamic_shared_size_bytes = MAX_SHARED
+
+    def __call__(self, grid, block, args, shared_mem: int = 0, stream=None):
+        self.last = launch(self.prog, self.name, grid, block, tuple(args),
+                           shared_mem=shared_mem, **self.options)
+        return self.last
+
+    def __repr__(self):
+        return f"<ptx.KernelFunction {self.name}>"
+
+
+def _function(self, name: str, **options) -> KernelFunction:
+    """A CuPy-style callable for kernel ``name`` (see :class:`KernelFunction`)."""
+    return KernelFunction(self, name, **options)
+
+
+Program.function = _function
