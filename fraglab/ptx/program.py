@@ -68,6 +68,11 @@ class Program:
             self._infos[name] = self._build(name)
         return self._infos[name]
 
+    def function(self, name: str, **options) -> "KernelFunction":
+        """A CuPy-style callable ``fn(grid, block, args, shared_mem=0)`` for kernel ``name``;
+        ``options`` go to :func:`launch` (max_steps, check_uninit, ...)."""
+        return KernelFunction(self, name, **options)
+
     def unsupported(self, name: str | None = None) -> list:
         """(opcode, PTX line, CUDA source) of every instruction the interpreter cannot run."""
         names = [name] if name else self.kernels
@@ -308,11 +313,3 @@ class KernelFunction:
 
     def __repr__(self):
         return f"<ptx.KernelFunction {self.name}>"
-
-
-def _function(self, name: str, **options) -> KernelFunction:
-    """A CuPy-style callable for kernel ``name`` (see :class:`KernelFunction`)."""
-    return KernelFunction(self, name, **options)
-
-
-Program.function = _function
