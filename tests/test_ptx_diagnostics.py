@@ -244,12 +244,34 @@ extern "C" __global__ void k(const float* x, int n)
     assert capsys.readouterr().out == "".join(want)
 
 
-def test_noninlined_call_is_unsupported_with_a_hint():
+def test_noninlined_device_functions_are_inlined():
     prog = build(r'''
-__device__ __noinline__ int twice(int v) { return 2 * v; }
-extern "C" __global__ void k(int* out) { out[threadIdx.x] = twice(threadIdx.x); }''')
-    with pytest.raises(ptx.UnsupportedInstruction, match="__forceinline__"):
-        ptx.launch(prog, "k", 1, 32, (np.zeros(32, np.int32),))
+__device__ __noinline__ float times(float v, int k) { float s = 0; for (int i = 0; i < k; ++i) s += v; return s; }
+__device__ __noinline__ void bump(int* p) { p[threadIdx.x] += 1; }
+__device__ __noinline__ float mix(float v)
+{
+    if (threadIdx.x & 1) return v;
+    return __shfl_xor_sync(0x55555555u, v, 2) + times(v, 2);   // divergent, nested
+}
+extern "C" __global__ void k(float* out, int* q, int n)
+{ out[threadIdx.x] = times(threadIdx.x, n) + mix(threadIdx.x); bump(q); }''')
+    out, q = np.zeros(32, np.float32), np.zeros(32, np.int32)
+    ptx.launch(prog, "k", 1, 32, (out, q, np.int32(5)))
+    t = np.arange(32)
+    assert (out == 5 * t + np.where(t & 1, t, (t ^ 2) + 2 * t)).all() and (q == 1).all()
+
+
+def test_recursion_is_unsupported():
+    prog = build(r'''
+__device__ int fact(int n) { return n <= 1 ? 1 : n * fact(n - 1); }
+extern "C" __global__ void k(int* out) { out[threadIdx.x] = fact(threadIdx.x % 5); }''')
+    out = np.zeros(32, np.int32)
+    try:
+        ptx.launch(prog, "k", 1, 32, (out,))
+    except ptx.UnsupportedInstruction as e:
+        assert "recursion" in str(e)
+    else:                                   # NVRTC turned the recursion into a loop
+        assert (out == [1, 1, 2, 6, 24] * 6 + [1, 1]).all()
 
 
 def test_cupy_style_kernel_function():

@@ -1,7 +1,8 @@
-"""Calls. Only ``vprintf`` (CUDA's device printf) is interpreted: every lane that calls it prints
-its line, lanes in order, as the GPU would (the order between warps and blocks is the
-interpreter's schedule). The lines also collect in ``Launch.printf``. Other calls (non-inlined
-__device__ functions) raise UnsupportedInstruction."""
+"""Calls that remain after inlining (:mod:`.inline` expands calls of the module's own .func
+definitions). ``vprintf`` (CUDA's device printf) is interpreted: every lane that calls it prints
+its line, lanes in order (the order between warps and blocks is the interpreter's schedule); the
+lines also collect in ``Launch.printf``. Anything else (recursion, external functions) raises
+UnsupportedInstruction."""
 from __future__ import annotations
 
 import re
@@ -68,8 +69,9 @@ def format_printf(fmt: str, fetch) -> tuple[str, int]:
 def h_call(ins, dc):
     _, name, rets, args = ins.operands[0]
     if name != "vprintf":
-        unsupported(ins, f"call of `{name}`: non-inlined functions are not interpreted "
-                         "(mark them __forceinline__)")
+        unsupported(ins, f"call of `{name}`: only functions defined in the module are run (they "
+                         "are inlined at their call sites); recursion, guarded calls and external "
+                         "functions are not")
     if len(args) != 2:
         unsupported(ins, "vprintf with other than 2 arguments")
     fmt_r = dc.reader(args[0], "u64", ins)

@@ -73,6 +73,8 @@ class Kernel:
     instrs: list = field(default_factory=list)
     labels: dict = field(default_factory=dict)       # label -> instruction index
     param_regs: set = field(default_factory=set)      # call-sequence .param, held as registers
+    arg_regs: list = field(default_factory=list)      # .func: its parameters (register indices)
+    ret_regs: list = field(default_factory=list)      # .func: its return values
 
 
 @dataclass
@@ -82,6 +84,7 @@ class Module:
     kernels: dict = field(default_factory=dict)
     vars: dict = field(default_factory=dict)         # module-scope Var by name
     files: dict = field(default_factory=dict)        # file index -> path
+    funcs: dict = field(default_factory=dict)        # .func definitions (inlined at calls)
 
 
 _COMMENT = re.compile(r"//.*$")
@@ -265,7 +268,7 @@ def _parse(text: str) -> Module:
         elif _ENTRY.match(line):
             i = _parse_entry(mod, lines, i - 1)
         elif ".func" in line.split("(")[0]:
-            i = _skip_function(lines, i - 1)
+            i = _parse_func(mod, lines, i - 1)
         elif _VAR_DECL.match(line.rstrip(";")):
             v = _parse_var(line.rstrip(";").strip())
             mod.vars[v.name] = v
@@ -273,6 +276,9 @@ def _parse(text: str) -> Module:
             continue
         else:
             raise PTXSyntaxError(f"PTX line {i}: unexpected module-level text {line!r}")
+    from .inline import inline_calls
+    for k in mod.kernels.values():
+        inline_calls(mod, k)
     return mod
 
 
@@ -314,6 +320,42 @@ def _parse_var(decl: str) -> Var:
                extern=extern or bool(m.group("ext")) or decl.startswith(".extern"), init=init)
 
 
+_FUNC = re.compile(r"\.func\s*(?:\((?P<rets>[^)]*)\))?\s*(?P<name>[\w$]+)\s*(?:\((?P<args>[^)]*)\))?")
+
+
+def _parse_func(mod: Module, lines: list[str], i: int) -> int:
+    """A .func: a prototype is skipped; a definition is parsed like a kernel, its parameters and
+    return values held in registers, for inlining at its call sites (:mod:`.inline`)."""
+    start, header = i, []
+    while i < len(lines) and "{" not in lines[i]:
+        header.append(lines[i].strip())
+        i += 1
+        if ";" in header[-1] and "(" not in header[-1].split(";")[-1]:
+            htxt = " ".join(header)
+            if htxt.count("(") == htxt.count(")"):
+                return _skip_function(lines, start)     # a prototype
+    htxt = " ".join(header)
+    m = _FUNC.search(htxt)
+    if not m:
+        return _skip_function(lines, start)
+    k = Kernel(m.group("name"))
+    scopes = _Scopes(k)
+    for group, dest in (("rets", k.ret_regs), ("args", k.arg_regs)):
+        for pm in _PARAM.finditer(m.group(group) or ""):
+            t = pm.group(2)
+            count = int(pm.group(4)[1:-1]) if pm.group(4) else 1
+            if type_size(t) * count > 8:
+                t = "b64"                               # a struct by value: not supported
+            elif count > 1:
+                t = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}[type_size(t) * count]
+            scopes.declare(pm.group(3), t)
+            k.param_regs.add(len(k.regs) - 1)
+            dest.append(len(k.regs) - 1)
+    end = _parse_body(mod, k, scopes, lines, i)
+    mod.funcs[k.name] = k
+    return end
+
+
 def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
     header = []
     while "{" not in lines[i]:
@@ -328,7 +370,13 @@ def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
         t = m.group(2)
         count = int(m.group(4)[1:-1]) if m.group(4) else 1
         k.params.append((m.group(3), t, type_size(t) * count, int(m.group(1) or type_size(t))))
-    scopes = _Scopes(k)
+    end = _parse_body(mod, k, _Scopes(k), lines, i)
+    mod.kernels[name] = k
+    return end
+
+
+def _parse_body(mod: Module, k: Kernel, scopes, lines: list[str], i: int) -> int:
+    name = k.name
     loc = None
     depth = 0
     pending_labels: list[str] = []
@@ -352,7 +400,6 @@ def _parse_entry(mod: Module, lines: list[str], i: int) -> int:
                 if depth == 0:
                     for lb in pending_labels:
                         k.labels[lb] = len(k.instrs)
-                    mod.kernels[name] = k
                     return i
                 scopes.stack.pop()
                 s = s[1:].strip()
