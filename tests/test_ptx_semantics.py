@@ -195,32 +195,30 @@ extern "C" __global__ void k(float* out)
 
 
 
-def test_lanes_parked_at_a_barrier_while_the_rest_diverge():
-    prog = build(r'''
+def test_different_barriers_in_divergent_code_are_an_error():
+    src = r'''
 extern "C" __global__ void k(const int* trips, int* out)
 {
     __shared__ int s[64];
     int lane = threadIdx.x & 31, x = 0;
     s[threadIdx.x] = threadIdx.x;
     if (lane < 16) {
-        __syncthreads();
+        __syncthreads();                        // FIRST
         x = s[63 - threadIdx.x];
     } else {
         for (int i = 0; i < trips[threadIdx.x]; ++i)
             if (i & lane & 1) x += i;
-        __syncthreads();
+        __syncthreads();                        // SECOND
         x += 1000 * s[63 - threadIdx.x];
     }
     out[threadIdx.x] = x;
-}''')
+}'''
     trips = np.random.default_rng(3).integers(0, 9, 64).astype(np.int32)
-    out = np.zeros(64, np.int32)
-    ptx.launch(prog, "k", 1, 64, (trips, out))
-    t = np.arange(64)
-    lane = t % 32
-    loop = np.array([sum(i for i in range(trips[j]) if i & lane[j] & 1) for j in range(64)])
-    want = np.where(lane < 16, 63 - t, loop + 1000 * (63 - t))
-    assert (out == want).all()
+    with pytest.raises(ptx.BarrierError) as e:
+        ptx.launch(build(src), "k", 1, 64, (trips, np.zeros(64, np.int32)))
+    msg = str(e.value)
+    assert "different bar.sync" in msg and "32 threads at" in msg
+    assert f"sem.cu:{line_of(src, 'FIRST')}" in msg and f"sem.cu:{line_of(src, 'SECOND')}" in msg
 
 
 def test_vote_match_redux_activemask():

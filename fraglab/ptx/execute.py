@@ -198,8 +198,29 @@ def run_block(launch, block_idx, code, kinfo):
                      f"{nthreads - live} have already exited (for example thread "
                      f"{gone.thread_of(glane)}, warp {gone.index} lane {glane}); on a GPU this "
                      "deadlocks or is undefined", wb, code[int(wb.pc[lane])].instr, lane=lane)
+        _check_same_barrier(warps, code, launch)
         for w in warps:
             w.pc[w.waiting] += 1
             w.waiting[:] = False
             w.uniform = False
         shared.barrier()
+
+
+def _check_same_barrier(warps, code, launch):
+    """Every thread must wait at the same bar.sync: __syncthreads() in code that diverges within
+    the block is undefined behaviour in CUDA."""
+    where = {}
+    for w in warps:
+        for lane in np.flatnonzero(w.waiting):
+            where.setdefault(int(w.pc[lane]), []).append((w, int(lane)))
+    if len(where) <= 1:
+        return
+    from .errors import source_of
+    parts = [f"{len(v)} threads at `{code[pc].instr.text}` "
+             f"({source_of(code[pc].instr, launch.files) or 'PTX line %d' % code[pc].instr.ptx_line})"
+             for pc, v in sorted(where.items())]
+    pc = max(where)
+    w, lane = where[pc][0]
+    raise_at(BarrierError, "the threads of the block wait at different bar.sync "
+             "(__syncthreads) calls: " + "; ".join(parts) + ". __syncthreads() in code that "
+             "diverges within the block is undefined behaviour", w, code[pc].instr, lane=lane)
