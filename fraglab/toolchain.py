@@ -181,6 +181,21 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
 
 
 def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+    """One NVRTC run. NVRTC 12.9+ keeps a compile cache of its own (``~/.nv/ComputeCache``); a
+    build it serves from there comes without ptxas's ``-v`` report, so the course turns that cache
+    off (``CUDA_CACHE_DISABLE=1``) and refuses a build whose kernels have no resource report."""
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    build = _nvrtc_run(label, arch, source, opts, key)
+    missing = sorted(set(build.kernels) - set(build.resources))
+    if missing:
+        raise ToolchainError(
+            f"NVRTC compiled {label} for {arch} but ptxas reported no resources for "
+            f"{', '.join(missing[:5])}; is NVRTC's own compile cache on? (CUDA_CACHE_DISABLE=1 "
+            f"turns it off). The log was:\n{build.log[-1500:]}")
+    return build
+
+
+def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
     lib = nvrtc()
     prog = lib.createProgram(source, label, [], [])
     try:
@@ -243,10 +258,12 @@ def _load_cached(key: str) -> Build | None:
     d = cache_dir() / key
     try:
         meta = json.loads((d / "meta.json").read_text())
-        return Build(ptx=(d / "kernel.ptx").read_text(), cubin=(d / "kernel.cubin").read_bytes(),
-                     **meta)
+        build = Build(ptx=(d / "kernel.ptx").read_text(), cubin=(d / "kernel.cubin").read_bytes(),
+                      **meta)
     except (OSError, ValueError, TypeError):
         return None
+    # a build stored without its ptxas report (NVRTC's own cache served it) is compiled again
+    return build if set(build.kernels) <= set(build.resources) else None
 
 
 def _store_cached(b: Build) -> None:
