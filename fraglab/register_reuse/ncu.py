@@ -2,12 +2,14 @@
 
 ``ncu`` profiles a child ``python -m fraglab.register_reuse profile --kernel K --size S``,
 which runs the rung twice (the first call loads the module); ncu measures the second launch
-(``--launch-skip 1 --launch-count 1``) with the sections ``WarpStateStats`` (the average number
-of cycles a warp spends in each stall reason between two issued instructions,
-``smsp__average_warp_latency_issue_stalled_*`` / ``smsp__average_warps_issue_stalled_*``) and
-``Occupancy``, and prints the raw page as CSV, which :func:`parse_raw_csv` reads. The seed
-article's story is that ``smem`` stalls on the MIO throttle (the shared-memory pipe is full)
-and ``tile1d`` much less.
+(``--launch-skip 1 --launch-count 1``) with the sections ``WarpStateStats``, ``Occupancy``,
+``SpeedOfLight`` and ``LaunchStats`` plus :data:`SHARED_METRICS`, and prints the raw page as CSV,
+which :func:`parse_raw_csv` reads. The stall reasons are WarpStateStats' metrics
+``smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio``: cycles a warp spends in
+that state per instruction issued (``selected`` is 1 by definition), returned under the family
+``smsp__average_warps``. The seed article's story is that ``smem`` stalls on the MIO throttle
+(the shared-memory instruction queue is full) and ``tile1d`` much less; ncu 2025 on the H100
+agrees.
 """
 from __future__ import annotations
 
