@@ -272,3 +272,36 @@ extern "C" __global__ void k(int* out)
     b = np.arange(12)
     assert (out[:, :, 2] == ((b // 2) % 3)[:, None]).all()
     assert (out[:, :, 3] == ((b // 6) * 100 + 22)[:, None]).all()
+
+
+def test_constant_memory_and_more_atomics():
+    prog = build(r'''
+__constant__ float weights[4] = {0.5f, 1.5f, -2.0f, 4.0f};
+__device__ int counter = 5;
+extern "C" __global__ void k(float* acc, int* cas, int* out)
+{
+    int l = threadIdx.x;
+    atomicAdd(acc, weights[l % 4]);
+    int old = atomicCAS(cas, l, l + 1);      // succeeds in lane order: 0 -> 1 -> 2 ...
+    out[l] = old;
+    atomicAdd(&counter, 1);
+    __syncthreads();
+    if (l == 0) out[64] = atomicExch(&counter, 0);
+}''')
+    acc = np.zeros(1, np.float32)
+    cas = np.zeros(1, np.int32)
+    out = np.zeros(65, np.int32)
+    ptx.launch(prog, "k", 1, 64, (acc, cas, out))
+    assert acc[0] == 16 * (0.5 + 1.5 - 2.0 + 4.0)
+    assert cas[0] == 64 and (out[:64] == np.arange(64)).all()
+    assert out[64] == 5 + 64
+
+
+def test_generic_pointer_to_constant_memory():
+    prog = build(r'''
+__constant__ int table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+__device__ __noinline__ int pick(const int* p, int i) { return p[i]; }
+extern "C" __global__ void k(int* out) { out[threadIdx.x] = pick(table, threadIdx.x % 8); }''')
+    out = np.zeros(32, np.int32)
+    ptx.launch(prog, "k", 1, 32, (out,))
+    assert (out == np.tile([3, 1, 4, 1, 5, 9, 2, 6], 4)).all()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import UnsupportedInstruction, raise_at
-from .memory import LOCAL_WINDOW, SHARED_WINDOW
+from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
 
 DT = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16,
       "s16": np.int16, "f16": np.float16, "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32,
@@ -173,7 +173,7 @@ class DecodeContext:
                 unsupported(instr, f"unknown symbol {base[1]!r}")
             sp, a = sym
             if space == "generic":
-                a += {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW}.get(sp, 0)
+                a += {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "const": CONST_WINDOW}.get(sp, 0)
             arr = np.full(32, np.uint64((a + off) & 0xFFFFFFFFFFFFFFFF), np.uint64)
             return lambda w: arr
         width = self.reg_width(base)

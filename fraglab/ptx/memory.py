@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
 
+CONST_WINDOW = 0x0000_7D00_0000_0000
 SHARED_WINDOW = 0x0000_7E00_0000_0000
 LOCAL_WINDOW = 0x0000_7F00_0000_0000
 WINDOW_SIZE = 1 << 32
@@ -301,16 +302,17 @@ class BlockMemory:
     def _split(addr):
         sh = (addr >= np.uint64(SHARED_WINDOW)) & (addr < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
         lo = (addr >= np.uint64(LOCAL_WINDOW)) & (addr < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
-        if not sh.any() and not lo.any():
+        co = (addr >= np.uint64(CONST_WINDOW)) & (addr < np.uint64(CONST_WINDOW + WINDOW_SIZE))
+        if not sh.any() and not lo.any() and not co.any():
             return [("global", addr, slice(None))]
         if sh.all():
             return [("shared", addr - np.uint64(SHARED_WINDOW), slice(None))]
         if lo.all():
             return [("local", addr - np.uint64(LOCAL_WINDOW), slice(None))]
-        gl = ~sh & ~lo
+        gl = ~sh & ~lo & ~co
         out = []
         for sp, sel, base in (("global", gl, 0), ("shared", sh, SHARED_WINDOW),
-                              ("local", lo, LOCAL_WINDOW)):
+                              ("local", lo, LOCAL_WINDOW), ("const", co, CONST_WINDOW)):
             if sel.any():
                 out.append((sp, addr[sel] - np.uint64(base), sel))
         return out

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..dtypes import round_tf32, to_bf16, from_bf16
 from .decode import DT, handler, mods, types_of, unsupported
-from .memory import LOCAL_WINDOW, SHARED_WINDOW
+from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
 from .ops_float import ftz, round_to, sat
 
 INT_TYPES = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"}
@@ -155,7 +155,8 @@ def h_cvt(ins, dc):
     return fn
 
 
-_WINDOWS = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0, "const": 0, "param": 0}
+_WINDOWS = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0, "const": CONST_WINDOW,
+            "param": 0}
 
 
 @handler("cvta")
