@@ -305,3 +305,19 @@ extern "C" __global__ void k(int* out) { out[threadIdx.x] = pick(table, threadId
     out = np.zeros(32, np.int32)
     ptx.launch(prog, "k", 1, 32, (out,))
     assert (out == np.tile([3, 1, 4, 1, 5, 9, 2, 6], 4)).all()
+
+
+def test_syncthreads_count_and_or():
+    prog = build(r'''
+extern "C" __global__ void k(const int* v, int* out)
+{
+    int x = v[threadIdx.x];
+    int c = __syncthreads_count(x > 0);
+    int a = __syncthreads_and(x > -5);
+    int o = __syncthreads_or(x == 7);
+    out[3 * threadIdx.x] = c; out[3 * threadIdx.x + 1] = a; out[3 * threadIdx.x + 2] = o;
+}''')
+    v = (np.arange(96) % 9 - 4).astype(np.int32)
+    out = np.zeros((96, 3), np.int32)
+    ptx.launch(prog, "k", 1, 96, (v, out))
+    assert (out[:, 0] == (v > 0).sum()).all() and (out[:, 1] == 1).all() and (out[:, 2] == 0).all()

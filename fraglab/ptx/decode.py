@@ -45,12 +45,13 @@ def handlers() -> dict:
 
 
 class Op:
-    __slots__ = ("fn", "kind", "guard", "neg", "target", "instr", "barrier_id")
+    __slots__ = ("fn", "kind", "guard", "neg", "target", "instr", "barrier_id", "release")
 
     def __init__(self, instr, fn=None, kind=KIND_NORMAL, target=None):
         self.instr, self.fn, self.kind, self.target = instr, fn, kind, target
         self.guard, self.neg = (instr.guard if instr.guard else (None, False))
         self.barrier_id = 0
+        self.release = None          # barriers with a result (bar.red): fn(warps) at release
 
 
 def unsupported(instr, why: str = ""):

@@ -44,6 +44,7 @@ class Warp:
         self.umask = None if self.live.all() else self.live.copy()
         self.steps = 0
         self.sync_epoch = 0
+        self.bar_vals = np.zeros(32, bool)       # bar.red operands of the lanes that wait
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""
@@ -199,6 +200,10 @@ def run_block(launch, block_idx, code, kinfo):
                      f"{gone.thread_of(glane)}, warp {gone.index} lane {glane}); on a GPU this "
                      "deadlocks or is undefined", wb, code[int(wb.pc[lane])].instr, lane=lane)
         _check_same_barrier(warps, code, launch)
+        first = next(w for w in warps if w.waiting.any())
+        op = code[int(first.pc[int(np.argmax(first.waiting))])]
+        if op.release is not None:
+            op.release(warps)
         for w in warps:
             w.pc[w.waiting] += 1
             w.waiting[:] = False

@@ -2,6 +2,8 @@
 reconvergence are the executor's job (:mod:`.execute`); these only say where lanes go."""
 from __future__ import annotations
 
+import numpy as np
+
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, Op, handler, mods, unsupported
 from .errors import PTXError, raise_at
 
@@ -27,8 +29,10 @@ def h_bar(ins, dc):
     if "warp" in md:
         from .collectives import bar_warp_sync
         return bar_warp_sync(ins, dc)
-    if md and md[0] in ("arrive", "red"):
-        unsupported(ins, "bar.arrive / bar.red")
+    if md and md[0] == "red":
+        return _bar_red(ins, dc)
+    if md and md[0] == "arrive":
+        unsupported(ins, "bar.arrive")
     if len(ins.operands) > 1:
         unsupported(ins, "bar.sync with a thread count")
     op = ins.operands[0] if ins.operands else ("imm", 0, "int")
@@ -36,6 +40,36 @@ def h_bar(ins, dc):
         unsupported(ins, "bar.sync with a register barrier id")
     o = Op(ins, None, KIND_BARRIER)
     o.barrier_id = int(op[1])
+    return o
+
+
+def _bar_red(ins, dc):
+    """bar.red.{popc.u32, and.pred, or.pred} d, id, {!}p (__syncthreads_count/and/or): the
+    block-wide reduction of p over the threads that wait, delivered at the barrier's release."""
+    md = mods(ins)
+    op = next((x for x in md if x in ("popc", "and", "or")), None)
+    ops = ins.operands
+    if op is None or len(ops) != 3 or ops[1][0] != "imm":
+        unsupported(ins, "bar.red with a thread count or register barrier id")
+    pred = dc.reader(ops[2], "pred", ins)
+    t = "u32" if op == "popc" else "pred"
+    wr = dc.writer(ops[0], t, ins)
+
+    def arrive(w, m):
+        v = pred(w)
+        if m is None:
+            w.bar_vals[:] = v
+        else:
+            np.copyto(w.bar_vals, v, where=m)
+
+    def release(warps):
+        vals = np.concatenate([w.bar_vals[w.waiting] for w in warps])
+        value = {"popc": int(vals.sum()), "and": bool(vals.all()), "or": bool(vals.any())}[op]
+        for w in warps:
+            if w.waiting.any():
+                wr(w, np.full(32, value, np.uint32 if t == "u32" else bool), w.waiting.copy())
+    o = Op(ins, arrive, KIND_BARRIER)
+    o.release = release
     return o
 
 
