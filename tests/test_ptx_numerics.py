@@ -317,3 +317,38 @@ extern "C" __global__ void k(const float* a, const float* b, const float* c, flo
         assert f(rd) <= v <= f(ru) and abs(f(rz)) <= abs(v)
         assert (f(rd) == v) == (f(ru) == v)
         assert np.nextafter(rd, np.float32(np.inf)) >= ru
+
+
+def test_mul24_and_dp4a():
+    prog = build(r'''
+extern "C" __global__ void k(const int* a, const int* b, int* out)
+{
+    int n = threadIdx.x;
+    out[4 * n + 0] = __mul24(a[n], b[n]);
+    out[4 * n + 1] = (int)__umul24((unsigned)a[n], (unsigned)b[n]);
+    out[4 * n + 2] = __dp4a(a[n], b[n], n);
+    out[4 * n + 3] = (int)__dp4a((unsigned)a[n], (unsigned)b[n], 7u);
+}''')
+    rng = np.random.default_rng(21)
+    a = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-2**31, 2**31 - 1, 32, dtype=np.int64).astype(np.int32)
+    out = np.zeros((32, 4), np.int32)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+
+    def s24(v):
+        v &= 0xFFFFFF
+        return v - (1 << 24) if v >> 23 else v
+
+    def wrap(v):
+        v &= 0xFFFFFFFF
+        return v - (1 << 32) if v >> 31 else v
+    for n in range(32):
+        x, y = int(a[n]), int(b[n])
+        bx = [(x >> (8 * i)) & 0xFF for i in range(4)]
+        by = [(y >> (8 * i)) & 0xFF for i in range(4)]
+        sx = [v - 256 if v > 127 else v for v in bx]
+        sy = [v - 256 if v > 127 else v for v in by]
+        assert out[n, 0] == wrap(s24(x) * s24(y))
+        assert out[n, 1] == wrap((x & 0xFFFFFF) * (y & 0xFFFFFF))
+        assert out[n, 2] == wrap(n + sum(p * q for p, q in zip(sx, sy)))
+        assert out[n, 3] == wrap(7 + sum(p * q for p, q in zip(bx, by)))

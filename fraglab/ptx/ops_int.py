@@ -78,12 +78,25 @@ def _wide(t):
     return ("s" if t[0] == "s" else "u") + str(8 * size)
 
 
+def _mul24(a, b, t, hi):
+    """The 48-bit product of the low 24 bits of a and b (sign-extended for .s32): bits 0-31
+    (.lo) or 16-47 (.hi)."""
+    x, y = (v.astype(np.int64) & 0xFFFFFF for v in (a, b))
+    if t[0] == "s":
+        x, y = (np.where(v & 0x800000, v - (1 << 24), v) for v in (x, y))
+    p = x * y
+    return ((p >> 16) if hi else p).astype(np.int64).astype(np.uint64).astype(np.uint32).view(DT[t])
+
+
 @handler("mul", "mul24")
 def h_mul(ins, dc):
     t = last_type(ins)
     if _is_float(t):
         return ops_float.arith(ins, dc, t)
     md = mods(ins)
+    if ins.base == "mul24":
+        hi = "hi" in md
+        return nary(ins, dc, t, lambda a, b: _mul24(a, b, t, hi), 2)
     if "wide" in md:
         wt = _wide(t)
         wd = DT[wt]
@@ -101,6 +114,11 @@ def h_mad(ins, dc):
     if _is_float(t):
         return ops_float.fma(ins, dc, t)
     md = mods(ins)
+    if ins.base == "mad24":
+        if "sat" in md:
+            unsupported(ins)
+        hi = "hi" in md
+        return nary(ins, dc, t, lambda a, b, c: _mul24(a, b, t, hi) + c, 3)
     if "wide" in md:
         wt = _wide(t)
         wd = DT[wt]
@@ -441,3 +459,32 @@ def h_sad(ins, dc):
             return (np.abs(a.astype(np.int64) - b.astype(np.int64)) + c).astype(UINT[4]).astype(
                 SINT[np.dtype(dt).itemsize] if t[0] == "s" else dt).astype(dt)
     return nary(ins, dc, t, f, 3)
+
+
+@handler("dp4a", "dp2a")
+def h_dp(ins, dc):
+    """dp4a.atype.btype d, a, b, c: c + the dot product of the 4 bytes of a and b; dp2a.lo/.hi:
+    of the 2 half-words of a with 2 bytes of b (low or high pair)."""
+    md = mods(ins)
+    ts = [x for x in md if x in ("u32", "s32")]
+    at, bt = ts[0], ts[1]
+    hi = "hi" in md
+    dst = "s32" if "s32" in (at, bt) else "u32"
+
+    def parts(v, n, signed):
+        w = 32 // n
+        u = v.view(np.uint32).astype(np.int64)
+        out = [(u >> (w * i)) & ((1 << w) - 1) for i in range(n)]
+        return [np.where(x >> (w - 1), x - (1 << w), x) if signed else x for x in out]
+
+    def f(a, b, c):
+        if ins.base == "dp4a":
+            pa, pb = parts(a, 4, at == "s32"), parts(b, 4, bt == "s32")
+        else:
+            pa = parts(a, 2, at == "s32")
+            pb = parts(b, 4, bt == "s32")[2:] if hi else parts(b, 4, bt == "s32")[:2]
+        acc = c.view(np.int32 if dst == "s32" else np.uint32).astype(np.int64)
+        for x, y in zip(pa, pb):
+            acc = acc + x * y
+        return acc.astype(np.uint64).astype(np.uint32).view(DT[dst])
+    return nary(ins, dc, dst, f, 3, src_types=[at, bt, dst])
