@@ -321,3 +321,30 @@ extern "C" __global__ void k(const int* v, int* out)
     out = np.zeros((96, 3), np.int32)
     ptx.launch(prog, "k", 1, 96, (v, out))
     assert (out[:, 0] == (v > 0).sum()).all() and (out[:, 1] == 1).all() and (out[:, 2] == 0).all()
+
+
+def test_guarded_instruction_writing_its_own_predicate():
+    prog = ptx.Program(r'''
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry g(.param .u64 out_p)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out_p];
+    mov.u32 %r1, %laneid;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 1;
+    @%p1 setp.lt.u32 %p1, %r1, 16;
+    selp.u32 %r3, 1, 0, %p1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}''')
+    out = np.zeros(32, np.uint32)
+    ptx.launch(prog, "g", 1, 32, (out,))
+    lane = np.arange(32)
+    assert (out == ((lane & 1) == 1) & (lane < 16)).all()

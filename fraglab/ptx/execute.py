@@ -104,9 +104,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
         if g is None:
             em = m
         else:
-            p = w.R[g]
-            if op.neg:
-                p = ~p
+            p = ~w.R[g] if op.neg else w.R[g].copy()     # a copy: the op may write it
             em = p if m is None else (m & p)
         kind = op.kind
         if kind == KIND_NORMAL:
@@ -145,7 +143,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
             if w.uniform:
                 w._diverge()
             if g is not None:
-                w.pc[m & ~em] = pc + 1
+                w.pc[~em if m is None else (m & ~em)] = pc + 1
             w.waiting |= arrive
             w.pc[arrive] = pc
         elif kind == KIND_EXIT:
