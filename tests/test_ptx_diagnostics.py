@@ -281,3 +281,26 @@ def test_cupy_style_kernel_function():
     out = np.zeros(3, np.float32)
     fn((3,), (32,), (x, out, np.int32(3)), shared_mem=0)
     assert (out == 32).all() and fn.last.steps > 0
+
+
+def test_registers_at_the_nth_visit_of_a_loop_line():
+    src = r'''
+extern "C" __global__ void k(float* out, int n)
+{
+    float acc = threadIdx.x;
+#pragma unroll 1
+    for (int i = 0; i < n; ++i) {
+        acc = acc * 2.0f + 1.0f;             // BODY
+        out[32 * i + threadIdx.x] = acc;
+    }
+}'''
+    prog = build(src)
+    line = line_of(src, "BODY")
+    for visit in range(3):
+        snap = ptx.registers_at(prog, "k", line, occurrence=visit, grid=1, block=32,
+                                args=(np.zeros(5 * 32, np.float32), np.int32(5)))
+        want = np.arange(32, dtype=np.float64)
+        for _ in range(visit):
+            want = want * 2 + 1
+        assert any(np.array_equal(snap[r].astype(np.float64), want)
+                   for r in snap.names if r.startswith("%f")), visit

@@ -137,7 +137,8 @@ def registers_at(prog, kernel: str, line: int, *, file: str | None = None, at_bl
     ab = tuple(at_block) if isinstance(at_block, (tuple, list)) else (int(at_block),)
     block = ab + (0,) * (3 - len(ab))
     warp = at_warp
-    targets = {id(op) for op in info.code if _matches(op.instr, line, file, prog.files)}
+    targets = {id(op): pc for pc, op in enumerate(info.code)
+               if _matches(op.instr, line, file, prog.files)}
     if not targets:
         raise ValueError(f"no instruction of {kernel} comes from source line {line}"
                          + (f" of {file}" if file else ""))
@@ -153,10 +154,11 @@ def registers_at(prog, kernel: str, line: int, *, file: str | None = None, at_bl
         if id(op) not in targets or w.block_idx != block or w.index != warp:
             last[0] = None
             return
-        if last[0] is not None and last[0] + 1 == w.steps:
-            last[0] = w.steps               # still inside the same visit of the line
+        pc = targets[id(op)]
+        if last[0] is not None and last[0][0] + 1 == w.steps and pc > last[0][1]:
+            last[0] = (w.steps, pc)         # still inside the same visit of the line
             return
-        last[0] = w.steps
+        last[0] = (w.steps, pc)             # a new visit (after other code, or a loop back edge)
         if seen[0] < occurrence:
             seen[0] += 1
             return
