@@ -9,7 +9,8 @@ import re
 
 import numpy as np
 
-from .decode import handler, unsupported
+from .decode import unsupported
+from .registry import handler
 from .errors import MemoryAccessError, raise_at
 
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXcsfFeEgGaAp%])")

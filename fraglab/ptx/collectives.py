@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode import DT, handler, lanes_of, last_type, mods, unsupported
+from .decode import DT, lanes_of, last_type, mods, unsupported
+from .registry import handler
 from .errors import CollectiveError, raise_at
 
 LANES = np.arange(32, dtype=np.uint32)

@@ -5,8 +5,8 @@ array of 32 lanes per PTX register, in the register's declared type) and ``m`` t
 execute (a bool array of 32, or ``None`` for all 32). Closures compute on all 32 lanes at once and
 write back only the lanes in ``m``.
 
-Opcode handlers register with :func:`handler`; the ``ops_*`` modules, :mod:`.collectives` and
-:mod:`.tensor` hold them.
+Opcode handlers register with :func:`fraglab.ptx.registry.handler`; the ``ops_*`` modules,
+:mod:`.collectives`, :mod:`.tensor` and :mod:`.calls` hold them, and :mod:`.opset` loads them all.
 """
 from __future__ import annotations
 
@@ -27,21 +27,6 @@ TYPES = set(DT)
 SPACES = ("global", "shared", "local", "const", "param")
 
 KIND_NORMAL, KIND_BRANCH, KIND_BARRIER, KIND_EXIT = 0, 1, 2, 3
-
-_HANDLERS: dict = {}
-
-
-def handler(*names):
-    def deco(fn):
-        for n in names:
-            _HANDLERS[n] = fn
-        return fn
-    return deco
-
-
-def handlers() -> dict:
-    from . import ops_int, ops_float, ops_cvt, ops_mem, ops_ctrl, collectives, tensor, calls  # noqa: F401,E501
-    return _HANDLERS
 
 
 class Op:
@@ -212,12 +197,11 @@ def _imm_array(value, kind: str, t: str) -> np.ndarray:
     return np.full(32, int(value) & mask, UINT[dt.itemsize]).view(dt)
 
 
-def decode_kernel(kernel, symbols, sreg_fn) -> list[Op]:
+def decode_kernel(kernel, symbols, sreg_fn, table: dict) -> list[Op]:
     """Decode every instruction once. Instructions the interpreter lacks become ops that raise
     :class:`UnsupportedInstruction` (naming opcode and source line) when executed."""
     import gc
     dc = DecodeContext(kernel, symbols, sreg_fn)
-    table = handlers()
     code = []
     was = gc.isenabled()
     gc.disable()                 # decoding allocates many small objects: no collection passes

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, Op, handler, mods, unsupported
+from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, Op, mods, unsupported
+from .registry import handler
 from .errors import PTXError, raise_at
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import round_tf32, to_bf16, from_bf16
-from .decode import DT, handler, mods, types_of, unsupported
+from .decode import DT, mods, types_of, unsupported
+from .registry import handler
 from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
 from .ops_float import ftz, round_to, sat
 

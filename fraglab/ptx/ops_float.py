@@ -14,7 +14,8 @@ import numpy as np
 
 from ..dtypes import from_bf16, to_bf16
 from . import exact
-from .decode import DT, handler, last_type, mods, unsupported
+from .decode import DT, last_type, mods, unsupported
+from .registry import handler
 
 F32_MIN_NORMAL = np.float32(1.1754944e-38)
 F64_MIN_NORMAL = np.float64(2.2250738585072014e-308)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops_float
-from .decode import DT, SINT, UINT, handler, last_type, mods, unsupported
+from .decode import DT, SINT, UINT, last_type, mods, unsupported
+from .registry import handler
 
 FLOAT_TYPES = ("f32", "f64", "f16", "f16x2", "bf16", "bf16x2")
 

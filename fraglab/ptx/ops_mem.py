@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .decode import DT, SPACES, UINT, handler, lanes_of, last_type, mods, unsupported
+from .decode import DT, SPACES, lanes_of, last_type, mods, unsupported
+from .registry import handler
 from .errors import UnsupportedInstruction
 
 
@@ -208,5 +209,3 @@ def h_createpolicy(ins, dc):
     zero = np.zeros(32, np.uint64)
     return lambda w, m: wr(w, zero, m)
 
-
-__all__ = ["UnsupportedInstruction", "UINT"]

@@ -276,9 +276,6 @@ def _parse(text: str) -> Module:
             continue
         else:
             raise PTXSyntaxError(f"PTX line {i}: unexpected module-level text {line!r}")
-    from .inline import inline_calls
-    for k in mod.kernels.values():
-        inline_calls(mod, k)
     return mod
 
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import decode
-from .errors import PTXError, UnsupportedInstruction
+from . import decode, opset
+from .inline import inline_calls
+from .errors import UnsupportedInstruction
 from .execute import run_block
 from .memory import FlatSpace, GlobalMemory
 from .parse import parse
@@ -41,6 +42,8 @@ class Program:
     def __init__(self, ptx_text: str):
         self.text = ptx_text
         self.module = parse(ptx_text)
+        for k in self.module.kernels.values():
+            inline_calls(self.module, k)          # the module's .func device functions
         self.files = self.module.files
         self._infos: dict[str, KernelInfo] = {}
         # module-scope .global variables: mapped first in every launch, so their addresses are fixed
@@ -116,7 +119,7 @@ class Program:
             symbols[n] = ("global", a)
         for n, a in self._const_addr.items():
             symbols[n] = ("const", a)
-        code = decode.decode_kernel(k, symbols, special_register)
+        code = decode.decode_kernel(k, symbols, special_register, opset.table())
         unsup = [(op.instr.opcode, op.instr.ptx_line, source_of(op.instr, self.files))
                  for op in code if getattr(op.fn, "unsupported", None)]
         regs = [np.dtype(decode.DT[t]) for _, t in k.regs]
@@ -277,7 +280,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     return L
 
 
-__all__ = ["Program", "launch", "load", "Launch", "PTXError"]
+__all__ = ["Program", "launch", "load", "Launch", "KernelFunction"]
 
 
 _CACHE: dict[str, Program] = {}

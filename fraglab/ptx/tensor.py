@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from ..dtypes import from_bf16
-from .decode import handler, mods, types_of, unsupported
+from .decode import mods, types_of, unsupported
+from .registry import handler
 from .errors import CollectiveError, raise_at
 from .ops_mem import space_of
 

@@ -1,0 +1,10 @@
+"""Every opcode handler of the interpreter, loaded: :func:`table` is what decoding uses."""
+from __future__ import annotations
+
+from . import calls, collectives, ops_ctrl, ops_cvt, ops_float, ops_int, ops_mem, tensor  # noqa: F401
+from .registry import HANDLERS
+
+
+def table() -> dict:
+    """Base opcode -> decoder ``(instr, DecodeContext) -> Op or closure``."""
+    return HANDLERS
