@@ -1,0 +1,227 @@
+"""The chapter's findings, computed from the H100 record (``book/data/07_register_reuse/``).
+
+Everything the chapter says with a number comes from here: :func:`findings` returns the glued
+values (name -> text), :func:`ladder_table` and :func:`blocks_table` the HTML tables, and
+:func:`live_sass` the SASS counts compiled on the machine that runs the chapter (any machine:
+they need NVRTC, not a GPU). Nothing is typed in: when the lead replaces ``results.json`` with a
+newer run of ``python -m fraglab.register_reuse bench``, the chapter follows.
+
+    doc = load()                       # the record (device, results)
+    rows = live_sass(doc)              # sass_counts.report() of every rung, with the record's tiles
+    facts = findings(doc, rows)        # {"speedup_tile1d": "1.84x", ...}
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+from .. import bench, report, tools
+from . import kernels, sass_counts
+
+#: The record of the H100 run the chapter reads.
+RESULTS = tools.REPO_ROOT / "book" / "data" / "07_register_reuse" / "results.json"
+#: The size every per-rung figure is quoted at, and the performance goal there.
+SIZE = 4096
+GOAL = 0.90
+#: Sizes the chapter explains the top rung's dip at (few blocks for 132 SMs).
+SMALL = 1024
+#: Labels of the rungs (number and name) in tables and plots.
+LABELS = {k: f"{i} {k}" for i, k in enumerate(kernels.LADDER, 1)}
+
+
+def load(path: str | Path = RESULTS) -> dict:
+    """The record written by ``bench.run`` (``{"device", "results", ...}``)."""
+    return bench.load_results(path)
+
+
+def shape_label(shape) -> str:
+    return "x".join(str(int(s)) for s in shape)
+
+
+def ladder_at(doc: dict, shape) -> dict | None:
+    """The ladder entry of ``shape`` (an int for a cube, or (M, N, K)): ``{"rows", "skipped"}``."""
+    shape = [shape] * 3 if isinstance(shape, int) else list(shape)
+    for entry in doc["results"].get("ladder") or []:
+        if list(entry["shape"]) == shape:
+            return entry
+    return None
+
+
+def tuned_tiles(doc: dict) -> dict:
+    """The tiles each rung ran with in the record: ``tiles``, with the sweep's winner for the
+    autotuned rung (the ladder runs it with ``sweep.best``)."""
+    res = doc["results"]
+    tiles = {k: dict(v) for k, v in (res.get("tiles") or kernels.TILES).items()}
+    best = (res.get("sweep") or {}).get("best")
+    if best:
+        tiles["autotuned"] = dict(best)
+    return tiles
+
+
+def live_sass(doc: dict, arch: str = "sm_90") -> list[dict]:
+    """:func:`.sass_counts.report` of every rung, compiled here with the record's tiles."""
+    tiles = tuned_tiles(doc)
+    return [sass_counts.report(k, arch, **tiles.get(k, {})) for k in kernels.LADDER]
+
+
+def nvrtc_text() -> str:
+    """The compiler that made the live SASS: ``NVRTC 12.9``."""
+    major, minor = tools.nvrtc_version()
+    return f"NVRTC {major}.{minor}"
+
+
+def _stall(doc: dict, kernel: str) -> dict:
+    rec = (doc["results"].get("stalls") or {}).get(kernel) or {}
+    fams = rec.get("stalls") or {}
+    fam = fams.get("smsp__average_warps") or next(iter(fams.values()), {})
+    return {k: v for k, v in fam.items() if isinstance(v, (int, float))}
+
+
+def stalls(doc: dict) -> dict[str, dict[str, float]]:
+    """``{rung: {reason: cycles per issued instruction}}`` of the rungs Nsight Compute profiled
+    (``selected`` left out: it is 1 by definition)."""
+    st = doc["results"].get("stalls") or {}
+    return {k: {r: v for r, v in _stall(doc, k).items() if r != "selected"}
+            for k in kernels.LADDER if isinstance(st.get(k), dict) and _stall(doc, k)}
+
+
+def achieved_occupancy(doc: dict, kernel: str) -> float | None:
+    """Achieved occupancy (share of the SM's warp slots) where Nsight Compute measured it."""
+    rec = (doc["results"].get("stalls") or {}).get(kernel) or {}
+    pct = (rec.get("metrics") or {}).get("sm__warps_active.avg.pct_of_peak_sustained_active")
+    return pct / 100 if isinstance(pct, (int, float)) else None
+
+
+def _pct(x) -> str:
+    return report.fmt(None if x is None else 100 * x, "{:.1f}%")
+
+
+def _frac(x) -> str:
+    return "n/a" if x is None else str(Fraction(x).limit_denominator(64))
+
+
+def ladder_table(doc: dict, sass_rows: list[dict], size: int = SIZE) -> report.Table:
+    """One row per rung: shared words per FFMA from SASS beside the napkin, registers, spills,
+    occupancy (theoretical from ptxas, achieved where ncu measured it), TFLOP/s and share of
+    cuBLAS at ``size``^3, and the seed's (A6000) share."""
+    entry = ladder_at(doc, size) or {"rows": {}}
+    seed = doc["results"].get("seed_figures", {}).get("of_cublas", {})
+    rows = []
+    for r in sass_rows:
+        k = r["kernel"]
+        m = entry["rows"].get(k)
+        rows.append([LABELS[k], _frac(r["words_per_ffma"]) if r["napkin_words_per_ffma"] else
+                     f"{r['ldg_per_ffma']:g} LDG", r["napkin"] if r["napkin_words_per_ffma"]
+                     else "2 (global)", report.fmt(r["lds_per_ffma"], "{:.3f}"),
+                     r["registers"], r["spill_bytes"], _pct(r["occupancy"]),
+                     _pct(achieved_occupancy(doc, k)) if achieved_occupancy(doc, k) else "-",
+                     report.fmt(m and m["tflops"], "{:.1f}"), _pct(m and m["of_cublas"]),
+                     _pct(seed.get(k)) if k in seed else "-"])
+    cub = entry["rows"].get("cublas")
+    rows.append(["cuBLAS (TF32 off)", "-", "-", "-", "-", "-", "-", "-",
+                 report.fmt(cub and cub["tflops"], "{:.1f}"), "100.0%", "100.0%"])
+    header = ["rung", "shared words / FFMA (SASS)", "napkin", "LDS instr. / FFMA", "registers",
+              "spill bytes", "occupancy (theor.)", "occupancy (achieved)",
+              f"TFLOP/s at {size}^3", "of cuBLAS", "seed's (A6000)"]
+    return report.table(rows, header, caption=f"Table 1: the ladder at M = N = K = {size}.")
+
+
+def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.Table:
+    """Blocks of each warp-tiled rung at ``size``^3 against the SMs and the blocks that fit on
+    one SM: why a big tile is slow on a small matrix."""
+    sms = doc["device"]["sm_count"]
+    tiles = tuned_tiles(doc)
+    entry = ladder_at(doc, size) or {"rows": {}}
+    rows = []
+    for r in sass_rows:
+        k = r["kernel"]
+        if k not in ("tile1d", "tile2d", "warptile", "double_buffer", "autotuned"):
+            continue
+        bm, bn, _ = kernels.block_tile(k, tiles[k])
+        blocks = -(-size // bm) * -(-size // bn)
+        m = entry["rows"].get(k)
+        rows.append([LABELS[k], f"{bm}x{bn}", blocks, r["blocks_per_sm"],
+                     f"{blocks / sms:.2f}", _pct(min(1.0, blocks / (sms * r["blocks_per_sm"]))),
+                     _pct(m and m["of_cublas"])])
+    return report.table(rows, ["rung", "block tile", f"blocks at {size}^3", "blocks per SM",
+                               f"blocks per SM needed ({sms} SMs)", "SM slots filled",
+                               "of cuBLAS"],
+                        caption=f"Table 2: blocks against SMs at M = N = K = {size}.")
+
+
+def findings(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
+    """Every number the chapter's prose quotes, formatted, by glue name."""
+    dev, res = doc["device"], doc["results"]
+    clocks = dev.get("clocks") or {}
+    seed = res.get("seed_figures") or {}
+    sass = {r["kernel"]: r for r in sass_rows}
+    at = (ladder_at(doc, SIZE) or {"rows": {}})["rows"]
+    small = (ladder_at(doc, SMALL) or {"rows": {}})["rows"]
+    top = kernels.LADDER[-1]
+    f = {
+        "gpu": dev.get("name"), "driver": dev.get("driver_version"),
+        "sm_clock": report.fmt(clocks.get("sm_mhz"), "{} MHz"),
+        "sm_clock_max": report.fmt(clocks.get("sm_max_mhz"), "{} MHz"),
+        "mem_clock": report.fmt(clocks.get("mem_mhz"), "{} MHz"),
+        "sm_count": dev.get("sm_count"), "cuda_runtime": dev.get("cuda_runtime"),
+        "record_nvrtc": report.fmt(dev.get("nvrtc_version"), "NVRTC {}"),
+        "record_date": (doc.get("created_utc") or "")[:10], "cupy": dev.get("cupy_version"),
+        "cublas_compute": (res.get("cublas_settings") or {}).get("cupy_compute_type_float32"),
+        "live_nvrtc": nvrtc_text(), "size": SIZE, "small": SMALL,
+        "goal": _pct(GOAL),
+    }
+    f = {k: report.fmt(v) for k, v in f.items()}
+    for k in ("smem", "tile1d", "tile2d"):
+        f[f"seed_share_{k}"] = _pct(seed.get("of_cublas", {}).get(k))
+    f["seed_speedup"] = report.fmt(seed.get("speedup_tile1d_over_smem"), "{}x")
+    f["seed_cublas_gflops"] = report.fmt(seed.get("gflops", {}).get("cublas"), "{:,}")
+    f["seed_registers"] = report.fmt(seed.get("registers_tile1d"))
+    for k in kernels.LADDER + ("cublas",):
+        m = at.get(k)
+        f[f"tflops_{k}"] = report.fmt(m and m["tflops"], "{:.1f}")
+        f[f"share_{k}"] = _pct(m and m["of_cublas"])
+        f[f"share_small_{k}"] = _pct((small.get(k) or {}).get("of_cublas"))
+    f["tflops_small_cublas"] = report.fmt((small.get("cublas") or {}).get("tflops"), "{:.1f}")
+    speed = at.get("tile1d") and at.get("smem") and at["tile1d"]["tflops"] / at["smem"]["tflops"]
+    f["speedup_tile1d"] = report.fmt(speed, "{:.2f}x")
+    share = (at.get(top) or {}).get("of_cublas")
+    f["top"] = top
+    f["goal_verdict"] = ("n/a" if share is None else "met" if share >= GOAL else "not met")
+    for k in ("smem", "tile1d", top):
+        r = sass.get(k)
+        if r:
+            f[f"words_{k}"] = _frac(r["words_per_ffma"])
+            f[f"lds_{k}"] = report.fmt(r["lds_per_ffma"], "{:.3f}")
+            f[f"napkin_{k}"] = r["napkin"]
+            f[f"regs_{k}"] = report.fmt(r["registers"])
+            f[f"occ_{k}"] = _pct(r["occupancy"])
+            f[f"ffma_{k}"] = report.fmt(r["loop"]["ffma"])
+            f[f"ldsn_{k}"] = report.fmt(r["loop"]["lds"])
+            f[f"lds128_{k}"] = report.fmt(r["loop"]["lds128"])
+            f[f"blocks_sm_{k}"] = report.fmt(r["blocks_per_sm"])
+    st = stalls(doc)
+    for k in ("smem", "tile1d", top):
+        s = st.get(k)
+        f[f"top_stall_{k}"] = max(s, key=s.get) if s else "n/a"
+        f[f"mio_{k}"] = report.fmt(s and s.get("mio_throttle"), "{:.2f}")
+        f[f"stall_total_{k}"] = report.fmt(s and sum(s.values()) + 1, "{:.1f}")
+        f[f"achieved_{k}"] = _pct(achieved_occupancy(doc, k))
+    f["ncu_size"] = report.fmt((res.get("stalls") or {}).get("size"))
+    sw = res.get("sweep") or {}
+    recs = sw.get("records") or []
+    timed = [r for r in recs if "tflops" in r]
+    f["sweep_n"], f["sweep_clean"] = str(len(recs)), str(len(timed))
+    best = max(timed, key=lambda r: r["tflops"]) if timed else None
+    f["sweep_best"] = best["label"] if best else "n/a"
+    f["sweep_best_share"] = _pct(best and best["of_cublas"])
+    tiles = tuned_tiles(doc)
+    bm, bn, _ = kernels.block_tile(top, tiles[top])
+    f["top_tile"] = f"{bm}x{bn}"
+    f["top_blocks_small"] = str(-(-SMALL // bm) * -(-SMALL // bn))
+    return f
+
+
+def glue_all(facts: dict[str, str]) -> None:
+    """Glue every finding under its name (for ``{glue:text}`name``` in the prose)."""
+    for name, text in facts.items():
+        report.glue(name, text)
