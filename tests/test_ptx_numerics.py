@@ -352,3 +352,63 @@ extern "C" __global__ void k(const int* a, const int* b, int* out)
         assert out[n, 1] == wrap((x & 0xFFFFFF) * (y & 0xFFFFFF))
         assert out[n, 2] == wrap(n + sum(p * q for p, q in zip(sx, sy)))
         assert out[n, 3] == wrap(7 + sum(p * q for p, q in zip(bx, by)))
+
+
+def test_bit_field_and_count_ops_on_edge_values():
+    prog = build(r'''
+extern "C" __global__ void k(const unsigned* a, const unsigned long long* b, long long* out)
+{
+    int n = threadIdx.x;
+    unsigned x = a[n];
+    unsigned long long y = b[n];
+    long long* o = out + 10 * n;
+    o[0] = __popcll(y);
+    o[1] = __clzll(y);
+    o[2] = (long long)__brevll(y);
+    int sb, ub; unsigned bi;
+    asm("bfe.s32 %0, %1, %2, %3;" : "=r"(sb) : "r"(x), "r"(n), "r"(40 - n));
+    asm("bfe.u32 %0, %1, %2, %3;" : "=r"(ub) : "r"(x), "r"(n * 2), "r"(7));
+    asm("bfi.b32 %0, %1, %2, %3, %4;" : "=r"(bi) : "r"(x), "r"(~x), "r"(n + 3), "r"(n % 9));
+    o[3] = sb; o[4] = ub; o[5] = bi;
+    unsigned f1, f2;
+    asm("bfind.u32 %0, %1;" : "=r"(f1) : "r"(x >> n));
+    asm("bfind.shiftamt.s32 %0, %1;" : "=r"(f2) : "r"((int)x >> (n % 16)));
+    o[6] = f1; o[7] = f2;
+    o[8] = __popc(x >> (n % 32));
+    o[9] = __clz(x >> (n % 32));
+}''')
+    rng = np.random.default_rng(22)
+    a = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    a[:3] = [0, 0xFFFFFFFF, 0x80000000]
+    b = rng.integers(0, 2**63, 32, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    b[:3] = [0, 2**64 - 1, 2**63]
+    out = np.zeros((32, 10), np.int64)
+    ptx.launch(prog, "k", 1, 32, (a, b, out))
+
+    def sext(v, n):
+        return v - (1 << n) if v >> (n - 1) & 1 else v
+    for n in range(32):
+        x, y = int(a[n]), int(b[n])
+        assert out[n, 0] == bin(y).count("1")
+        assert out[n, 1] == 64 - y.bit_length()
+        assert int(out[n, 2]) & (2**64 - 1) == int(f"{y:064b}"[::-1], 2)
+        pos, ln = n, 40 - n                      # bfe.s32, PTX ISA semantics
+        msb = min(pos + ln - 1, 31)
+        sbit = (x >> msb) & 1 if ln else 0
+        want = 0
+        for i in range(32):
+            bit = (x >> (pos + i)) & 1 if (i < ln and pos + i <= 31) else sbit
+            want |= bit << i
+        assert out[n, 3] == sext(want, 32)
+        assert out[n, 4] == ((x >> (2 * n)) & 0x7F if 2 * n < 32 else 0)
+        pos, ln = n + 3, n % 9
+        mask = ((1 << ln) - 1) << pos & 0xFFFFFFFF
+        want = x ^ 0xFFFFFFFF if pos >= 32 else ((~x & 0xFFFFFFFF) & ~mask) | ((x << pos) & mask)
+        assert out[n, 5] == want
+        v = x >> n
+        assert out[n, 6] == (v.bit_length() - 1 if v else 0xFFFFFFFF)
+        s = sext(x, 32) >> (n % 16)
+        m = (~s if s < 0 else s) & 0xFFFFFFFF
+        assert out[n, 7] == (31 - (m.bit_length() - 1) if m else 0xFFFFFFFF)
+        v = x >> (n % 32)
+        assert out[n, 8] == bin(v).count("1") and out[n, 9] == 32 - v.bit_length()

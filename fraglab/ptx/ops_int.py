@@ -266,30 +266,43 @@ def h_prmt(ins, dc):
     return nary(ins, dc, "b32", f, 3)
 
 
+_U64 = np.uint64
+_ONES = _U64(0xFFFFFFFFFFFFFFFF)
+
+
+def _lowmask(n):
+    """uint64 masks of the n low bits, n in 0..64 (an array)."""
+    n = np.asarray(n, np.int64)
+    return np.where(n >= 64, _ONES, (_U64(1) << np.minimum(n, 63).astype(_U64)) - _U64(1))
+
+
+def _bitlength(x):
+    """Number of significant bits of uint64 values (0 for 0), exact."""
+    x = x.astype(_U64)
+    hi = (x >> _U64(32)).astype(np.float64)
+    lo = (x & _U64(0xFFFFFFFF)).astype(np.float64)
+    bl = lambda v: np.where(v > 0, np.floor(np.log2(np.maximum(v, 1))) + 1, 0)  # noqa: E731
+    return np.where(hi > 0, 32 + bl(hi), bl(lo)).astype(np.int64)
+
+
 @handler("bfe")
 def h_bfe(ins, dc):
     t = last_type(ins)
     bits = 8 * np.dtype(DT[t]).itemsize
     signed = t[0] == "s"
+    u = UINT[bits // 8]
 
     def f(a, pos, ln):
         pos = (pos & 0xFF).astype(np.int64)
         ln = (ln & 0xFF).astype(np.int64)
-        x = [int(v) & ((1 << bits) - 1) for v in a]
-        out = []
-        for xi, p, l in zip(x, pos, ln):
-            msb = min(p + l - 1, bits - 1)
-            sbit = (xi >> msb) & 1 if (signed and l > 0) else 0
-            v = 0
-            for i in range(bits):
-                if i < l and p + i < bits:
-                    v |= ((xi >> (p + i)) & 1) << i
-                elif signed and i >= l:
-                    v |= sbit << i
-                elif signed and p + i >= bits and i < l:
-                    v |= sbit << i
-            out.append(v)
-        return np.array(out, dtype=UINT[bits // 8]).view(DT[t])
+        x = a.view(u).astype(_U64)
+        valid = np.clip(np.minimum(ln, bits - pos), 0, None)
+        ext = (x >> np.minimum(pos, bits - 1).astype(_U64)) & _lowmask(valid)
+        if signed:
+            msb = np.minimum(pos + ln - 1, bits - 1)
+            sbit = np.where(ln > 0, (x >> np.maximum(msb, 0).astype(_U64)) & _U64(1), _U64(0))
+            ext = np.where(sbit == 1, ext | ~_lowmask(valid), ext)
+        return (ext & _lowmask(bits)).astype(u).view(DT[t])
     return nary(ins, dc, t, f, 3, src_types=[t, "u32", "u32"])
 
 
@@ -302,39 +315,41 @@ def h_bfi(ins, dc):
     def f(a, b, pos, ln):
         pos = (pos & 0xFF).astype(np.int64)
         ln = (ln & 0xFF).astype(np.int64)
-        out = []
-        for ai, bi, p, l in zip(a.view(u).tolist(), b.view(u).tolist(), pos.tolist(), ln.tolist()):
-            if p >= bits:
-                out.append(bi)
-                continue
-            mask = (((1 << l) - 1) << p) & ((1 << bits) - 1)
-            out.append((bi & ~mask & ((1 << bits) - 1)) | ((ai << p) & mask))
-        return np.array(out, dtype=u).view(DT[t])
+        av, bv = a.view(u).astype(_U64), b.view(u).astype(_U64)
+        sh = np.minimum(pos, 63).astype(_U64)
+        mask = (_lowmask(np.minimum(ln, bits)) << sh) & _lowmask(bits)
+        r = (bv & ~mask) | ((av << sh) & mask)
+        return np.where(pos >= bits, bv, r).astype(u).view(DT[t])
     return nary(ins, dc, t, f, 4, src_types=[t, t, "u32", "u32"])
 
 
-def _bitwise_py(ins, dc, fn, dst="u32"):
+_REV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
+
+
+def _unary_bits(ins, dc, fn, dst=None):
     t = last_type(ins)
     bits = 8 * np.dtype(DT[t]).itemsize
     u = UINT[bits // 8]
-    return nary(ins, dc, t, lambda a: np.array([fn(int(x), bits) for x in a.view(u).tolist()],
-                                               dtype=DT[dst] if dst != "same" else u).view(
-        DT[dst] if dst != "same" else DT[t]), 1, dst_t=dst if dst != "same" else t)
+    dst = dst or t
+    return nary(ins, dc, t, lambda a: fn(np.ascontiguousarray(a).view(u), bits).astype(
+        UINT[np.dtype(DT[dst]).itemsize]).view(DT[dst]), 1, dst_t=dst)
 
 
 @handler("popc")
 def h_popc(ins, dc):
-    return _bitwise_py(ins, dc, lambda x, n: bin(x).count("1"))
+    return _unary_bits(ins, dc, lambda x, n: np.unpackbits(x.view(np.uint8).reshape(32, -1),
+                                                           axis=1).sum(axis=1), "u32")
 
 
 @handler("clz")
 def h_clz(ins, dc):
-    return _bitwise_py(ins, dc, lambda x, n: n - x.bit_length())
+    return _unary_bits(ins, dc, lambda x, n: n - _bitlength(x), "u32")
 
 
 @handler("brev")
 def h_brev(ins, dc):
-    return _bitwise_py(ins, dc, lambda x, n: int(format(x, f"0{n}b")[::-1], 2), dst="same")
+    return _unary_bits(ins, dc, lambda x, n: _REV8[x.view(np.uint8).reshape(32, -1)[:, ::-1]]
+                       .copy().view(x.dtype).ravel())
 
 
 @handler("bfind")
@@ -343,13 +358,14 @@ def h_bfind(ins, dc):
     shamt = "shiftamt" in mods(ins)
 
     def fb(x, n):
-        if t[0] == "s" and x >> (n - 1):
-            x = ~x & ((1 << n) - 1)
-        if x == 0:
-            return 0xFFFFFFFF
-        p = x.bit_length() - 1
-        return n - 1 - p if shamt else p
-    return _bitwise_py(ins, dc, fb)
+        x = x.astype(_U64)
+        if t[0] == "s":
+            neg = (x >> _U64(n - 1)) & _U64(1)
+            x = np.where(neg == 1, ~x & _lowmask(n), x)
+        p = _bitlength(x) - 1
+        r = (n - 1 - p) if shamt else p
+        return np.where(x == 0, 0xFFFFFFFF, r).astype(np.int64).astype(_U64)
+    return _unary_bits(ins, dc, fb, "u32")
 
 
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
