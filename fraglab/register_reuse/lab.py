@@ -1,0 +1,205 @@
+"""The lab's checks (``solutions/07_register_reuse.ipynb``).
+
+1. A learner's rung-4 kernel (``sgemm_tile1d`` in a CUDA source string): compiled for every
+   target, its sm_90 main loop read (TM FFMAs per staged k, shared words per FFMA = the napkin's
+   9/8, no local memory), then run against float64 through :data:`.problems.PROBLEMS` - on the
+   GPU over every case of the rung, and without one on the PTX interpreter (:mod:`fraglab.ptx`)
+   over small ragged sizes.
+2. A learner's counter of shared words per FFMA over SASS lines, against the topic's own
+   (:func:`.sass_counts.counts`) on the main loops of several rungs and on a made-up listing.
+3. A learner's tile choice for rung 4 under a register budget, compiled with its defines: the
+   ptxas report must show the budget kept, no spills, and agree with the learner's own report.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from .. import device, grade, launch, ptx
+from ..problem import Case, ProblemFailure
+from . import kernels, sass_counts
+from .problems import PROBLEMS
+
+#: The name learner sources compile under, and the kernel they define.
+LAB_FILE = "07_register_reuse_lab"
+KERNEL = "sgemm_tile1d"
+#: Sizes the interpreter runs (a few seconds each): ragged in M, N and K, two block rows.
+INTERPRETER_CASES = (Case("ragged_small", m=70, n=66, k=20, edge=True),
+                     Case("k_not_multiple", m=64, n=64, k=13, edge=True))
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 1: the inner loop of rung 4
+# --------------------------------------------------------------------------------------------
+
+def _launch_source(a, b, source: str, interpreter: bool):
+    """C = a @ b by the ``sgemm_tile1d`` of ``source`` with rung 4's tiles, on the GPU (CuPy
+    arrays in and out) or on the PTX interpreter (NumPy)."""
+    t = kernels.TILES["tile1d"]
+    (m, k), n = a.shape, b.shape[1]
+    grid = (-(-n // t["BN"]), -(-m // t["BM"]))
+    if interpreter:
+        a, b = (np.ascontiguousarray(x, dtype=np.float32) for x in (a, b))
+        c = np.full((m, n), np.nan, np.float32)
+        fn = ptx.load(LAB_FILE, "sm_80", source=source, defines=t).function(KERNEL)
+        fn(grid, kernels.threads("tile1d", t), (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+        return c
+    kernels.check_shapes("tile1d", a, b, t)
+    c = launch.poisoned((m, n), np.float32)
+    fn = launch.get_kernel(LAB_FILE, KERNEL, source=source, defines=t)
+    launch.launch(fn, grid, kernels.threads("tile1d", t),
+                  (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+    return c
+
+
+def source_runner(source: str, interpreter: bool | None = None):
+    """A ``run(a, b)`` for :meth:`fraglab.problem.Problem.check` that launches the learner's
+    kernel (on the interpreter when ``interpreter`` or when there is no GPU)."""
+    interp = not device.gpu_available() if interpreter is None else interpreter
+
+    def run(a, b, **_):
+        if not interp:
+            a, b = launch.to_device(a), launch.to_device(b)
+        return _launch_source(a, b, source, interp)
+    return run
+
+
+def loop_problems(source: str, arch: str = "sm_90") -> list[str]:
+    """What the main loop of the learner's kernel lacks on ``arch`` (empty: as the napkin says)."""
+    from .. import toolchain
+    t = kernels.TILES["tile1d"]
+    b = toolchain.compile(LAB_FILE, arch, source=source, defines=t)
+    c = sass_counts.counts(sass_counts.main_loop(b.sass(KERNEL)))
+    want_ffma = t["BK"] * t["TM"]
+    problems = []
+    if c["ffma"] != want_ffma:
+        problems.append(f"the main loop has {c['ffma']} FFMA, expected BK*TM = {want_ffma} (every "
+                        "staged k times every one of the TM accumulators)")
+    nap = sass_counts.napkin("tile1d", t)
+    if c["ffma"] and Fraction(c["lds_words"]) / c["ffma"] != nap:
+        problems.append(f"the main loop moves {c['lds_words']} shared words for {c['ffma']} FFMA, "
+                        f"expected {nap} per FFMA: one Bs word and TM As words per k")
+    if c["local"]:
+        problems.append(f"the main loop has {c['local']} local-memory instruction(s): spills")
+    return problems
+
+
+def check_tile1d_source(source: str, rng, exercise: str = "exercise 1") -> str:
+    """Grade exercise 1 (raises :class:`fraglab.grade.GradeError`); returns what was run."""
+    arches = grade.check_sass(exercise, source, KERNEL, classes_zero=("local",))
+    problems = loop_problems(source)
+    if problems:
+        grade.fail(exercise, "\n".join(problems))
+    gpu = device.gpu_available()
+    p = PROBLEMS["tile1d"]
+    cases = p.cases if gpu else INTERPRETER_CASES
+    run = source_runner(source, interpreter=not gpu)
+    for case in cases:
+        try:
+            p.check(case, rng, run=run)
+        except ProblemFailure as e:
+            grade.fail(exercise, f"case {case.name} {dict(case.params)}: {e}")
+        except ptx.PTXError as e:
+            grade.fail(exercise, f"case {case.name} on the PTX interpreter: {e}")
+    where = "on the GPU" if gpu else "on the PTX interpreter (no GPU)"
+    return (f"compiled for {', '.join(arches)}; {len(cases)} cases "
+            f"({', '.join(c.name for c in cases)}) checked against float64 {where}")
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 2: shared words per FFMA from SASS
+# --------------------------------------------------------------------------------------------
+
+#: Rungs whose main loops grade the learner's counter (the lab shows only smem and tile1d).
+COUNTED_RUNGS = ("coalesced", "smem", "tile1d", "tile2d", "vectorized", "warptile", "autotuned")
+
+#: A made-up loop body: predicated loads, 64-bit shared loads, global loads and shared stores
+#: (which are not shared loads), and an FFMA that is predicated.
+SYNTHETIC = ["@P0 LDS.64 R4, [R2+0x10]", "LDS R6, [R3]", "LDG.E.128 R8, desc[UR4][R12.64]",
+             "STS.128 [R5], R8", "FFMA R20, R4, R6, R20", "@!P1 FFMA R21, R5, R6, R21",
+             "LDS.U.128 R24, [R2+0x200]", "FFMA R22, R24, R6, R22", "FFMA R23, R25, R6, R23",
+             "IMAD R2, R2, 0x4, RZ", "BAR.SYNC.DEFER_BLOCKING 0x0"]
+
+
+def main_loop_lines(kernel: str, arch: str = "sm_90") -> list[str]:
+    """The SASS lines (:func:`fraglab.sass.listing` form) of rung ``kernel``'s main loop."""
+    b = kernels.build(kernel, arch)
+    return sass_counts.main_loop(b.sass(f"sgemm_{kernel}"))
+
+
+def words_per_ffma(lines: list[str]) -> float:
+    """The topic's own count: 4-byte words moved by shared loads per FFMA over ``lines``."""
+    c = sass_counts.counts(lines)
+    return c["lds_words"] / c["ffma"]
+
+
+def counter_problems(fn, rungs=COUNTED_RUNGS, arch: str = "sm_90") -> list[str]:
+    """Where the learner's ``fn(lines) -> words per FFMA`` disagrees with :func:`words_per_ffma`."""
+    listings = {f"rung {k}": main_loop_lines(k, arch) for k in rungs}
+    listings["a made-up loop"] = SYNTHETIC
+    problems = []
+    for name, lines in listings.items():
+        want = words_per_ffma(lines)
+        try:
+            got = float(fn(list(lines)))
+        except Exception as e:  # the learner's bug, shown with the listing it met
+            problems.append(f"{name}: {type(e).__name__}: {e}")
+            continue
+        if not np.isclose(got, want, rtol=1e-9, atol=1e-12):
+            problems.append(f"{name}: got {got:.4g} words per FFMA, expected {want:.4g}")
+    return problems
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: tiles for a register budget
+# --------------------------------------------------------------------------------------------
+
+#: The budget: at most this many registers per thread (so at least 16 warps, 25 %, on sm_90)...
+REGISTER_BUDGET = 128
+#: ... and at most this many shared words per FFMA (TM >= 16), with no spills.
+MAX_WORDS_PER_FFMA = Fraction(17, 16)
+
+
+def ptxas_report(tiles: dict, arch: str = "sm_90") -> dict:
+    """The course's own report of rung 4 with ``tiles``: registers, spill bytes, occupancy."""
+    t = kernels.tiles("tile1d", **tiles)
+    res = kernels.build("tile1d", arch, **tiles).resources[KERNEL]
+    occ = sass_counts.occupancy(res["registers"], kernels.shared_bytes("tile1d", t),
+                                kernels.threads("tile1d", t))
+    return {"registers": res["registers"],
+            "spill_bytes": res["spill_stores"] + res["spill_loads"],
+            "occupancy": occ["occupancy"]}
+
+
+def tile_choice_problems(tiles, learner_report=None, arch: str = "sm_90") -> list[str]:
+    """What is wrong with a tile choice for rung 4 (empty: within the budget), and where the
+    learner's own report (``{"registers", "spill_bytes", "occupancy"}``) disagrees with ptxas."""
+    if not isinstance(tiles, dict) or set(tiles) != {"BM", "BN", "BK", "TM"}:
+        return [f"give the tiles as a dict with keys BM, BN, BK, TM, got {tiles!r}"]
+    try:
+        kernels.tiles("tile1d", **tiles)
+    except ValueError as e:
+        return [str(e)]
+    problems = []
+    words = sass_counts.napkin("tile1d", tiles)
+    if words > MAX_WORDS_PER_FFMA:
+        problems.append(f"TM = {tiles['TM']} costs (TM+1)/TM = {words} shared words per FFMA; the "
+                        f"budget asks for at most {MAX_WORDS_PER_FFMA}")
+    mine = ptxas_report(tiles, arch)
+    if mine["registers"] > REGISTER_BUDGET:
+        problems.append(f"ptxas gives {mine['registers']} registers per thread on {arch}; the "
+                        f"budget is {REGISTER_BUDGET}")
+    if mine["spill_bytes"]:
+        problems.append(f"ptxas spills {mine['spill_bytes']} bytes to local memory on {arch} "
+                        f"({kernels.threads('tile1d', tiles)} threads per block may hold "
+                        f"{min(255, 65536 // kernels.threads('tile1d', tiles))} registers each)")
+    if learner_report is not None:
+        if not isinstance(learner_report, dict):
+            return problems + [f"the report must be a dict, got {type(learner_report).__name__}"]
+        for key, want in mine.items():
+            got = learner_report.get(key)
+            if got is None or not np.isclose(float(got), float(want), rtol=1e-9, atol=0):
+                problems.append(f"your report says {key} = {got!r}; ptxas and the occupancy rules "
+                                f"give {want!r}")
+    return problems
