@@ -24,6 +24,8 @@ def exec_bits(m) -> int:
 
 def check_members(w, ins, m, mask_of):
     """mask_of: (32,) uint32 member masks (per lane). Raises CollectiveError on a violation."""
+    if m is None and mask_of.min() == 0xFFFFFFFF:
+        return 0xFFFFFFFF                         # the whole warp, the full mask: the common case
     ex = exec_bits(m)
     lanes = lanes_of(m)
     masks = mask_of[lanes].astype(np.uint64)
@@ -63,10 +65,9 @@ def h_shfl(ins, dc):
     c = dc.reader(ins.operands[3], "u32", ins)
     mk = dc.reader(ins.operands[4], "u32", ins)
 
-    def fn(w, m):
-        ex = check_members(w, ins, m, mk(w))
-        bv = b(w) & np.uint32(0x1F)
-        cv = c(w)
+    def route(bv, cv):
+        """(source lane, predicate) of every lane, by the PTX ISA's pseudo-code."""
+        bv = bv & np.uint32(0x1F)
         clamp = cv & np.uint32(0x1F)
         seg = (cv >> np.uint32(8)) & np.uint32(0x1F)
         max_lane = (LANES & seg) | (clamp & ~seg)
@@ -83,7 +84,20 @@ def h_shfl(ins, dc):
         else:
             j = (min_lane | (bv & ~seg)).astype(np.int64)
             ok = j <= max_lane
-        src = np.where(ok, j, LANES).astype(np.int64)
+        return np.where(ok, j, LANES).astype(np.int64), ok
+
+    static = None
+    if ins.operands[2][0] == "imm" and ins.operands[3][0] == "imm":
+        static = route(b(None), c(None))          # constant b and c: routed once, at decode
+
+    def fn(w, m):
+        ex = check_members(w, ins, m, mk(w))
+        src, ok = static if static is not None else route(b(w), c(w))
+        if m is None and ex == 0xFFFFFFFF:
+            wd(w, a(w)[src], m)
+            if wp is not None:
+                wp(w, ok, m)
+            return
         lanes = lanes_of(m)
         bad = ((np.uint64(ex) >> src[lanes].astype(np.uint64)) & np.uint64(1)) == 0
         if bad.any():
