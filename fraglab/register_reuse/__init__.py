@@ -28,3 +28,4 @@ from .kernels import (CHANGES, LADDER, RAGGED_OK, TF32_ENV, TILES, block_tile, b
 from .problems import PROBLEMS  # noqa: F401
 from .sass_counts import napkin, occupancy, report as sass_report  # noqa: F401
 from .seed import SEED  # noqa: F401
+from .report import glue_values  # noqa: F401  (the chapter's numbers; tests/test_book_record.py)

@@ -1,14 +1,16 @@
 """The chapter's findings, computed from the H100 record (``book/data/07_register_reuse/``).
 
-Everything the chapter says with a number comes from here: :func:`findings` returns the glued
-values (name -> text), :func:`ladder_table` and :func:`blocks_table` the HTML tables, and
-:func:`live_sass` the SASS counts compiled on the machine that runs the chapter (any machine:
-they need NVRTC, not a GPU). Nothing is typed in: when the lead replaces ``results.json`` with a
-newer run of ``python -m fraglab.register_reuse bench``, the chapter follows.
+Everything the chapter says with a number comes from here: :func:`glue_values` returns the
+glued values of the record (name -> text; ``tests/test_book_record.py`` recomputes them),
+:func:`ladder_table` and :func:`blocks_table` the HTML tables, and :func:`live_sass` the SASS
+counts compiled on the machine that runs the chapter (any machine: they need NVRTC, not a GPU),
+with :func:`live_glue_values` saying which compiler made them and whether they match the record's.
+Nothing is typed in: when the lead replaces ``results.json`` with a newer run of
+``python -m fraglab.register_reuse bench``, the chapter follows.
 
     doc = load()                       # the record (device, results)
     rows = live_sass(doc)              # sass_counts.report() of every rung, with the record's tiles
-    facts = findings(doc, rows)        # {"speedup_tile1d": "1.84x", ...}
+    glue_values(doc)                   # {"ch07-speedup-tile1d": "1.84x", ...}
 """
 from __future__ import annotations
 
@@ -149,9 +151,15 @@ def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.
                         caption=f"Table 2: blocks against SMs at M = N = K = {size}.")
 
 
-def findings(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
-    """Every number the chapter's prose quotes, formatted, by glue name."""
+def glue_values(doc: dict) -> dict[str, str]:
+    """Every number the chapter's prose quotes from the record, formatted, by glue name
+    (``ch07-...``). SASS counts are the record's (compiled on the GPU machine during the run)."""
+    return {"ch07-" + k.replace("_", "-"): v for k, v in _findings(doc).items()}
+
+
+def _findings(doc: dict) -> dict[str, str]:
     dev, res = doc["device"], doc["results"]
+    sass_rows = res.get("sass") if isinstance(res.get("sass"), list) else []
     clocks = dev.get("clocks") or {}
     seed = res.get("seed_figures") or {}
     sass = {r["kernel"]: r for r in sass_rows}
@@ -167,7 +175,7 @@ def findings(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
         "record_nvrtc": report.fmt(dev.get("nvrtc_version"), "NVRTC {}"),
         "record_date": (doc.get("created_utc") or "")[:10], "cupy": dev.get("cupy_version"),
         "cublas_compute": (res.get("cublas_settings") or {}).get("cupy_compute_type_float32"),
-        "live_nvrtc": nvrtc_text(), "size": SIZE, "small": SMALL,
+        "size": SIZE, "small": SMALL,
         "goal": _pct(GOAL),
     }
     f = {k: report.fmt(v) for k, v in f.items()}
@@ -221,7 +229,48 @@ def findings(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
     return f
 
 
-def glue_all(facts: dict[str, str]) -> None:
-    """Glue every finding under its name (for ``{glue:text}`name``` in the prose)."""
-    for name, text in facts.items():
-        report.glue(name, text)
+#: What :func:`live_sass` rows must equal in the record's ``sass`` rows to count as the same.
+COMPARED = ("lds_per_ffma", "words_per_ffma", "registers", "spill_bytes", "occupancy")
+
+
+def sass_differences(doc: dict, sass_rows: list[dict]) -> list[str]:
+    """Where the live SASS counts differ from the record's (empty: the same)."""
+    rec = {r["kernel"]: r for r in doc["results"].get("sass") or [] if isinstance(r, dict)}
+    out = []
+    for r in sass_rows:
+        old = rec.get(r["kernel"])
+        if old is None:
+            out.append(f"{r['kernel']}: not in the record")
+            continue
+        out += [f"{r['kernel']} {key}: {r[key]} here, {old.get(key)} in the record"
+                for key in COMPARED if r[key] != old.get(key)]
+    return out
+
+
+def live_glue_values(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
+    """The compiler of the live counts and whether they equal the record's (``ch07-live-...``;
+    they depend on the machine, so :func:`glue_values` leaves them out)."""
+    diff = sass_differences(doc, sass_rows)
+    return {"ch07-live-nvrtc": nvrtc_text(),
+            "ch07-live-agree": "the same counts" if not diff else
+            f"different counts ({len(diff)}: " + "; ".join(diff[:3]) + ")"}
+
+
+def diff_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
+    """The unified diff of rung ``kernel``'s file against the previous rung's, lines wrapped to
+    ``width`` characters (a continued line starts with its diff mark and four spaces)."""
+    import difflib
+    i = kernels.LADDER.index(kernel)
+    if i == 0:
+        raise ValueError(f"{kernel} is the first rung: nothing to diff against")
+    old, new = (tools.KERNELS_DIR / f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
+    lines = difflib.unified_diff(old.read_text().splitlines(), new.read_text().splitlines(),
+                                 old.name, new.name, lineterm="", n=2)
+    out = []
+    for line in lines:
+        while len(line) > width:
+            cut = line.rfind(" ", width // 2, width) if " " in line[width // 2:width] else width
+            out.append(line[:cut])
+            line = (line[0] if line[:1] in "+- " else " ") + "    " + line[cut:].lstrip()
+        out.append(line)
+    return "\n".join(out)
