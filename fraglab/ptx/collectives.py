@@ -90,9 +90,24 @@ def h_shfl(ins, dc):
     if ins.operands[2][0] == "imm" and ins.operands[3][0] == "imm":
         static = route(b(None), c(None))          # constant b and c: routed once, at decode
 
+    cache: dict = {}
+
+    def routed(w):
+        if static is not None:
+            return static
+        bv, cv = b(w), c(w)
+        b0, c0 = bv[0], cv[0]
+        if (bv == b0).all() and (cv == c0).all():     # warp-uniform b and c: route once
+            key = (int(b0), int(c0))
+            hit = cache.get(key)
+            if hit is None:
+                hit = cache[key] = route(bv, cv)
+            return hit
+        return route(bv, cv)
+
     def fn(w, m):
         ex = check_members(w, ins, m, mk(w))
-        src, ok = static if static is not None else route(b(w), c(w))
+        src, ok = routed(w)
         if m is None and ex == 0xFFFFFFFF:
             wd(w, a(w)[src], m)
             if wp is not None:
