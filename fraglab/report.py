@@ -13,6 +13,7 @@ is a string formatted here, so the page shows exactly what the record gives, and
 from __future__ import annotations
 
 import html
+import re
 import json
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -90,3 +91,131 @@ def table(rows: Iterable[Mapping[str, Any]] | Sequence[Sequence[Any]], header=No
         header = list(rows[0])
         rows = [[r.get(h, "") for h in header] for r in rows]
     return Table(header, rows, caption, align)
+
+
+# --- the prose-vs-record contract -----------------------------------------------------------------
+#
+# A chapter's numbers reach its prose one way: the notebook calls ``report.glue_all(values)`` with
+# ``values`` from a function of the record (by convention ``<topic>.glue_values(record)``, returning
+# ``{name: text}``), and the markdown cites ``{glue:text}`name```. tests/test_book_record.py reads the
+# names used in the markdown, the values glued in the outputs (:func:`glued_values`) and, where the
+# topic has a recorded data file, recomputes ``glue_values`` and compares text with text.
+
+_GLUE_ROLE = re.compile(r"\{glue(?::(?:text|md|any|figure|math))?\}`([^`<]+?)(?::[^`]*)?`")
+
+
+def glue_all(values: Mapping[str, Any]) -> dict[str, str]:
+    """Glue every ``{name: text}`` (already formatted strings; other values go through ``str``)
+    and return them, so a notebook cell can both glue and show what it glued."""
+    out = {}
+    for name, value in values.items():
+        out[name] = glue(name, value if isinstance(value, str) else str(value))
+    return out
+
+
+def glue_output(name: str, text: str) -> dict:
+    """The nbformat output that ``glue(name, text)`` displays (for tools that edit notebooks)."""
+    return {"output_type": "display_data", "data": {GLUE_PREFIX + "text/plain": repr(text)},
+            "metadata": {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}}}
+
+
+def glue_names_cited(notebook: str | Path) -> set[str]:
+    """Names the notebook's markdown cites with ``{glue:text}`name``` (or ``{glue}``, ``{glue:md}``...)."""
+    nb = json.loads(Path(notebook).read_text())
+    names = set()
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            names |= set(_GLUE_ROLE.findall("".join(cell["source"])))
+    return names
+
+
+# --- figures: numbered captions and alt text ------------------------------------------------------
+
+def figure_metadata(name: str, caption: str, alt: str) -> dict:
+    """Cell metadata that makes myst-nb render the cell's image as a numbered figure
+    (``numfig``), with a caption and alt text. Merge it into the cell's metadata:
+    ``cell["metadata"].update(report.figure_metadata("fig-ch01-lanes", "The lane ...", "Heatmap ..."))``.
+    Cite it in the prose with ``{numref}`fig-ch01-lanes```."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise ValueError(f"figure name {name!r}: use lowercase letters, digits and dashes")
+    return {"mystnb": {"figure": {"name": name, "caption": caption}, "image": {"alt": alt}}}
+
+
+#: Width of the theme's text column, in CSS pixels, in a 1400 px window: a wider image is shrunk
+#: to it. (Notebook figures are PNGs at matplotlib's 100 dpi, cropped to their content.)
+COLUMN_PX = 785
+#: Monospace characters of a code output that fit the column (the theme's code font at 785 px):
+#: tests/test_book_html.py fails on a longer output line.
+CHAR_BUDGET = 95
+#: Smallest legible text in a figure, in CSS pixels at the displayed width.
+MIN_TEXT_PX = 9.0
+
+
+def displayed_px(fontsize_pt: float, fig_width_in: float, dpi: float = 100.0,
+                 column_px: float = COLUMN_PX) -> float:
+    """Height in CSS pixels of ``fontsize_pt`` text in a figure ``fig_width_in`` wide saved at
+    ``dpi``, when the page shrinks the image to the column (never enlarges it)."""
+    image_px = fig_width_in * dpi
+    scale = min(1.0, column_px / image_px)
+    return fontsize_pt / 72.0 * dpi * scale
+
+
+def min_fontsize_pt(fig_width_in: float, dpi: float = 100.0, px: float = MIN_TEXT_PX) -> float:
+    """The smallest font size (points) that stays ``px`` tall at the column width."""
+    return px * 72.0 / dpi / min(1.0, COLUMN_PX / (fig_width_in * dpi))
+
+
+def smallest_text_px(fig, dpi: float = 100.0) -> float:
+    """Height in CSS pixels, at the column width, of the smallest visible text of a matplotlib
+    figure as the notebook shows it (saved at ``dpi`` with a tight bounding box)."""
+    fig.canvas.draw()
+    width_in = fig.get_tightbbox(fig.canvas.get_renderer()).width
+    sizes = [t.get_fontsize() for t in fig.findobj(lambda a: hasattr(a, "get_text")
+                                                   and hasattr(a, "get_fontsize"))
+             if t.get_visible() and t.get_text().strip()]
+    return displayed_px(min(sizes), width_in, dpi) if sizes else float("inf")
+
+
+def wide_lines(text: str, budget: int = CHAR_BUDGET) -> list[str]:
+    """Lines of ``text`` longer than ``budget`` characters."""
+    return [l for l in text.splitlines() if len(l) > budget]
+
+
+# --- peaks: throughput in context -----------------------------------------------------------------
+
+#: Datasheet peaks of the course's GPU (NVIDIA H100 SXM5 80 GB datasheet): dense tensor TFLOP/s
+#: (the 2:4-sparse figures are twice these) and HBM3 bandwidth.
+H100_SXM = {"dense_f16_tflops": 989.4, "dense_bf16_tflops": 989.4, "dense_tf32_tflops": 494.7,
+            "hbm_tb_s": 3.35}
+H100_SOURCE = "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"
+
+
+def share(value: float, peak: float, spec: str = "{:.0%}") -> str:
+    """``value / peak`` formatted as a percentage (``"49%"``)."""
+    return spec.format(value / peak)
+
+
+# --- the course address: links to the labs --------------------------------------------------------
+
+def course_address(config: str | Path | None = None) -> tuple[str, str]:
+    """(repository URL, branch) from ``_config.yml``'s ``repository:`` block (the one place the
+    course's address is written)."""
+    path = Path(config) if config else Path(__file__).resolve().parents[1] / "_config.yml"
+    text = path.read_text()
+    block = re.search(r"^repository:\s*\n((?:[ \t]+.*\n?)+)", text, re.M)
+    if not block:
+        raise ValueError(f"{path}: no repository: block")
+    url = re.search(r"^\s+url:\s*(\S+)", block.group(1), re.M)
+    branch = re.search(r"^\s+branch:\s*(\S+)", block.group(1), re.M)
+    return url.group(1).rstrip("/"), (branch.group(1) if branch else "main")
+
+
+def lab_url(topic: str, where: str = "colab", config: str | Path | None = None) -> str:
+    """Where a reader opens lab ``labs/<topic>.ipynb``: on Colab (``where="colab"``) or GitHub."""
+    url, branch = course_address(config)
+    path = f"blob/{branch}/labs/{topic}.ipynb"
+    if where == "github":
+        return f"{url}/{path}"
+    if where == "colab":
+        return "https://colab.research.google.com/github/" + url.split("github.com/", 1)[1] + "/" + path
+    raise ValueError(f"where must be 'colab' or 'github', got {where!r}")
