@@ -24,7 +24,10 @@ One job per module:
   (about 3.5 minutes on an H100) and writes ``DIR/results.json`` (with
   :func:`fraglab.bench.device_info`) and ``DIR/run.log``; :func:`load` (:mod:`.record`) reads it
   back, :func:`reproduce_table`, :func:`findings`, :func:`conclusion` (:mod:`.report`) and the
-  ``plot_*`` functions (:mod:`.plots`) turn it into the chapter's tables and figures.
+  ``plot_*`` functions (:mod:`.plots`) turn it into the chapter's tables and figures;
+  :mod:`.explain` computes the explanations the chapter glues into its prose (where the first
+  launch's time goes, epilogue cycles against kernel time, idle power, energy, throughput against
+  the H100's peaks) and :mod:`.tables` gives the chapter's tables as HTML.
 * :mod:`.lab` - the lab's checks; :mod:`.cli` - the command line.
 
 Command line::
@@ -46,13 +49,19 @@ from .lab import (clock_source_problems, cycles_of_source, recorded_compares,  #
                   warm_plan_problems)
 from .ncu import (ACHIEVED, NCU_METRICS, interpret_ncu, ncu_command,  # noqa: F401
                   occupancy_table, parse_ncu_csv, run_ncu)
-from .plots import plot_cycles, plot_power, plot_speedups, plot_time_distributions  # noqa: F401
+from .plots import (plot_cycles, plot_loading, plot_power, plot_speedups,  # noqa: F401
+                    plot_time_distributions)
 from .power import relaunch_power, sustained_power  # noqa: F401
 from .problems import PROBLEMS, check_correctness  # noqa: F401
 from .processes import (child_command, device_info_in_child, parse_child_output,  # noqa: F401
                         run_child, run_processes, summarize_processes)
+from .explain import (energy_rows, epilogue_vs_kernel,  # noqa: F401
+                      first_launch_breakdown, glue_values, power_idle, timer_step_ns,
+                      waves_throughput)
 from .record import RESULTS_DIR, load  # noqa: F401
 from .report import PAPER, conclusion, findings, format_table, reproduce_table  # noqa: F401
+from .tables import (VARIANT_SHORT, build_html, cycles_html, loading_html,  # noqa: F401
+                     occupancy_html, power_html, reproduce_html, warm_html)
 from .run import PLAN, POWER_S, run_all  # noqa: F401
 from .variants import (FACTOR_VALUES, PAPER_CONFIG, VARIANT_LABELS, VARIANTS,  # noqa: F401
                        one_factor_problems, variant_config)

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .explain import PART_LABELS, PARTS, first_launch_breakdown
 from .kernels import LABELS, WAYS
 from .record import paper_way_summary, warm_summary
 from .report import PAPER
+from .tables import VARIANT_SHORT
 from .variants import VARIANTS
 
 
@@ -54,20 +56,21 @@ def plot_time_distributions(doc: dict, ax=None):
 
 
 def plot_speedups(doc: dict, ax=None):
-    """Baseline / in-register per method, with the paper's 6.1x as a line."""
+    """Baseline / in-register per method, on a log axis (ratios from 0.04x to 20x), with the
+    paper's 6.1x and parity as lines."""
     plt = _plt()
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.6))
+        _, ax = plt.subplots(figsize=(8, 3.8))
     labels, vals, colors = [], [], []
     for name in VARIANTS:
         s = paper_way_summary(doc, name)
         if s:
-            labels.append("fresh: " + name.replace("_", " "))
+            labels.append("fresh: " + VARIANT_SHORT.get(name, name))
             vals.append(s["speedup_of_means"])
             colors.append("C3")
     pw = paper_way_summary(doc)
     if pw and "later_speedup_of_medians" in pw:
-        labels.append("fresh: later\nlaunches")
+        labels.append("fresh: later launches")
         vals.append(pw["later_speedup_of_medians"])
         colors.append("C1")
     for label in ("one block", "one block, L2 flushed", "paper's profiling grid", "one full wave",
@@ -77,16 +80,56 @@ def plot_speedups(doc: dict, ax=None):
             labels.append("warm: " + label)
             vals.append(w["ratio"])
             colors.append("C0")
-    ax.bar(range(len(vals)), vals, color=colors)
-    for i, v in enumerate(vals):
-        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom", fontsize=7)
-    ax.axhline(PAPER["H100"]["speedup"], color="k", ls="--", lw=1, label="paper, H100: 6.1x")
-    ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xticks(range(len(vals)), labels, rotation=40, ha="right", fontsize=7)
-    ax.set_ylabel("baseline time / in-register time")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3, axis="y")
+    y = np.arange(len(vals))[::-1]
+    ax.barh(y, vals, color=colors, left=0)
+    ax.set_xscale("log")
+    for yi, v in zip(y, vals):
+        ax.text(v * 1.08, yi, f"{v:.2f}x", va="center", fontsize=8)
+    ax.axvline(PAPER["H100"]["speedup"], color="k", ls="--", lw=1, label="paper, H100: 6.1x")
+    ax.axvline(1.0, color="gray", lw=1, label="1x: equal times")
+    ax.set_yticks(y, labels, fontsize=8)
+    lo, hi = min(vals + [1.0]), max(vals + [PAPER["H100"]["speedup"]])
+    ax.set_xlim(lo / 1.6, hi * 2.2)
+    ax.set_xlabel("baseline time / in-register time (log scale)")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3, axis="x", which="both")
     return ax
+
+
+def plot_loading(doc: dict, axes=None):
+    """The mean first launch of each kernel in each fresh-process variant, split into the
+    host's time to find and load the kernel, the launch call, and the rest: the whole range
+    (top) and the same bars up to 80 us (bottom)."""
+    plt = _plt()
+    br = first_launch_breakdown(doc)
+    if axes is None:
+        _, axes = plt.subplots(2, 1, figsize=(8, 6.4), sharey=True)
+    labels = [f"{VARIANT_SHORT.get(n, n)}: {LABELS[w].split(' (')[0]}" for n in br for w in WAYS]
+    y = np.arange(len(labels))[::-1]
+    for ax, xmax in zip(axes, (None, 80.0)):
+        left = np.zeros(len(labels))
+        for k, part in enumerate(PARTS):
+            x = np.array([max(br[n][w][part], 0.0) for n in br for w in WAYS])
+            ax.barh(y, x, left=left, color=("C3", "C1", "C0")[k], label=PART_LABELS[part])
+            left += x
+        tot = [br[n][w]["total"] for n in br for w in WAYS]
+        for yi, t in zip(y, tot):
+            if xmax is None or t <= xmax:
+                ax.text(t + (xmax or max(tot)) * 0.01, yi, f"{t:.0f} us", va="center", fontsize=8)
+            else:                                       # cut at the panel's edge: say so
+                ax.text(xmax * 0.985, yi, f"{t:.0f} us, cut", va="center", ha="right",
+                        fontsize=8, color="white")
+        if xmax:
+            ax.set_xlim(0, xmax)
+            ax.set_title(f"the same, up to {xmax:.0f} us", fontsize=9)
+        else:
+            ax.set_xlim(0, max(tot) * 1.12)
+            ax.set_title("mean first launch per fresh process, whole range", fontsize=9)
+        ax.set_yticks(y, labels, fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+    axes[-1].set_xlabel("time inside the first timed window (us)")
+    axes[0].legend(fontsize=8, loc="lower right")
+    return axes
 
 
 def plot_cycles(doc: dict, axes=None):
@@ -113,21 +156,28 @@ def plot_cycles(doc: dict, axes=None):
 
 
 def plot_power(doc: dict, ax=None):
-    """Power samples over time: idle, the sustained loops, the relaunch loops."""
+    """Power samples over time, segments placed end to end (the sustained loops, then the
+    relaunch loops), with the idle reading drawn as a line across all of them."""
     plt = _plt()
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 3.2))
-    t_off = 0.0
+        _, ax = plt.subplots(figsize=(8, 3.6))
+    t_off, k = 0.0, 0
     for src, prefix in ((doc.get("power_sustained", {}), "sustained: "),
                         (doc.get("power_relaunch", {}), "relaunch loop: ")):
         for name, r in src.items():
             if not isinstance(r, dict) or not r.get("power_w"):
                 continue
             t = np.asarray(r["t_s"]) + t_off
-            ax.plot(t, r["power_w"], lw=0.8, label=prefix + name)
-            t_off = t[-1] + 0.5
+            label = prefix + name.replace("smem", "baseline").replace("regs", "in-register")
+            ax.plot(t, r["power_w"], lw=1.2, color=f"C{k}", label=label)
+            ax.axvspan(t[0], t[-1], color=f"C{k}", alpha=0.07, lw=0)
+            t_off, k = t[-1] + 0.5, k + 1
+    idle = doc.get("power_sustained", {}).get("idle")
+    if isinstance(idle, dict) and (idle.get("mean_w_energy") or idle.get("mean_w_samples")):
+        w = idle.get("mean_w_energy") or idle.get("mean_w_samples")
+        ax.axhline(w, color="k", ls="--", lw=1, label=f"idle, context open: {w:.1f} W")
     ax.set_xlabel("time (s, segments placed end to end)")
     ax.set_ylabel("power (W)")
-    ax.legend(fontsize=6, ncol=2)
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
     ax.grid(alpha=0.3)
     return ax

@@ -30,7 +30,14 @@ def load(path=None) -> dict:
     Default: ``$FRAGLAB_MICROBENCHMARK_RESULTS``, else the book's record."""
     from .. import bench
     path = path or os.environ.get("FRAGLAB_MICROBENCHMARK_RESULTS") or RESULTS_DIR / "results.json"
-    doc = bench.load_results(Path(path))
+    return from_saved(bench.load_results(Path(path)))
+
+
+def from_saved(doc: dict) -> dict:
+    """The form :func:`load` returns, from the saved file's JSON (``results`` with ``device`` and
+    ``created_utc`` added); a dict already in that form is returned as it is."""
+    if "results" not in doc:
+        return doc
     res = dict(doc["results"])
     res["device"] = doc["device"]
     res["created_utc"] = doc.get("created_utc")
