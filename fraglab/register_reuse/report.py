@@ -179,6 +179,9 @@ def _findings(doc: dict) -> dict[str, str]:
         "goal": _pct(GOAL),
     }
     f = {k: report.fmt(v) for k, v in f.items()}
+    t1 = seed.get("tiles_tile1d") or {}
+    f["seed_tiles"] = ", ".join(f"{k} = {v}" for k, v in t1.items()) or "n/a"
+    f["tm"] = report.fmt(t1.get("TM"))
     for k in ("smem", "tile1d", "tile2d"):
         f[f"seed_share_{k}"] = _pct(seed.get("of_cublas", {}).get(k))
     f["seed_speedup"] = report.fmt(seed.get("speedup_tile1d_over_smem"), "{}x")
@@ -256,16 +259,9 @@ def live_glue_values(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
             f"different counts ({len(diff)}: " + "; ".join(diff[:3]) + ")"}
 
 
-def diff_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
-    """The unified diff of rung ``kernel``'s file against the previous rung's, lines wrapped to
-    ``width`` characters (a continued line starts with its diff mark and four spaces)."""
-    import difflib
-    i = kernels.LADDER.index(kernel)
-    if i == 0:
-        raise ValueError(f"{kernel} is the first rung: nothing to diff against")
-    old, new = (tools.KERNELS_DIR / f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
-    lines = difflib.unified_diff(old.read_text().splitlines(), new.read_text().splitlines(),
-                                 old.name, new.name, lineterm="", n=2)
+def wrap(lines, width: int = report.CHAR_BUDGET) -> str:
+    """``lines`` joined, each cut at a space to at most ``width`` characters (a diff line's
+    continuation keeps its mark, ``+``/``-``/space, then four spaces)."""
     out = []
     for line in lines:
         while len(line) > width:
@@ -274,3 +270,21 @@ def diff_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
             line = (line[0] if line[:1] in "+- " else " ") + "    " + line[cut:].lstrip()
         out.append(line)
     return "\n".join(out)
+
+
+def source_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
+    """Rung ``kernel``'s file, lines wrapped to ``width`` characters."""
+    return wrap((tools.KERNELS_DIR / f"{kernels.kernel_file(kernel)}.cu").read_text().splitlines(),
+                width)
+
+
+def diff_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
+    """The unified diff of rung ``kernel``'s file against the previous rung's, lines wrapped to
+    ``width`` characters."""
+    import difflib
+    i = kernels.LADDER.index(kernel)
+    if i == 0:
+        raise ValueError(f"{kernel} is the first rung: nothing to diff against")
+    old, new = (tools.KERNELS_DIR / f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
+    return wrap(difflib.unified_diff(old.read_text().splitlines(), new.read_text().splitlines(),
+                                     old.name, new.name, lineterm="", n=2), width)
