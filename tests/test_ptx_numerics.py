@@ -412,3 +412,32 @@ extern "C" __global__ void k(const unsigned* a, const unsigned long long* b, lon
         assert out[n, 7] == (31 - (m.bit_length() - 1) if m else 0xFFFFFFFF)
         v = x >> (n % 32)
         assert out[n, 8] == bin(v).count("1") and out[n, 9] == 32 - v.bit_length()
+
+
+def test_float_to_integer_saturates():
+    prog = build(r'''
+extern "C" __global__ void k(const float* x, long long* o, unsigned long long* u)
+{
+    int n = threadIdx.x;
+    float v = x[n];
+    o[4 * n + 0] = __float2int_rz(v);
+    o[4 * n + 1] = (long long)__float2uint_rz(v);
+    o[4 * n + 2] = __float2ll_rz(v);
+    o[4 * n + 3] = (long long)(short)__float2int_rz(v);
+    u[n] = __float2ull_rz(v);
+}''')
+    x = np.array([0.0, -0.0, 1.5, -1.5, 3e9, -3e9, 1e20, -1e20, np.inf, -np.inf, np.nan,
+                  2.0 ** 31, -2.0 ** 31, 2.0 ** 63, 4294967295.0, 65537.9] + [7.25] * 16,
+                 np.float32)
+    o = np.zeros((32, 4), np.int64)
+    u = np.zeros(32, np.uint64)
+    ptx.launch(prog, "k", 1, 32, (x, o, u))
+    for i, v in enumerate(x.astype(np.float64)):
+        t = 0 if np.isnan(v) else (int(np.sign(v)) * 10 ** 30 if np.isinf(v) else int(np.trunc(v)))
+        clip = lambda lo, hi: int(min(max(t, lo), hi))  # noqa: E731
+        assert o[i, 0] == clip(-2**31, 2**31 - 1), (i, v)
+        assert o[i, 1] == clip(0, 2**32 - 1), (i, v)
+        assert o[i, 2] == clip(-2**63, 2**63 - 1), (i, v)
+        s = clip(-2**31, 2**31 - 1) & 0xFFFF
+        assert o[i, 3] == (s - 65536 if s >= 32768 else s), (i, v)
+        assert int(u[i]) == clip(0, 2**64 - 1), (i, v)

@@ -67,13 +67,13 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             x = up(a).astype(np.float64)
             if fz:
                 x = ftz(x)
-            r = rf(x)
-            r = np.where(np.isnan(r), 0, np.clip(r, lo, hi))
-            if dt_t.endswith("64"):
-                out = np.where(r >= 2.0 ** 63, np.uint64(hi) if dt_t[0] == "u" else hi,
-                               r).astype(ddt) if dt_t[0] == "u" else r.astype(ddt)
-                return out
-            return r.astype(np.int64).astype(ddt)
+            r = np.where(np.isnan(x), 0.0, rf(x))
+            if dt_t.endswith("64"):                 # 2^63 and 2^64 are not int64/uint64 values
+                top = 2.0 ** (64 if dt_t[0] == "u" else 63)
+                inside = np.where(r >= top, 0.0, np.maximum(r, lo))
+                out = inside.astype(ddt)
+                return np.where(r >= top, np.array(hi, ddt), out).astype(ddt)
+            return np.clip(r, lo, hi).astype(np.int64).astype(ddt)
         return f2i
     # -> float
     rnd = mode or "rn"
