@@ -441,3 +441,34 @@ extern "C" __global__ void k(const float* x, long long* o, unsigned long long* u
         s = clip(-2**31, 2**31 - 1) & 0xFFFF
         assert o[i, 3] == (s - 65536 if s >= 32768 else s), (i, v)
         assert int(u[i]) == clip(0, 2**64 - 1), (i, v)
+
+
+def test_64_bit_integer_to_float_rounds_once():
+    prog = build(r'''
+extern "C" __global__ void k(const long long* x, const unsigned long long* y, float* o, double* d)
+{
+    int n = threadIdx.x;
+    o[4 * n + 0] = __ll2float_rn(x[n]);
+    o[4 * n + 1] = __ll2float_rz(x[n]);
+    o[4 * n + 2] = __ull2float_rd(y[n]);
+    o[4 * n + 3] = __ull2float_ru(y[n]);
+    d[n] = __ll2double_rz(x[n]);
+}''')
+    x = np.array([2**60 - 1, -(2**60 - 1), 2**53 + 1, 2**62 + 2**38 + 1, 2**63 - 1, -2**63,
+                  (2**24 + 1) * 2**30 + 1, 1, 0, -1] + [2**40 + 3] * 22, np.int64)
+    y = np.abs(x).astype(np.uint64) * np.uint64(2) + np.uint64(1)
+    o = np.zeros((32, 4), np.float32)
+    d = np.zeros(32, np.float64)
+    ptx.launch(prog, "k", 1, 32, (x, y, o, d))
+    F = lambda v: Fraction(float(v))  # noqa: E731
+    for i in range(32):
+        xi, yi = int(x[i]), int(y[i])
+        cands = lambda v: [np.float32(v), np.nextafter(np.float32(v), np.float32(np.inf)),  # noqa: E731
+                           np.nextafter(np.float32(v), np.float32(-np.inf))]
+        best = min(cands(xi), key=lambda c: (abs(F(c) - xi), int(np.array(c).view(np.uint32)) & 1))
+        assert o[i, 0] == best, i
+        assert abs(F(o[i, 1])) <= abs(xi) and abs(xi) - abs(F(o[i, 1])) < abs(
+            F(np.nextafter(o[i, 1], np.float32(np.inf if xi > 0 else -np.inf))) - F(o[i, 1])) + 1
+        assert F(o[i, 2]) <= yi <= F(o[i, 3])
+        assert (F(o[i, 2]) == yi) == (F(o[i, 3]) == yi)
+        assert abs(F(d[i])) <= abs(xi)

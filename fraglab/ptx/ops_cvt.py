@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dtypes import round_tf32, to_bf16, from_bf16
+from . import exact
 from .decode import DT, mods, types_of, unsupported
 from .registry import handler
 from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
@@ -101,7 +102,13 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         x = _pre(x, fz and at_t == "f32") if afloat else x
         if relu:
             x = np.where(np.isnan(x), x, np.maximum(x, 0))
-        v = round_to(np.asarray(x).astype(np.float64), np.dtype(ddt), rnd)
+        x = np.asarray(x)
+        if x.dtype.kind in "iu" and x.dtype.itemsize == 8:     # 64-bit ints: an exact pair
+            hi = x.astype(np.float64)
+            err = np.array([float(int(xi) - int(h)) for xi, h in zip(x.tolist(), hi.tolist())])
+            v = exact.round_pair(hi, err, np.dtype(ddt), rnd)
+        else:
+            v = round_to(x.astype(np.float64), np.dtype(ddt), rnd)
         return _post(v, fz and dt_t == "f32", st)
     return tof
 
