@@ -304,3 +304,14 @@ extern "C" __global__ void k(float* out, int n)
             want = want * 2 + 1
         assert any(np.array_equal(snap[r].astype(np.float64), want)
                    for r in snap.names if r.startswith("%f")), visit
+
+
+def test_instruction_counts_by_opcode_and_line():
+    prog = ptx.load("00_hello_warp")
+    x = np.ones((4, 32), np.float32)
+    res = ptx.launch(prog, "warp_sum", 4, 32, (x, np.zeros(4, np.float32), np.int32(4)))
+    ops = res.opcode_counts()
+    assert ops["shfl"] == 4 * 5 and sum(ops.values()) == res.steps
+    lines = res.line_counts()
+    assert sum(lines.values()) == res.steps
+    assert any(k.startswith("kernels/00_hello_warp.cu:") for k in lines)

@@ -73,6 +73,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
     ncode = len(code)
     hook = launch.hook
     budget = launch.max_steps
+    counts = launch.counts
     while True:
         if w.uniform:
             pc, m = w.upc, w.umask
@@ -94,6 +95,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
         op = code[pc]
         w.steps += 1
         launch.steps += 1
+        counts[pc] += 1
         if launch.steps > budget:
             raise_at(StepBudgetExceeded, f"the kernel exceeded its instruction budget of {budget} "
                      "warp-instructions (max_steps); an endless loop? Raise max_steps if the "

@@ -209,6 +209,26 @@ class Launch:
         self.current_warps = []
         self.printf: list[str] = []          # device printf output, in execution order
         self.echo_printf = True
+        self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
+
+    def opcode_counts(self, base: bool = True):
+        """Counter of warp-instructions executed, by opcode (``base``: 'mma' not 'mma.sync...')."""
+        from collections import Counter
+        c = Counter()
+        for op, n in zip(self.info.code, self.counts):
+            if n:
+                c[op.instr.base if base else op.instr.opcode] += n
+        return c
+
+    def line_counts(self):
+        """Counter of warp-instructions executed, by CUDA source 'file:line'."""
+        from collections import Counter
+        from .errors import source_of
+        c = Counter()
+        for op, n in zip(self.info.code, self.counts):
+            if n:
+                c[source_of(op.instr, self.files) or f"PTX line {op.instr.ptx_line}"] += n
+        return c
 
     def __repr__(self):
         return (f"<ptx launch {self.info.name} grid={self.grid} block={self.block}: "
