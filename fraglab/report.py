@@ -219,3 +219,39 @@ def lab_url(topic: str, where: str = "colab", config: str | Path | None = None) 
     if where == "colab":
         return "https://colab.research.google.com/github/" + url.split("github.com/", 1)[1] + "/" + path
     raise ValueError(f"where must be 'colab' or 'github', got {where!r}")
+
+
+# --- long or wide text: listings that collapse and scroll, messages that wrap ---------------------
+
+class Listing:
+    """A long text (a kernel's source, a SASS listing) shown collapsed: a one-line summary that
+    opens to the full text, which scrolls inside the column instead of being cut. Plain-text
+    ``repr`` (terminals, nbval) is the summary line only."""
+
+    def __init__(self, text: str, title: str, open: bool = False):
+        self.text, self.title, self.open = text.rstrip("\n"), title, open
+
+    @property
+    def summary(self) -> str:
+        return f"{self.title} ({len(self.text.splitlines())} lines)"
+
+    def _repr_html_(self) -> str:
+        return (f'<details class="fraglab-listing"{" open" if self.open else ""}>'
+                f"<summary>{html.escape(self.summary)}</summary>"
+                f'<pre style="overflow-x:auto;max-width:100%">{html.escape(self.text)}</pre></details>')
+
+    def __repr__(self) -> str:
+        return self.summary
+
+
+def listing(text: str, title: str, open: bool = False) -> Listing:
+    """``text`` as a collapsed :class:`Listing` titled ``title`` (the full text one click away)."""
+    return Listing(text, title, open)
+
+
+def wrap(text: str, width: int = CHAR_BUDGET, indent: str = "    ") -> str:
+    """Every line of ``text`` wrapped to ``width`` characters (continuations indented), so a long
+    message reads in the column."""
+    import textwrap
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
+                     if len(line) > width else line for line in text.splitlines())

@@ -39,6 +39,29 @@ def format_table(layout, shape, what: str = "lane") -> str:
     return "\n".join(lines)
 
 
+def _ink(rgba) -> str:
+    """Black text on a light tile, white on a dark one (relative luminance)."""
+    r, g, b = rgba[:3]
+    return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.45 else "white"
+
+
+def _layout_figure(rows: int, cols: int, panels: int):
+    """A figure for ``panels`` heatmaps of a rows x cols tile whose numbers stay legible in the
+    book (report.MIN_TEXT_PX at the 785 px column): side by side when that fits the column,
+    else stacked. Returns (fig, axes, fontsize)."""
+    import matplotlib.pyplot as plt
+    from .. import report
+
+    cell = 0.42 if cols <= 16 else 0.26               # inches per element
+    panel_w, panel_h = cols * cell + 1.0, rows * cell + 1.0
+    side = report.displayed_px(7.0, panels * panel_w) >= report.MIN_TEXT_PX
+    width = panels * panel_w if side else panel_w
+    fs = max(7.0, report.min_fontsize_pt(width) + 0.2)
+    nrows, ncols = (1, panels) if side else (panels, 1)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width, panel_h * nrows + 0.4), squeeze=False)
+    return fig, list(axes.ravel()), fs
+
+
 def plot_layout(layout, shape=None, *, kind: str | Kind | None = None, title: str | None = None,
                 highlight=None, annotate: bool = True, what=("lane", "reg")):
     """Heatmaps of the lane and the register holding each element; returns the Figure.
@@ -60,38 +83,36 @@ def plot_layout(layout, shape=None, *, kind: str | Kind | None = None, title: st
     ok = (lay[..., 0] >= 0) & (lay[..., 0] < rows) & (lay[..., 1] >= 0) & (lay[..., 1] < cols)
     np.add.at(counts, (lay[ok][:, 0], lay[ok][:, 1]), 1)
     what = (what,) if isinstance(what, str) else tuple(what)
-    cell = 0.36 if max(rows, cols) <= 16 else 0.3
-    fig, axes = plt.subplots(1, len(what), figsize=(len(what) * (cols * cell + 1.2),
-                                                   rows * cell + 1.0), squeeze=False)
-    for ax, w in zip(axes[0], what):
+    fig, axes, fs = _layout_figure(rows, cols, len(what))
+    for ax, w in zip(axes, what):
         t = element_table(lay, shape, w)
         vmax = 31 if w == "lane" else max(lay.shape[1] - 1, 1)
         cmap = plt.get_cmap("tab20b" if w == "lane" else "tab10").with_extremes(under="white")
         ax.imshow(np.where(t < 0, -1, t), cmap=cmap, vmin=0, vmax=vmax, aspect="equal")
         if annotate:
-            fs = 6 if max(rows, cols) <= 16 else 4.5
             for r in range(rows):
                 for c in range(cols):
                     if t[r, c] < 0:
                         continue
                     s = str(t[r, c]) + (f"+{counts[r, c] - 1}" if counts[r, c] > 1 else "")
-                    ax.text(c, r, s, ha="center", va="center", fontsize=fs, color="white")
+                    ax.text(c, r, s, ha="center", va="center", fontsize=fs,
+                            color=_ink(cmap(t[r, c] / vmax)))
         if highlight is not None:
             for r, c in np.argwhere(np.asarray(highlight)):
                 ax.add_patch(Rectangle((c - 0.5, r - 0.5), 1, 1, fill=False, ec="red", lw=1.5))
         ax.set_title({"lane": "lane holding each element",
-                      "reg": "register (x[i]) holding each element"}[w], fontsize=9)
+                      "reg": "register (x[i]) holding each element"}[w], fontsize=fs + 2)
         step = 1 if max(rows, cols) <= 16 else 4
         ax.set_xticks(range(0, cols, step))
         ax.set_yticks(range(0, rows, step))
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel("col", fontsize=8)
-        ax.set_ylabel("row", fontsize=8)
+        ax.tick_params(labelsize=fs)
+        ax.set_xlabel("col", fontsize=fs + 1)
+        ax.set_ylabel("row", fontsize=fs + 1)
         for x in range(8, cols, 8):
             ax.axvline(x - 0.5, color="k", lw=0.6)
         for y in range(8, rows, 8):
             ax.axhline(y - 0.5, color="k", lw=0.6)
-    fig.suptitle(title or (k.describe() if k else ""), fontsize=10)
+    fig.suptitle(title or (k.describe() if k else ""), fontsize=fs + 3)
     fig.tight_layout()
     return fig
 
