@@ -26,6 +26,9 @@ over a shared-memory softmax on an H100 (Table 6). This package has one module p
   (about ten seconds plus compilation on an H100, at most 3 minutes): the paper's pair at its
   size, the fair pair, and the FA-2 kernel's TFLOP/s next to PyTorch's
   ``scaled_dot_product_attention`` (flash backend). See :func:`run_bench`.
+* :mod:`.report`: reading the record for chapter 5: the numbers its prose glues
+  (:func:`glue_values`), its tables as HTML, the clock-cap count (:func:`throttling`), the
+  reproduce-or-refute rows, and :func:`expected_rescalings` (H_n - 1).
 
 Tensors are ``(B, H, N, d)`` C-contiguous CuPy arrays: ``float16``, or ``uint16`` holding bf16
 bit patterns (:func:`to_bf16`, :func:`from_bf16`; CuPy has no bfloat16 dtype). Values are rounded
@@ -44,4 +47,6 @@ from .kernels import (as_float, attention_flops, fa1, fa1_kernel, fa1_launcher, 
                       fa1_smem_bytes, fa2, fa2_kernel, fa2_launcher, fa2_smem_bytes, random_qkv)
 from .lab import FA1_LAB_NAME, FA1_LAB_STEP, FA1_LAB_TAIL, fa1_lab_source  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
+from .report import (expected_rescalings, fa1_html, fa2_html, fold_source, glue_values,  # noqa: F401
+                     throttling, verdicts, verdicts_html)
 from .reference import attention_reference, online_softmax_attention, softmax_scale  # noqa: F401
