@@ -348,3 +348,17 @@ def test_guarded_instruction_writing_its_own_predicate():
     ptx.launch(prog, "g", 1, 32, (out,))
     lane = np.arange(32)
     assert (out == ((lane & 1) == 1) & (lane < 16)).all()
+
+
+def test_scalar_parameters_of_every_width():
+    prog = build(r'''
+extern "C" __global__ void k(float* out, __half h, bool b, char c, short s, unsigned long long u,
+                             double d, float f)
+{
+    out[0] = __half2float(h); out[1] = b; out[2] = c; out[3] = s;
+    out[4] = (float)(u >> 40); out[5] = (float)d; out[6] = f;
+}''')
+    out = np.zeros(7, np.float32)
+    ptx.launch(prog, "k", 1, 1, (out, np.float16(1.5), True, np.int8(-3), -300,
+                                 np.uint64(5 << 40), 2.5, np.float32(-0.25)))
+    assert out.tolist() == [1.5, 1.0, -3.0, -300.0, 5.0, 2.5, -0.25]

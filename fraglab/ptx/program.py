@@ -280,6 +280,8 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
             struct.pack_into("<Q", pbuf, off, addr)
         elif isinstance(a, (bytes, bytearray)):
             pbuf[off:off + size] = bytes(a).ljust(size, b"\0")[:size]
+        elif isinstance(a, np.generic) and a.dtype.itemsize == size and a.dtype.kind in "fiub":
+            pbuf[off:off + size] = a.tobytes()          # a NumPy scalar of the param's width: its bits
         else:
             if t not in _PACK:
                 raise TypeError(f"argument {i} ({pname}) of type .{t} cannot take {a!r}")
