@@ -2,6 +2,8 @@
 instruction) and which CUDA source line (from the PTX ``.loc`` line info)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class PTXError(RuntimeError):
     """Base class. ``block``, ``warp``, ``lane``, ``instr`` (PTX text), ``source`` (file:line)
@@ -45,8 +47,14 @@ class StepBudgetExceeded(PTXError):
     """The kernel ran more instructions than ``max_steps``."""
 
 
+_REPO = str(Path(__file__).resolve().parents[2]) + "/"
+
+
 def short_path(path: str) -> str:
-    """'/work/main/kernels/00_hello_warp.cu' -> 'kernels/00_hello_warp.cu'."""
+    """'/work/main/kernels/00_hello_warp.cu' -> 'kernels/00_hello_warp.cu' (paths inside the
+    repository relative to it; headers from their include/ folder on)."""
+    if path.startswith(_REPO):
+        return path[len(_REPO):]
     for marker in ("/kernels/", "/include/"):
         if marker in path:
             return path[path.rindex(marker) + 1:]
