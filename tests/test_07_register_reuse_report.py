@@ -79,7 +79,8 @@ def test_tables(doc, rows):
     t = rr_report.ladder_table(doc, rows)
     assert [r[0] for r in t.rows] == [rr_report.LABELS[k] for k in rr.LADDER] + ["cuBLAS (TF32 off)"]
     html = t._repr_html_()
-    assert "overflow-x:auto" in html and "Table 1" in html
+    assert "overflow-x:auto" in html and "Table 2" in html
+    assert [r[0] for r in rr_report.rungs_table().rows] == [rr_report.LABELS[k] for k in rr.LADDER]
     assert len(repr(t)) < report.CHAR_BUDGET
     b = rr_report.blocks_table(doc, rows)
     top = [r for r in b.rows if r[0] == rr_report.LABELS["autotuned"]][0]
@@ -88,11 +89,13 @@ def test_tables(doc, rows):
 
 
 @pytest.mark.parametrize("kernel", rr.LADDER[1:])
-def test_diffs_fit_the_column(kernel):
+def test_each_rung_is_a_diff_of_the_one_before(kernel):
     text = rr_report.diff_text(kernel)
-    assert text.startswith("--- ") and "+++ " in text
-    assert not report.wide_lines(text)
-    assert not report.wide_lines(rr_report.source_text(kernel))
+    before = rr.LADDER[rr.LADDER.index(kernel) - 1]
+    assert text.startswith(f"--- 07_register_reuse_{before}.cu\n+++ 07_register_reuse_{kernel}.cu")
+    assert f"sgemm_{kernel}" in text
+    shown = rr_report.diff_listing(kernel)
+    assert "<details" in shown._repr_html_() and len(repr(shown)) <= report.CHAR_BUDGET
 
 
 def test_figures_are_legible(doc, rows):

@@ -125,7 +125,7 @@ def ladder_table(doc: dict, sass_rows: list[dict], size: int = SIZE) -> report.T
     header = ["rung", "shared words / FFMA (SASS)", "napkin", "LDS instr. / FFMA", "registers",
               "spill bytes", "occupancy (theor.)", "occupancy (achieved)",
               f"TFLOP/s at {size}^3", "of cuBLAS", "seed's (A6000)"]
-    return report.table(rows, header, caption=f"Table 1: the ladder at M = N = K = {size}.")
+    return report.table(rows, header, caption=f"Table 2: the ladder at M = N = K = {size}.")
 
 
 def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.Table:
@@ -148,7 +148,7 @@ def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.
     return report.table(rows, ["rung", "block tile", f"blocks at {size}^3", "blocks per SM",
                                f"blocks per SM needed ({sms} SMs)", "SM slots filled",
                                "of cuBLAS"],
-                        caption=f"Table 2: blocks against SMs at M = N = K = {size}.")
+                        caption=f"Table 3: blocks against SMs at M = N = K = {size}.")
 
 
 def glue_values(doc: dict) -> dict[str, str]:
@@ -259,32 +259,32 @@ def live_glue_values(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
             f"different counts ({len(diff)}: " + "; ".join(diff[:3]) + ")"}
 
 
-def wrap(lines, width: int = report.CHAR_BUDGET) -> str:
-    """``lines`` joined, each cut at a space to at most ``width`` characters (a diff line's
-    continuation keeps its mark, ``+``/``-``/space, then four spaces)."""
-    out = []
-    for line in lines:
-        while len(line) > width:
-            cut = line.rfind(" ", width // 2, width) if " " in line[width // 2:width] else width
-            out.append(line[:cut])
-            line = (line[0] if line[:1] in "+- " else " ") + "    " + line[cut:].lstrip()
-        out.append(line)
-    return "\n".join(out)
+def source_text(kernel: str) -> str:
+    """Rung ``kernel``'s file, ``kernels/07_register_reuse_<kernel>.cu``."""
+    return (tools.KERNELS_DIR / f"{kernels.kernel_file(kernel)}.cu").read_text()
 
 
-def source_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
-    """Rung ``kernel``'s file, lines wrapped to ``width`` characters."""
-    return wrap((tools.KERNELS_DIR / f"{kernels.kernel_file(kernel)}.cu").read_text().splitlines(),
-                width)
-
-
-def diff_text(kernel: str, width: int = report.CHAR_BUDGET) -> str:
-    """The unified diff of rung ``kernel``'s file against the previous rung's, lines wrapped to
-    ``width`` characters."""
+def diff_text(kernel: str, context: int = 2) -> str:
+    """The unified diff of rung ``kernel``'s file against the previous rung's (show it with
+    :func:`fraglab.report.listing`: collapsed, scrolling inside the column)."""
     import difflib
     i = kernels.LADDER.index(kernel)
     if i == 0:
         raise ValueError(f"{kernel} is the first rung: nothing to diff against")
-    old, new = (tools.KERNELS_DIR / f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
-    return wrap(difflib.unified_diff(old.read_text().splitlines(), new.read_text().splitlines(),
-                                     old.name, new.name, lineterm="", n=2), width)
+    old, new = (f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
+    return "\n".join(difflib.unified_diff(
+        source_text(kernels.LADDER[i - 1]).splitlines(), source_text(kernel).splitlines(),
+        old, new, lineterm="", n=context))
+
+
+def diff_listing(kernel: str):
+    """:func:`diff_text` as a collapsed listing titled with the rung and what it changes."""
+    before = kernels.LADDER[kernels.LADDER.index(kernel) - 1]
+    return report.listing(diff_text(kernel), f"{LABELS[kernel]}, the diff against {LABELS[before]}")
+
+
+def rungs_table() -> report.Table:
+    """Each rung and what it changes (:data:`.kernels.CHANGES`)."""
+    return report.table([[LABELS[k], kernels.CHANGES[k]] for k in kernels.LADDER],
+                        ["rung", "what it changes from the rung before"],
+                        caption="Table 1: the rungs.", align=["left", "left"])
