@@ -128,3 +128,12 @@ def plot_mismatch(got, want, kind: str | Kind, title: str | None = None):
                 bad[r, c] = True
     return plot_layout(w, k.shape, kind=k, highlight=bad,
                        title=title or f"{k.name}: expected layout, wrong elements framed")
+
+
+def summary_row(trace, **extra) -> dict:
+    """One row of a book table for a checked trace (what ``Trace.summary()`` says, in columns)."""
+    k = trace.kind
+    held = ("invalid" if not trace.ok else
+            f"{int(trace.counts.min())} times" if trace.duplicated else "once")
+    return {"kind": k.name, "values per lane": k.num_elements, "slots": k.slots,
+            "elements": k.elements, "each element held": held, **extra}
