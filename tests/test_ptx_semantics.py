@@ -362,3 +362,41 @@ extern "C" __global__ void k(float* out, __half h, bool b, char c, short s, unsi
     ptx.launch(prog, "k", 1, 1, (out, np.float16(1.5), True, np.int8(-3), -300,
                                  np.uint64(5 << 40), 2.5, np.float32(-0.25)))
     assert out.tolist() == [1.5, 1.0, -3.0, -300.0, 5.0, 2.5, -0.25]
+
+
+def test_shuffle_waits_for_lanes_coming_back_from_a_later_block():
+    """A join point laid out before one branch of an if (a 'cold' block at the end that jumps
+    back): the lanes that reach the full-mask shuffle first wait there for the others, as the
+    hardware's convergence does."""
+    prog = ptx.Program(r'''
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry j(.param .u64 out_p)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    .reg .pred %p<2>;
+    ld.param.u64 %rd1, [out_p];
+    mov.u32 %r1, %laneid;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 1;
+    @%p1 bra THEN;
+    add.u32 %r1, %r1, 100;
+JOIN:
+    shfl.sync.bfly.b32 %r3, %r1, 1, 31, -1;
+    add.u32 %r4, %r1, %r3;
+    mov.u32 %r5, %laneid;
+    mul.wide.u32 %rd2, %r5, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r4;
+    ret;
+THEN:
+    add.u32 %r1, %r1, 1000;
+    bra.uni JOIN;
+}''')
+    out = np.zeros(32, np.uint32)
+    ptx.launch(prog, "j", 1, 32, (out,))
+    lane = np.arange(32)
+    v = np.where(lane & 1, lane + 1000, lane + 100)
+    assert (out == v + v[lane ^ 1]).all()

@@ -12,7 +12,7 @@ import numpy as np
 
 from .decode import DT, lanes_of, last_type, mods, unsupported
 from .registry import handler
-from .errors import CollectiveError, raise_at
+from .errors import CollectiveError, defer_or_raise, raise_at
 
 LANES = np.arange(32, dtype=np.uint32)
 _BITS = (np.uint64(1) << np.arange(32, dtype=np.uint64))
@@ -41,10 +41,12 @@ def check_members(w, ins, m, mask_of):
         j = (bad & -bad).bit_length() - 1
         why = "has exited or does not exist" if not w.live[j] else \
             "is at another instruction (the warp has diverged)"
-        raise_at(CollectiveError, f"{ins.opcode}: the member mask {int(masks[k]):#010x} names lane "
-                 f"{j}, which does not execute this instruction together with lane "
-                 f"{int(lanes[k])} (lane {j} {why}); every lane named in the mask must "
-                 "reach the same *_sync call", w, ins, lane=int(lanes[k]))
+        union = int(np.bitwise_or.reduce(missing))
+        waiting_for = ((np.uint64(union) >> LANES.astype(np.uint64)) & np.uint64(1)).astype(bool)
+        defer_or_raise(CollectiveError, f"{ins.opcode}: the member mask {int(masks[k]):#010x} "
+                       f"names lane {j}, which does not execute this instruction together with "
+                       f"lane {int(lanes[k])} (lane {j} {why}); every lane named in the mask "
+                       "must reach the same *_sync call", w, ins, int(lanes[k]), waiting_for)
     return ex
 
 

@@ -43,6 +43,27 @@ class CollectiveError(PTXError):
     """A *.sync warp collective whose member mask and executing lanes disagree."""
 
 
+class Defer(Exception):
+    """Internal: a warp-synchronous instruction waits for lanes that are still on their way (at
+    other PCs). The executor parks the lanes and raises ``error`` if the others never come."""
+
+    def __init__(self, error: PTXError):
+        self.error = error
+        super().__init__(str(error))
+
+
+def defer_or_raise(cls, msg, w, instr, lane, waiting_for) -> None:
+    """Raise :class:`Defer` when every lane in ``waiting_for`` (a bool array) is live and not
+    parked at a block barrier, so it may still arrive; raise ``cls`` otherwise."""
+    try:
+        raise_at(cls, msg, w, instr, lane=lane)
+    except PTXError as e:
+        if w is not None and waiting_for.any() and \
+                (w.live[waiting_for] & ~w.waiting[waiting_for]).all():
+            raise Defer(e) from None
+        raise
+
+
 class StepBudgetExceeded(PTXError):
     """The kernel ran more instructions than ``max_steps``."""
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
-from .errors import BarrierError, StepBudgetExceeded, raise_at
+from .errors import BarrierError, Defer, StepBudgetExceeded, raise_at
 from .memory import BlockMemory, LocalMemory, SharedMemory
 
 _BIG = np.int64(1 << 60)
@@ -45,6 +45,8 @@ class Warp:
         self.steps = 0
         self.sync_epoch = 0
         self.bar_vals = np.zeros(32, bool)       # bar.red operands of the lanes that wait
+        self.deferred = np.zeros(32, bool)       # lanes parked at a *.sync for the others
+        self.defer_error = None
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""
@@ -78,13 +80,19 @@ def run_warp(w: Warp, code: list, launch) -> None:
         if w.uniform:
             pc, m = w.upc, w.umask
         else:
-            act = w.live & ~w.waiting
+            act = w.live & ~w.waiting & ~w.deferred
             if not act.any():
+                if w.deferred.any():              # parked at a *.sync that the others never reach
+                    raise w.defer_error
                 return
             pcs = np.where(act, w.pc, _BIG)
             pc = int(pcs.min())
             m = pcs == pc
-            if np.array_equal(m, act):
+            if w.deferred.any():                  # lanes parked here join the ones arriving
+                joined = w.deferred & (w.pc == pc)
+                m |= joined
+                w.deferred &= ~joined
+            if not w.deferred.any() and np.array_equal(m, w.live & ~w.waiting):
                 w.uniform, w.upc = True, pc
                 w.umask = m = None if m.all() else m
         if pc >= ncode:                                   # ran off the end: an implicit exit
@@ -111,7 +119,15 @@ def run_warp(w: Warp, code: list, launch) -> None:
         kind = op.kind
         if kind == KIND_NORMAL:
             if g is None or em.any():
-                op.fn(w, em)
+                try:
+                    op.fn(w, em)
+                except Defer as d:                # wait here for the lanes still on their way
+                    if w.uniform:
+                        w.upc = pc
+                        w._diverge()
+                    w.deferred |= w.live & ~w.waiting if m is None else m
+                    w.defer_error = d.error
+                    continue
             if w.uniform:
                 w.upc = pc + 1
             else:

@@ -21,7 +21,7 @@ import numpy as np
 from ..dtypes import from_bf16
 from .decode import mods, types_of, unsupported
 from .registry import handler
-from .errors import CollectiveError, raise_at
+from .errors import CollectiveError, defer_or_raise
 from .ops_mem import space_of
 
 RECORDING = Path(__file__).resolve().parent.parent / "layouts" / "sm_90.json"
@@ -47,9 +47,9 @@ def wmma_layout(kind: str) -> np.ndarray:
 def _require_full(w, ins, m):
     if m is not None:
         lane = int(np.argmin(m))
-        raise_at(CollectiveError, f"{ins.opcode} is a warp-wide (.sync.aligned) instruction: all 32 "
-                 f"lanes must execute it together, but lane {lane} does not (diverged or exited)",
-                 w, ins, lane=lane)
+        defer_or_raise(CollectiveError, f"{ins.opcode} is a warp-wide (.sync.aligned) instruction: "
+                       f"all 32 lanes must execute it together, but lane {lane} does not "
+                       "(diverged or exited)", w, ins, int(np.argmax(m)), ~m)
 
 
 def decode_elems(raw: np.ndarray, t: str) -> np.ndarray:
