@@ -315,3 +315,31 @@ def test_instruction_counts_by_opcode_and_line():
     lines = res.line_counts()
     assert sum(lines.values()) == res.steps
     assert any(k.startswith("kernels/00_hello_warp.cu:") for k in lines)
+
+
+def test_device_function_with_local_array_and_shared_variable():
+    prog = build(r'''
+__device__ __noinline__ int pick(int i, int k)
+{
+    int a[8];
+    for (int j = 0; j < 8; ++j) a[j] = j * k;
+    return a[i & 7];
+}
+__device__ __noinline__ int total(int v)
+{
+    __shared__ int acc;
+    if (threadIdx.x == 0) acc = 0;
+    __syncthreads();
+    atomicAdd(&acc, v);
+    __syncthreads();
+    return acc;
+}
+extern "C" __global__ void k(const int* idx, int* out)
+{
+    int a = pick(idx[threadIdx.x], 3), b = pick(idx[threadIdx.x] + 1, 5);
+    out[threadIdx.x] = a + b + total(1);
+}''')
+    idx = np.arange(64, dtype=np.int32) * 3
+    out = np.zeros(64, np.int32)
+    ptx.launch(prog, "k", 1, 64, (idx, out))
+    assert (out == (idx & 7) * 3 + ((idx + 1) & 7) * 5 + 64).all()

@@ -8,6 +8,8 @@ collectives inside the function behave as in inlined code. Recursion is left as 
 raises UnsupportedInstruction when executed)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .parse import Instr, type_size
 
 MAX_DEPTH = 16
@@ -81,6 +83,12 @@ def _expand(mod, k, instrs, at_index, off, lmap, out, labels, counter, depth, st
             out.append(_mov(preg + base, arg, callee.regs[preg][1], ins2))
         end_label = f"$ret@{callee.name}#{site}"
         cl = {name: f"{name}@{callee.name}#{site}" for name in callee.labels}
+        for v in callee.vars:                     # local frames per call site; shared once
+            if v.space == "local":
+                cl[v.name] = f"{v.name}@{callee.name}#{site}"
+                k.vars.append(replace(v, name=cl[v.name]))
+            elif all(x.name != v.name for x in k.vars):
+                k.vars.append(v)
         body = [Instr("bra.uni", [("sym", end_label)], c.guard, f"{c.text}  (return)",
                       c.ptx_line, c.loc) if c.opcode.split(".")[0] == "ret" else c
                 for c in callee.instrs]
