@@ -343,3 +343,19 @@ extern "C" __global__ void k(const int* idx, int* out)
     out = np.zeros(64, np.int32)
     ptx.launch(prog, "k", 1, 64, (idx, out))
     assert (out == (idx & 7) * 3 + ((idx + 1) & 7) * 5 + 64).all()
+
+
+def test_device_assert():
+    src = r'''
+extern "C" __global__ void k(const int* x)
+{
+    assert(x[threadIdx.x] >= 0);                // ASSERT
+}'''
+    x = np.arange(32, dtype=np.int32)
+    ptx.launch(build(src), "k", 1, 32, (x,))
+    x[7] = -1
+    with pytest.raises(ptx.PTXError) as e:
+        ptx.launch(build(src), "k", 1, 32, (x,))
+    msg = str(e.value)
+    assert "device-side assert failed: `x[threadIdx.x] >= 0`" in msg
+    assert "lane 7" in msg and f"sem.cu:{line_of(src, 'ASSERT')}" in msg

@@ -7,6 +7,7 @@
 Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the model
 (minimum-PC reconvergence, memory spaces and checks, deterministic clocks) and its limits.
 """
+from .calls import DeviceAssertion  # noqa: F401
 from .errors import (BarrierError, CollectiveError, MemoryAccessError, PTXError,  # noqa: F401
                      PTXSyntaxError, SharedRace, StepBudgetExceeded, UninitializedRead,
                      UnsupportedInstruction)

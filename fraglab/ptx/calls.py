@@ -11,7 +11,7 @@ import numpy as np
 
 from .decode import unsupported
 from .registry import handler
-from .errors import MemoryAccessError, raise_at
+from .errors import MemoryAccessError, PTXError, raise_at, short_path
 
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXcsfFeEgGaAp%])")
 MAX_STRING = 4096
@@ -66,9 +66,29 @@ def format_printf(fmt: str, fetch) -> tuple[str, int]:
     return "".join(out), nargs
 
 
+class DeviceAssertion(PTXError):
+    """A device-side assert() failed."""
+
+
+def _assertfail(ins, dc, args):
+    rd = [dc.reader(a, "u64", ins) for a in args[:4]]
+
+    def fn(w, m):
+        lane = 0 if m is None else int(np.argmax(m))
+        msg, file_, line, func = (int(r(w)[lane]) for r in rd)
+        text = read_cstring(w, ins, msg, lane).decode("utf-8", "replace")
+        where = read_cstring(w, ins, file_, lane).decode("utf-8", "replace")
+        fname = read_cstring(w, ins, func, lane).decode("utf-8", "replace")
+        raise_at(DeviceAssertion, f"device-side assert failed: `{text}` in {fname} "
+                 f"({short_path(where)}:{line & 0xFFFFFFFF})", w, ins, lane=lane)
+    return fn
+
+
 @handler("call")
 def h_call(ins, dc):
     _, name, rets, args = ins.operands[0]
+    if name == "__assertfail" and len(args) >= 4:
+        return _assertfail(ins, dc, args)
     if name != "vprintf":
         unsupported(ins, f"call of `{name}`: only functions defined in the module are run (they "
                          "are inlined at their call sites); recursion, guarded calls and external "

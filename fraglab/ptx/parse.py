@@ -469,12 +469,13 @@ def _add_instr(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc, labels) ->
     parts = stmt.split(None, 1)
     opcode = parts[0]
     if opcode.split(".")[0] == "call":
-        m = re.match(r"^\s*(?:\((.*?)\)\s*,)?\s*([\w$]+)\s*(?:,\s*\((.*)\))?\s*(?:,.*)?$",
+        m = re.match(r"^\s*(?:\((.*?)\)\s*,)?\s*([\w$]+)\s*(?:,\s*(?:\((.*)\)|([^()]*)))?\s*$",
                      parts[1] if len(parts) > 1 else "")
         if not m:
             raise PTXSyntaxError(f"PTX line {line}: cannot parse call {stmt!r}")
         rets = [parse_operand(t, scopes, f"PTX line {line}") for t in _split_top(m.group(1) or "")]
-        args = [parse_operand(t, scopes, f"PTX line {line}") for t in _split_top(m.group(3) or "")]
+        args = [parse_operand(t, scopes, f"PTX line {line}")
+                for t in _split_top(m.group(3) or m.group(4) or "")]
         k.instrs.append(Instr(opcode, [("call", m.group(2), rets, args)], guard,
                               " ".join(text.split()), line, loc))
         return
