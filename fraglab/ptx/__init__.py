@@ -7,10 +7,9 @@
 Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the model
 (minimum-PC reconvergence, memory spaces and checks, deterministic clocks) and its limits.
 """
-from .calls import DeviceAssertion  # noqa: F401
-from .errors import (BarrierError, CollectiveError, MemoryAccessError, PTXError,  # noqa: F401
-                     PTXSyntaxError, SharedRace, StepBudgetExceeded, UninitializedRead,
-                     UnsupportedInstruction)
+from .errors import (BarrierError, CollectiveError, DeviceAssertion,  # noqa: F401
+                     MemoryAccessError, PTXError, PTXSyntaxError, SharedRace, StepBudgetExceeded,
+                     TrapError, UninitializedRead, UnsupportedInstruction)
 from .program import Launch, Program, launch, load  # noqa: F401
 from .opcodes import opcodes, supported, unsupported_opcodes  # noqa: F401
 from .inspect import registers_at, register_table, plot_registers  # noqa: F401

@@ -11,7 +11,7 @@ import numpy as np
 
 from .decode import unsupported
 from .registry import handler
-from .errors import MemoryAccessError, PTXError, raise_at, short_path
+from .errors import DeviceAssertion, MemoryAccessError, raise_at, short_path
 
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXcsfFeEgGaAp%])")
 MAX_STRING = 4096
@@ -64,10 +64,6 @@ def format_printf(fmt: str, fetch) -> tuple[str, int]:
             out.append((spec + "s") % hex(fetch(8, "u")))
     out.append(fmt[pos:])
     return "".join(out), nargs
-
-
-class DeviceAssertion(PTXError):
-    """A device-side assert() failed."""
 
 
 def _assertfail(ins, dc, args):

@@ -43,6 +43,14 @@ class CollectiveError(PTXError):
     """A *.sync warp collective whose member mask and executing lanes disagree."""
 
 
+class TrapError(PTXError):
+    """The kernel executed `trap` (code compiled out on this target, or an explicit __trap())."""
+
+
+class DeviceAssertion(PTXError):
+    """A device-side assert() failed."""
+
+
 class Defer(Exception):
     """Internal: a warp-synchronous instruction waits for lanes that are still on their way (at
     other PCs). The executor parks the lanes and raises ``error`` if the others never come."""

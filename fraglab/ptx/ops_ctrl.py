@@ -6,7 +6,7 @@ import numpy as np
 
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, Op, mods, unsupported
 from .registry import handler
-from .errors import PTXError, raise_at
+from .errors import TrapError, raise_at
 
 
 @handler("bra", "brx")
@@ -72,11 +72,6 @@ def _bar_red(ins, dc):
     o = Op(ins, arrive, KIND_BARRIER)
     o.release = release
     return o
-
-
-class TrapError(PTXError):
-    """The kernel executed `trap` (e.g. an SM80_ONLY kernel built for an older target, or an
-    assert that failed)."""
 
 
 @handler("trap", "brkpt")
