@@ -103,28 +103,27 @@ def _frac(x) -> str:
 
 
 def ladder_table(doc: dict, sass_rows: list[dict], size: int = SIZE) -> report.Table:
-    """One row per rung: shared words per FFMA from SASS beside the napkin, registers, spills,
-    occupancy (theoretical from ptxas, achieved where ncu measured it), TFLOP/s and share of
-    cuBLAS at ``size``^3, and the seed's (A6000) share."""
+    """One row per rung: TFLOP/s and share of cuBLAS at ``size``^3 beside the seed's (A6000)
+    share; shared words per FFMA from SASS beside the napkin, LDS instructions per FFMA,
+    registers, spills, occupancy (theoretical from ptxas, achieved where ncu measured it)."""
     entry = ladder_at(doc, size) or {"rows": {}}
     seed = doc["results"].get("seed_figures", {}).get("of_cublas", {})
     rows = []
     for r in sass_rows:
         k = r["kernel"]
         m = entry["rows"].get(k)
-        rows.append([LABELS[k], _frac(r["words_per_ffma"]) if r["napkin_words_per_ffma"] else
-                     f"{r['ldg_per_ffma']:g} LDG", r["napkin"] if r["napkin_words_per_ffma"]
-                     else "2 (global)", report.fmt(r["lds_per_ffma"], "{:.3f}"),
+        glob = not r["napkin_words_per_ffma"]
+        rows.append([LABELS[k], report.fmt(m and m["tflops"], "{:.1f}"), _pct(m and m["of_cublas"]),
+                     _pct(seed.get(k)) if k in seed else "-",
+                     f"{r['ldg_per_ffma']:g} LDG" if glob else _frac(r["words_per_ffma"]),
+                     "2 (global)" if glob else r["napkin"], report.fmt(r["lds_per_ffma"], "{:.3f}"),
                      r["registers"], r["spill_bytes"], _pct(r["occupancy"]),
-                     _pct(achieved_occupancy(doc, k)) if achieved_occupancy(doc, k) else "-",
-                     report.fmt(m and m["tflops"], "{:.1f}"), _pct(m and m["of_cublas"]),
-                     _pct(seed.get(k)) if k in seed else "-"])
+                     _pct(achieved_occupancy(doc, k)) if achieved_occupancy(doc, k) else "-"])
     cub = entry["rows"].get("cublas")
-    rows.append(["cuBLAS (TF32 off)", "-", "-", "-", "-", "-", "-", "-",
-                 report.fmt(cub and cub["tflops"], "{:.1f}"), "100.0%", "100.0%"])
-    header = ["rung", "shared words / FFMA (SASS)", "napkin", "LDS instr. / FFMA", "registers",
-              "spill bytes", "occupancy (theor.)", "occupancy (achieved)",
-              f"TFLOP/s at {size}^3", "of cuBLAS", "seed's (A6000)"]
+    rows.append(["cuBLAS (TF32 off)", report.fmt(cub and cub["tflops"], "{:.1f}"), "100.0%",
+                 "100.0%"] + ["-"] * 7)
+    header = ["rung", "TFLOP/s", "of cuBLAS", "seed (A6000)", "words / FFMA (SASS)", "napkin",
+              "LDS / FFMA", "regs", "spill bytes", "occup.", "occup. (ncu)"]
     return report.table(rows, header, caption=f"Table 2: the ladder at M = N = K = {size}.")
 
 
@@ -146,7 +145,7 @@ def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.
                      f"{blocks / sms:.2f}", _pct(min(1.0, blocks / (sms * r["blocks_per_sm"]))),
                      _pct(m and m["of_cublas"])])
     return report.table(rows, ["rung", "block tile", f"blocks at {size}^3", "blocks per SM",
-                               f"blocks per SM needed ({sms} SMs)", "SM slots filled",
+                               f"blocks / {sms} SMs", "SM slots filled",
                                "of cuBLAS"],
                         caption=f"Table 3: blocks against SMs at M = N = K = {size}.")
 
