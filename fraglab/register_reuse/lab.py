@@ -102,7 +102,7 @@ def check_tile1d_source(source: str, rng, exercise: str = "exercise 1") -> str:
             grade.fail(exercise, f"case {case.name} {dict(case.params)}: {e}")
         except ptx.PTXError as e:
             grade.fail(exercise, f"case {case.name} on the PTX interpreter: {e}")
-    where = "on the GPU" if gpu else "on the PTX interpreter (no GPU)"
+    where = "on the GPU" if gpu else "on the PTX interpreter, a CPU (no GPU: not run on one)"
     return (f"compiled for {', '.join(arches)}; {len(cases)} cases "
             f"({', '.join(c.name for c in cases)}) checked against float64 {where}")
 
