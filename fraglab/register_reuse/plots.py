@@ -90,7 +90,7 @@ def plot_sizes(doc: dict):
     n_square = sum(1 for e in ladder if len(set(e["shape"])) == 1)
     if 0 < n_square < len(ladder):
         ax.axvline(n_square - 0.5, color="0.6", lw=1)
-        ax.text(n_square - 0.4, 0.04, "M x N x K", fontsize=9, color="0.3",
+        ax.text(n_square - 0.4, 0.97, "M x N x K", fontsize=9, color="0.3", va="top",
                 transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
     ax.set_xticks(x, [f"{e['shape'][0]}^3" if len(set(e["shape"])) == 1 else

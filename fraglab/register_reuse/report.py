@@ -87,6 +87,16 @@ def stalls(doc: dict) -> dict[str, dict[str, float]]:
             for k in kernels.LADDER if isinstance(st.get(k), dict) and _stall(doc, k)}
 
 
+def top_stalls(stall: dict[str, float], within: float = 0.01) -> str:
+    """The largest stall reason, in words (``mio throttle``), with those within ``within`` of it
+    (a tie reads ``long scoreboard and short scoreboard``)."""
+    if not stall:
+        return "n/a"
+    top = max(stall.values())
+    names = [r for r, v in sorted(stall.items(), key=lambda kv: -kv[1]) if v >= top * (1 - within)]
+    return " and ".join(n.replace("_", " ") for n in names)
+
+
 def achieved_occupancy(doc: dict, kernel: str) -> float | None:
     """Achieved occupancy (share of the SM's warp slots) where Nsight Compute measured it."""
     rec = (doc["results"].get("stalls") or {}).get(kernel) or {}
@@ -212,7 +222,7 @@ def _findings(doc: dict) -> dict[str, str]:
     st = stalls(doc)
     for k in ("smem", "tile1d", top):
         s = st.get(k)
-        f[f"top_stall_{k}"] = max(s, key=s.get) if s else "n/a"
+        f[f"top_stall_{k}"] = top_stalls(s)
         f[f"mio_{k}"] = report.fmt(s and s.get("mio_throttle"), "{:.2f}")
         f[f"stall_total_{k}"] = report.fmt(s and sum(s.values()) + 1, "{:.1f}")
         f[f"achieved_{k}"] = _pct(achieved_occupancy(doc, k))
