@@ -117,6 +117,7 @@ def test_the_chapter_glues_the_record_and_types_no_measurement(doc):
     assert {k: glued.get(k) for k in want} == want
     assert report.glue_names_cited(BOOK) <= set(glued)
     prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert "`{glue" not in prose, "a glue role inside a code span is not rendered"
     prose = re.sub(r"\{glue:text\}`[^`]+`", "", prose)
     typed = [v for v in want.values() if re.search(r"\d\.\d", v) and v in prose]
     assert not typed, f"measured values typed into the prose instead of glued: {typed}"
