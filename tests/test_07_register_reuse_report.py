@@ -123,3 +123,20 @@ def test_the_chapter_glues_the_record_and_types_no_measurement(doc):
     assert not typed, f"measured values typed into the prose instead of glued: {typed}"
     assert report.lab_url("07_register_reuse", "colab") in prose
     assert report.lab_url("07_register_reuse", "github") in prose
+
+
+def test_a_record_without_ncu_or_a_rung_still_renders(doc, rows):
+    """ncu missing on the GPU machine, a rung that failed at one size: the chapter still runs
+    and says n/a where the record has nothing."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    other = copy.deepcopy(doc)
+    other["results"]["stalls"] = {"skipped": "ncu (Nsight Compute) not found on this machine"}
+    del rr_report.ladder_at(other, rr_report.SIZE)["rows"]["tile1d"]
+    g = rr.glue_values(other)
+    assert g["ch07-mio-smem"] == "n/a" and g["ch07-speedup-tile1d"] == "n/a"
+    assert g["ch07-achieved-smem"] == "n/a"
+    rr_report.ladder_table(other, rows)._repr_html_()
+    for fig in (plots.plot_ladder(other, rows), plots.plot_sizes(other), plots.plot_stalls(other)):
+        plt.close(fig)

@@ -120,6 +120,11 @@ def plot_stalls(doc: dict, min_value: float = 0.05):
     ax.invert_yaxis()
     ax.set_xlabel("cycles in this state per issued instruction (ncu, per warp)")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(loc="lower right")
+    if rungs:
+        ax.legend(loc="lower right")
+    else:
+        ax.text(0.5, 0.5, "no stall breakdown in the record: " +
+                str((doc["results"].get("stalls") or {}).get("skipped", "Nsight Compute did not run")),
+                ha="center", va="center", transform=ax.transAxes, wrap=True)
     fig.tight_layout()
     return fig
