@@ -56,12 +56,16 @@ P03 = "03_permutation_and_quad_reduction"
 _NP = {"max": np.max, "min": np.min, "sum": np.sum, "max_cmp": np.max}
 
 
-@pytest.mark.parametrize("name,shape", [
-    ("reduce_acc_16x16_max_perm_group", (16, 16)), ("reduce_acc_16x16_sum_direct_full", (16, 16)),
-    ("reduce_acc_16x16_min_perm_full", (16, 16)), ("reduce_acc_16x16_max_cmp_direct_group", (16, 16)),
-    ("reduce_acc_32x8_max_group", (32, 8)), ("reduce_acc_32x8_sum_full", (32, 8)),
-    ("reduce_acc_8x32_min_group", (8, 32)), ("reduce_acc_8x32_sum_full", (8, 32))])
-def test_reduce_acc(name, shape):
+def _reduce_kernels():
+    try:
+        return [k for k in program(P03).kernels if k.startswith("reduce_acc_")]
+    except Exception:                   # pragma: no cover - shown by the coverage test
+        return []
+
+
+@pytest.mark.parametrize("name", _reduce_kernels())
+def test_reduce_acc(name):
+    shape = tuple(int(x) for x in name.split("_")[2].split("x"))
     op = name.split("_")[3] if "max_cmp" not in name else "max_cmp"
     n_tiles = 5
     rng = np.random.default_rng(3)
