@@ -182,3 +182,18 @@ def test_fa2(dtype, n, d, warps, causal):
 def test_fa2_batch_heads():
     got, ref, _ = run_fa2("f16", 2, 2, 40, 64, 4, True, seed=7)
     assert rel_err(got, ref) < 2e-3
+
+
+def test_reduce_acc_nan_semantics():
+    """fmaxf drops NaN (PTX max.f32 returns the other operand); a sum propagates it."""
+    acc = np.random.default_rng(9).standard_normal((4, 16, 16)).astype(np.float32)
+    acc[0, 3, 5] = acc[1, 0, 0] = np.nan
+    acc[2, 7, :] = np.nan                        # a whole row: max of nothing but NaN
+    for op, ref in (("max", np.fmax.reduce), ("sum", np.add.reduce)):
+        rows = np.zeros((4, 16), np.float32)
+        cols = np.zeros((4, 16), np.float32)
+        ptx.launch(program(P03), f"reduce_acc_16x16_{op}_perm_group", 1, 128,
+                   (acc, rows, cols, np.int32(4)))
+        want_r, want_c = ref(acc, axis=2), ref(acc, axis=1)
+        np.testing.assert_allclose(rows, want_r, rtol=1e-5, atol=1e-5)   # NaN where NaN
+        np.testing.assert_allclose(cols, want_c, rtol=1e-5, atol=1e-5)
