@@ -177,3 +177,18 @@ def test_a_wrong_ptxas_report_fails():
     assert any("registers" in p for p in lab.tile_choice_problems(tiles, wrong_regs))
     assert lab.tile_choice_problems(tiles, {"registers": good["registers"]})  # missing keys
     assert rr.threads("tile1d", t) == t["BM"] * t["BN"] // t["TM"]
+
+
+@pytest.mark.gpu
+def test_source_launcher_launches_the_learner_kernel(rng):
+    import cupy as cp
+    import numpy as np
+    a = cp.asarray(rng.standard_normal((130, 70), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((70, 66), dtype=np.float32))
+    run, c = lab.source_launcher(a, b, SOURCE)
+    assert bool(cp.isnan(c).all())                      # poisoned until launched
+    run()
+    ref = a.get().astype(np.float64) @ b.get().astype(np.float64)
+    assert grade.rel_error(c.get(), ref) < 1e-5
+    with pytest.raises(TypeError):
+        lab.source_launcher(a.get(), b, SOURCE)         # NumPy input: rejected before launch

@@ -33,23 +33,35 @@ INTERPRETER_CASES = (Case("ragged_small", m=70, n=66, k=20, edge=True),
 # Exercise 1: the inner loop of rung 4
 # --------------------------------------------------------------------------------------------
 
+def _grid_args(a, b, c, t: dict):
+    (m, k), n = a.shape, b.shape[1]
+    return (-(-n // t["BN"]), -(-m // t["BM"])), (a, b, c, np.int32(m), np.int32(n), np.int32(k))
+
+
+def source_launcher(a, b, source: str):
+    """``(run, c)``: ``run()`` launches the ``sgemm_tile1d`` of ``source`` (rung 4's tiles) on
+    the CuPy arrays ``a``, ``b`` into ``c`` (checked and compiled once: for timing loops)."""
+    t = kernels.TILES["tile1d"]
+    kernels.check_shapes("tile1d", a, b, t)
+    c = launch.poisoned((a.shape[0], b.shape[1]), np.float32)
+    fn = launch.get_kernel(LAB_FILE, KERNEL, source=source, defines=t)
+    grid, args = _grid_args(a, b, c, t)
+    return (lambda: launch.launch(fn, grid, kernels.threads("tile1d", t), args)), c
+
+
 def _launch_source(a, b, source: str, interpreter: bool):
     """C = a @ b by the ``sgemm_tile1d`` of ``source`` with rung 4's tiles, on the GPU (CuPy
     arrays in and out) or on the PTX interpreter (NumPy)."""
-    t = kernels.TILES["tile1d"]
-    (m, k), n = a.shape, b.shape[1]
-    grid = (-(-n // t["BN"]), -(-m // t["BM"]))
-    if interpreter:
-        a, b = (np.ascontiguousarray(x, dtype=np.float32) for x in (a, b))
-        c = np.full((m, n), np.nan, np.float32)
-        fn = ptx.load(LAB_FILE, "sm_80", source=source, defines=t).function(KERNEL)
-        fn(grid, kernels.threads("tile1d", t), (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+    if not interpreter:
+        run, c = source_launcher(a, b, source)
+        run()
         return c
-    kernels.check_shapes("tile1d", a, b, t)
-    c = launch.poisoned((m, n), np.float32)
-    fn = launch.get_kernel(LAB_FILE, KERNEL, source=source, defines=t)
-    launch.launch(fn, grid, kernels.threads("tile1d", t),
-                  (a, b, c, np.int32(m), np.int32(n), np.int32(k)))
+    t = kernels.TILES["tile1d"]
+    a, b = (np.ascontiguousarray(x, dtype=np.float32) for x in (a, b))
+    c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
+    grid, args = _grid_args(a, b, c, t)
+    ptx.load(LAB_FILE, "sm_80", source=source, defines=t).function(KERNEL)(
+        grid, kernels.threads("tile1d", t), args)
     return c
 
 
