@@ -115,3 +115,18 @@ def test_launch_buttons_and_one_search_box(html_dir):
     colab = [a["href"] for a in soup.find_all("a", href=True) if "colab.research.google.com" in a["href"]]
     assert colab and all("/./" not in h for h in colab), colab
     assert not soup.select("header#pst-header .search-button-field"), "a second search box in the top bar"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_figures_have_numbered_captions_and_alt_text(html_dir, chapter):
+    """Every image a code cell shows sits in a numbered figure with a caption and real alt text
+    (report.figure_metadata on the cell)."""
+    bad = []
+    for img in article(page(html_dir, chapter)).select("div.cell_output img"):
+        fig = img.find_parent("figure")
+        alt = (img.get("alt") or "").strip()
+        if fig is None or fig.find("figcaption") is None or not fig.select(".caption-number"):
+            bad.append(f"no numbered caption: {alt[:50]!r}")
+        elif not alt or alt.startswith("<Figure") or alt.endswith(".png"):
+            bad.append(f"no alt text: {fig.find('figcaption').get_text(' ', strip=True)[:60]!r}")
+    assert not bad, f"{len(bad)} figures: {bad[:3]}"
