@@ -56,3 +56,10 @@ def test_glue_roundtrip():
         p.write_text(json.dumps(nb))
         assert report.glued_values(p) == {"x-rate": "1.64 TB/s"}
         assert report.glue_names_cited(p) == {"x-rate", "y"}
+
+
+def test_references_quote_the_peaks_report_uses():
+    """The datasheet peaks live in report.H100_SXM; the references page quotes the same."""
+    text = (ROOT / "book" / "references.md").read_text()
+    assert f"{report.H100_SXM['hbm_tb_s']} TB/s" in text
+    assert f"{report.H100_SXM['dense_bf16_tflops']} TFLOP/s" in text
