@@ -78,16 +78,6 @@ def test_verdicts_present_both_baselines(record):
     assert "ours, paper-style" in html and "ours, fair" in html
 
 
-def test_fold_source():
-    long_comment = "    // " + "word " * 30
-    code = "    x = f(" + ", ".join(f"a{i}" for i in range(30)) + ");"
-    aligned = "    for (;;)" + " " * 90 + "// note"
-    out = fa.fold_source("\n".join([long_comment, code, aligned, "short"]))
-    assert all(len(l) <= 95 for l in out.splitlines())
-    assert all(l.lstrip().startswith("//") for l in out.splitlines()[:2])
-    assert "    for (;;)  // note" in out and out.endswith("short")
-
-
 def test_notebook_glues_what_the_code_computes(record):
     glued = report.glued_values(NOTEBOOK)
     want = fa.glue_values(record)

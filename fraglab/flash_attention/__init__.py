@@ -47,6 +47,6 @@ from .kernels import (as_float, attention_flops, fa1, fa1_kernel, fa1_launcher, 
                       fa1_smem_bytes, fa2, fa2_kernel, fa2_launcher, fa2_smem_bytes, random_qkv)
 from .lab import FA1_LAB_NAME, FA1_LAB_STEP, FA1_LAB_TAIL, fa1_lab_source  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
-from .report import (expected_rescalings, fa1_html, fa2_html, fold_source, glue_values,  # noqa: F401
+from .report import (expected_rescalings, fa1_html, fa2_html, glue_values,  # noqa: F401
                      throttling, verdicts, verdicts_html)
 from .reference import attention_reference, online_softmax_attention, softmax_scale  # noqa: F401

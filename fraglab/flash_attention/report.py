@@ -210,22 +210,3 @@ def glue_values(record: dict) -> dict[str, str]:
         "ch05-fa2-over-fa1": f"{f21['ratio']:.1f}x",
     }
 
-
-def fold_source(text: str, width: int = 95) -> str:
-    """Source code folded to the page's width for printing: the alignment padding before a
-    trailing ``//`` comment is dropped, then a line still too long is wrapped at spaces (a comment
-    line continues as a comment, a code line with four more spaces of indent)."""
-    import textwrap
-    out = []
-    for line in text.splitlines():
-        if len(line) > width:
-            code, sep, comment = line.partition("//")
-            if sep and code.strip():
-                line = code.rstrip() + "  //" + comment
-        if len(line) > width:
-            indent = line[:len(line) - len(line.lstrip())]
-            more = "// " if line.lstrip().startswith("//") else "    "
-            line = textwrap.fill(line, width, subsequent_indent=indent + more,
-                                 break_long_words=False, break_on_hyphens=False)
-        out.append(line)
-    return "\n".join(out)
