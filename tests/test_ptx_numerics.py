@@ -472,3 +472,35 @@ extern "C" __global__ void k(const long long* x, const unsigned long long* y, fl
         assert F(o[i, 2]) <= yi <= F(o[i, 3])
         assert (F(o[i, 2]) == yi) == (F(o[i, 3]) == yi)
         assert abs(F(d[i])) <= abs(xi)
+
+
+def test_nan_results_follow_the_gpu():
+    """NaN patterns seen on an H100 (sm_80 PTX): f32 arithmetic gives 0x7FFFFFFF, f16/bf16
+    results and conversions 0x7FFF, f16 -> f32 0x7FFFFFFF, tf32 .rna truncates a NaN."""
+    prog = build(r'''
+extern "C" __global__ void k(const unsigned* in, unsigned* out)
+{
+    int n = threadIdx.x;
+    float a = __uint_as_float(in[n]);
+    unsigned* o = out + 8 * n;
+    o[0] = __float_as_uint(a + 1.0f);
+    o[1] = __float_as_uint(fmaxf(a, __uint_as_float(0x7fc12345u)));
+    o[2] = __half_as_ushort(__float2half_rn(a));
+    o[3] = __bfloat16_as_ushort(__float2bfloat16_rn(a));
+    o[4] = __float_as_uint(__half2float(__ushort_as_half((unsigned short)in[n])));
+    unsigned t; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(t) : "f"(a)); o[5] = t;
+    __half2 h = __halves2half2(__ushort_as_half((unsigned short)in[n]), __float2half(1.0f));
+    __half2 s = __hadd2(h, h); o[6] = *reinterpret_cast<unsigned*>(&s);
+    o[7] = __float_as_uint(-a);
+}''')
+    vals = np.array([0x7FC00001, 0xFFC12345, 0x7F800001, 0x7E00] * 8, np.uint32)
+    out = np.zeros((32, 8), np.uint32)
+    ptx.launch(prog, "k", 1, 32, (vals, out))
+    nan32 = np.isnan(vals.view(np.float32))
+    assert (out[nan32, 0] == 0x7FFFFFFF).all() and (out[nan32, 1] == 0x7FFFFFFF).all()
+    assert (out[nan32, 2] == 0x7FFF).all() and (out[nan32, 3] == 0x7FFF).all()
+    assert (out[nan32, 5] == vals[nan32] & 0xFFFFE000).all()
+    assert (out[nan32, 7] == 0x7FFFFFFF).all()
+    half_nan = vals == 0x7E00                          # 0x7E00 is a NaN as an f16
+    assert (out[half_nan, 4] == 0x7FFFFFFF).all()
+    assert (out[half_nan, 6] == 0x40007FFF).all()      # {NaN + NaN, 1 + 1}

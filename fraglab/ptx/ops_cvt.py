@@ -24,7 +24,7 @@ def _int_range(t):
 def _to_bf16_mode(x32, mode):
     """float32 -> bf16 bits with rounding rn (ties to even), rz, rm or rp."""
     if mode == "rn":
-        return to_bf16(x32).reshape(x32.shape)
+        return np.where(np.isnan(x32), np.uint16(0x7FFF), to_bf16(x32).reshape(x32.shape)).astype(np.uint16)
     bits = np.ascontiguousarray(x32, np.float32).view(np.uint32)
     trunc = (bits >> 16).astype(np.uint16)
     inexact = (bits & 0xFFFF) != 0
@@ -38,7 +38,7 @@ def _to_bf16_mode(x32, mode):
     else:
         raise ValueError(mode)
     out = (trunc + up.astype(np.uint16)).astype(np.uint16)
-    return np.where(np.isnan(x32), np.uint16(0x7FC0), out).astype(np.uint16)
+    return np.where(np.isnan(x32), np.uint16(0x7FFF), out).astype(np.uint16)
 
 
 def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
@@ -82,8 +82,10 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         rf = _ROUND_INT[rnd]
         return lambda a: _post(rf(_pre(up(a), fz)).astype(ddt), fz, st)
     if dt_t == "tf32":
-        if rnd == "rna":
-            return lambda a: round_tf32(a.astype(np.float32)).view(np.uint32)
+        if rnd == "rna":                   # NaN: the low bits dropped (as the GPU does)
+            return lambda a: np.where(np.isnan(a), np.ascontiguousarray(a, np.float32).view(np.uint32)
+                                      & np.uint32(0xFFFFE000),
+                                      round_tf32(a.astype(np.float32)).view(np.uint32))
         if rnd == "rz":
             return lambda a: a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
         unsupported(ins, "tf32 rounding other than .rna/.rz")
@@ -109,7 +111,11 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             v = exact.round_pair(hi, err, np.dtype(ddt), rnd)
         else:
             v = round_to(x.astype(np.float64), np.dtype(ddt), rnd)
-        return _post(v, fz and dt_t == "f32", st)
+        v = _post(v, fz and dt_t == "f32", st)
+        if (dt_t == "f16" or (dt_t == "f32" and at_t == "f16")) and np.isnan(v).any():
+            canon = np.uint16(0x7FFF) if dt_t == "f16" else np.uint32(0x7FFFFFFF)
+            v = np.where(np.isnan(v), canon.view(v.dtype), v)   # the GPU's canonical NaN
+        return v
     return tof
 
 

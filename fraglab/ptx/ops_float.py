@@ -68,12 +68,31 @@ def unpack(t):
     raise KeyError(t)
 
 
+def canon32(v):
+    """NaN results of f32 arithmetic are the GPU's canonical NaN, 0x7FFFFFFF (checked on an
+    H100: add, mul, fma, div, sqrt, rcp, ex2, min/max of two NaNs, neg, abs)."""
+    nan = np.isnan(v)
+    if nan.any():
+        v = np.where(nan, CANON32, v)
+    return v
+
+
+CANON32 = np.array(0x7FFFFFFF, np.uint32).view(np.float32)
+CANON16 = np.uint16(0x7FFF)             # f16 and bf16 results and conversions: 0x7FFF
+
+
+def _nan16(bits, v):
+    nan = np.isnan(v)
+    return np.where(nan, CANON16, bits).astype(np.uint16) if nan.any() else bits
+
+
 def pack(t):
-    """fn(float32 or float64 values) -> raw bits for the 16-bit float type (round to nearest)."""
+    """fn(float32 or float64 values) -> raw bits for the 16-bit float type (round to nearest;
+    NaN -> 0x7FFF, as the GPU gives)."""
     if t in ("f16", "f16x2"):
-        f = lambda v: v.astype(np.float16).view(np.uint16)  # noqa: E731
+        f = lambda v: _nan16(v.astype(np.float16).view(np.uint16), v)  # noqa: E731
     else:
-        f = lambda v: to_bf16(v.astype(np.float32)).reshape(v.shape)  # noqa: E731
+        f = lambda v: _nan16(to_bf16(v.astype(np.float32)).reshape(v.shape), v)  # noqa: E731
     if t.endswith("x2"):
         return lambda v: np.ascontiguousarray(f(v)).view(np.uint32).reshape(32)
     return f
@@ -102,6 +121,7 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None):
     rnd = rounding(ins)
     fz = "ftz" in md and t == "f32"
     st = "sat" in md
+    is32 = t == "f32"
     rds = [dc.reader(o, t, ins) for o in ins.operands[1:1 + n]]
     wr = dc.writer(ins.operands[0], t, ins)
 
@@ -119,6 +139,8 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None):
             v = ftz(v)
         if st:
             v = sat(v)
+        if is32:
+            v = canon32(v)
         wr(w, v, m)
     return f
 
@@ -240,6 +262,8 @@ def _special(ins, dc, fn64):
         v = round_to(fn64(x.astype(np.float64)), dt, rnd)
         if fz:
             v = ftz(v)
+        if t == "f32":
+            v = canon32(v)
         wr(w, v, m)
     return f
 
