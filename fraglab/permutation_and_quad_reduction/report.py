@@ -163,7 +163,7 @@ def plot_bit_layout(shape, spec: int, layout):
     cw = 0.5 if cols <= 16 else 0.27                  # inches per column
     width = cols * cw + 1.0
     fs = max(7.0, report.min_fontsize_pt(width) + 0.2)
-    ch = max(cw, 2.6 * fs / 72)                        # room for two lines of text
+    ch = 2.8 * fs / 72                                 # room for two lines of text
     fig, ax = plt.subplots(figsize=(width, rows * ch + 0.9))
     ax.imshow(lanes // 4, cmap="tab10", vmin=0, vmax=9, alpha=0.45, aspect="auto")
     for (row, col), lane in np.ndenumerate(lanes):
