@@ -45,6 +45,8 @@ def sass_record(arches=None) -> dict:
         full = sass.main_path(sass.function_text(listing, "rowmax_fullmask_16x16"))
         quad = sass.main_path(sass.function_text(listing, "rowmax_quadmask_16x16"))
         extra = Counter(map(_base, quad)) - Counter(map(_base, full))
+        shared = sass.main_path(sass.function_text(listing, rowmax_kernel("shared")))
+        shared_ops = dict(sorted(Counter(o for o in shared if _base(o) in ("STS", "LDS", "BAR")).items()))
         rowmax = {}
         for way in ROWMAX_WAYS:
             k = rowmax_kernel(way)
@@ -58,7 +60,7 @@ def sass_record(arches=None) -> dict:
             "quad_nops": sum(_base(o) == "NOP" for o in quad),
             "shfl_full": sum(_base(o) == "SHFL" for o in full),
             "shfl_quad": sum(_base(o) == "SHFL" for o in quad),
-            "extra": dict(sorted(extra.items())), "rowmax": rowmax}
+            "extra": dict(sorted(extra.items())), "rowmax": rowmax, "shared_ops": shared_ops}
     return out
 
 
@@ -68,7 +70,8 @@ def _extra_text(extra: dict) -> str:
 
 #: Glue names whose text does not depend on the NVRTC version (the test always compares them).
 STABLE = ("ch03-swap-identical", "ch03-guard-sm90", "ch03-extra-sm90", "ch03-extra-sm80",
-          "ch03-extra-sm75", "ch03-r2ur-sm90", "ch03-shfl")
+          "ch03-extra-sm75", "ch03-r2ur-sm90", "ch03-shfl", "ch03-shared-stores", "ch03-shared-loads",
+          "ch03-shared-barriers", "ch03-shared-kib")
 
 
 def glue_values(record: dict) -> dict[str, str]:
@@ -76,7 +79,13 @@ def glue_values(record: dict) -> dict[str, str]:
     a = record["arches"]
     s90 = a["sm_90"]
     guard = {k: n for k, n in s90["extra"].items() if k in GUARD}
+    ops = s90["shared_ops"]
+    per = lambda base: ", ".join(f"{n} {o}" for o, n in ops.items() if _base(o) == base) or "none"
     return {
+        "ch03-shared-stores": per("STS"),
+        "ch03-shared-loads": per("LDS"),
+        "ch03-shared-barriers": per("BAR"),
+        "ch03-shared-kib": f"{s90['rowmax']['shared']['smem'] / 1024:g}",
         "ch03-nvrtc": record["nvrtc"],
         "ch03-swap-identical": "yes" if all(v["swap_identical"] for v in a.values()) else "no",
         "ch03-full-sm90": str(s90["full_path"]),
