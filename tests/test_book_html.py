@@ -130,3 +130,12 @@ def test_figures_have_numbered_captions_and_alt_text(html_dir, chapter):
         elif not alt or alt.startswith("<Figure") or alt.endswith(".png"):
             bad.append(f"no alt text: {fig.find('figcaption').get_text(' ', strip=True)[:60]!r}")
     assert not bad, f"{len(bad)} figures: {bad[:3]}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_setup_cell_code_is_hidden(html_dir, chapter):
+    """The setup cell (identical in every notebook) carries `remove-input`: the page shows its
+    one-line `[gpu] ...` output, not its 15 lines of code."""
+    body = article(page(html_dir, chapter))
+    sources = [pre.get_text() for pre in body.select("div.cell_input pre")]
+    assert not any("Setup: make the course" in s for s in sources), "the setup cell's code is shown"
