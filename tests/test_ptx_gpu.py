@@ -136,3 +136,105 @@ def test_fa2_close_to_the_gpu(dtype, n, d, warps, causal):
         (lambda a: (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64))
     a, b = f(mine[3]), f(gpu[3])
     assert np.abs(a - b).max() / np.abs(b).max() < (1e-2 if dtype == "bf16" else 2e-3)
+
+
+FUZZ = r'''
+extern "C" __global__ void fz(const float* fa, const float* fb, const float* fc, const int* ia,
+                              const int* ib, const long long* la, unsigned* o32, unsigned long long* o64)
+{
+    int n = threadIdx.x + blockIdx.x * blockDim.x;
+    float a = fa[n], b = fb[n], c = fc[n];
+    int x = ia[n], y = ib[n];
+    long long l = la[n];
+    unsigned* o = o32 + 72 * n;
+    unsigned long long* q = o64 + 8 * n;
+    int k = 0;
+#define F(e) o[k++] = __float_as_uint(e)
+#define I(e) o[k++] = (unsigned)(e)
+    F(a + b); F(a - b); F(a * b); F(__fmaf_rn(a, b, c)); F(__fmaf_rz(a, b, c)); F(__fmaf_rd(a, b, c));
+    F(__fmaf_ru(a, b, c)); F(__fadd_rz(a, b)); F(__fadd_rd(a, b)); F(__fmul_ru(a, b));
+    F(__fdiv_rn(a, b)); F(__fdiv_rz(a, b)); F(__fsqrt_rn(fabsf(a))); F(__fsqrt_rd(fabsf(a)));
+    F(__frcp_rn(b)); F(__frcp_rz(b)); F(fminf(a, b)); F(fmaxf(a, b)); F(__saturatef(a));
+    F(fabsf(a)); F(-b); F(copysignf(a, b)); F(truncf(a)); F(floorf(a)); F(ceilf(a)); F(rintf(a));
+    I(__float2int_rn(a * 1e6f)); I(__float2uint_rd(a * 1e6f)); I(__float2int_rz(b * 1e9f));
+    F(__int2float_rn(x)); F(__int2float_rz(x)); F(__uint2float_rd((unsigned)x)); F(__uint2float_ru((unsigned)y));
+    I(__half_as_ushort(__float2half_rn(a))); I(__half_as_ushort(__float2half_rz(b)));
+    I(__bfloat16_as_ushort(__float2bfloat16_rn(a))); I(__bfloat16_as_ushort(__float2bfloat16_rd(b)));
+    F(__half2float(__float2half_rn(c)));
+    __half2 h1 = __floats2half2_rn(a, b), h2 = __floats2half2_rn(c, a);
+    __half2 hs = __hfma2(h1, h2, h1); I(*reinterpret_cast<unsigned*>(&hs));
+    __half2 hm = __hmul2(h1, h2); I(*reinterpret_cast<unsigned*>(&hm));
+    __nv_bfloat162 b1 = __floats2bfloat162_rn(a, b), b2 = __floats2bfloat162_rn(c, a);
+    __nv_bfloat162 bs = __hfma2(b1, b2, b1); I(*reinterpret_cast<unsigned*>(&bs));
+    I(x * y); I(__mulhi(x, y)); I(__umulhi((unsigned)x, (unsigned)y)); I(y ? x / y : 0); I(y ? x % y : 0);
+    I(x >> (y & 31)); I((unsigned)x >> (y & 31)); I(__funnelshift_l(x, y, x)); I(__funnelshift_r(x, y, y));
+    I(__byte_perm(x, y, y)); I(__popc(x)); I(__clz(y)); I(__brev(x)); I(__ffs(y)); I(__sad(x, y, 3u));
+    I(__mul24(x, y)); I(__dp4a(x, y, 5)); I(min(x, y)); I(max((unsigned)x, (unsigned)y)); I(abs(x));
+    I(__hadd(x, y)); I(__rhadd(x, y));
+    unsigned long long u64 = __float2ull_rz(a * 1e12f); I(u64 >> 32); I(u64);
+    F(__fadd_rd(a, -a)); F(__fmaf_rd(a, b, -(a * b))); F(__saturatef(-a));
+    q[0] = (unsigned long long)(l * (long long)x); q[1] = __umul64hi((unsigned long long)l, (unsigned long long)y);
+    q[2] = (unsigned long long)__float2ll_rn(a * 1e15f); q[3] = __double_as_longlong(__ll2double_rn(l));
+    q[4] = __float_as_uint(__ll2float_rz(l)); q[5] = __double_as_longlong(__fma_rn((double)a, (double)b, (double)c));
+    q[6] = __double_as_longlong((double)a / (double)b); q[7] = (unsigned long long)__brevll(l);
+#undef F
+#undef I
+}
+'''
+
+APPROX = r'''
+extern "C" __global__ void ap(const float* fa, float* o)
+{
+    int n = threadIdx.x + blockIdx.x * blockDim.x;
+    float a = fa[n], r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a * 20.0f)); o[6 * n] = r;
+    asm("lg2.approx.f32 %0, %1;" : "=f"(r) : "f"(fabsf(a) + 1e-3f)); o[6 * n + 1] = r;
+    asm("rsqrt.approx.f32 %0, %1;" : "=f"(r) : "f"(fabsf(a) + 1e-3f)); o[6 * n + 2] = r;
+    asm("sin.approx.f32 %0, %1;" : "=f"(r) : "f"(a)); o[6 * n + 3] = r;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(a)); o[6 * n + 4] = r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(a)); o[6 * n + 5] = r;
+}
+'''
+
+
+def _fuzz_inputs(rng, count):
+    specials = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 1.5, 2.5, np.inf, -np.inf, np.nan, 1e-40,
+                         -1e-42, 3.4e38, -3.4e38, 1e-30, 65504.0, 65520.0, 1 + 2 ** -23, 2 ** -24,
+                         16777217.0], np.float32)
+    f = [np.where(rng.random(count) < 0.2, rng.choice(specials, count),
+                  (rng.standard_normal(count) * 10.0 ** rng.integers(-8, 8, count))).astype(np.float32)
+         for _ in range(3)]
+    i = [np.where(rng.random(count) < 0.2, rng.choice([0, 1, -1, 2**31 - 1, -2**31, 255, -256], count),
+                  rng.integers(-2**31, 2**31, count)).astype(np.int32) for _ in range(2)]
+    ll = rng.integers(-2**63, 2**63, count, dtype=np.int64)
+    ll[:4] = [2**60 - 1, -(2**53 + 1), 2**63 - 1, -2**63]
+    return f, i, ll
+
+
+def test_arithmetic_fuzz_bit_identical():
+    rng = np.random.default_rng(5)
+    count = 32 * 16
+    f, i, ll = _fuzz_inputs(rng, count)
+    text = toolchain.compile("fuzz.cu", "sm_80", source=HEADER + FUZZ).ptx
+    args = (*f, *i, ll, np.zeros(72 * count, np.uint32), np.zeros(8 * count, np.uint64))
+    mine, gpu = both(text, "fz", 16, 32, args)
+    a, b = mine[6].reshape(count, 72), gpu[6].reshape(count, 72)
+    bad = np.argwhere(a != b)
+    assert not len(bad), [(int(r), int(c), hex(int(a[r, c])), hex(int(b[r, c]))) for r, c in bad[:12]]
+    a, b = mine[7].reshape(count, 8), gpu[7].reshape(count, 8)
+    bad = np.argwhere(a != b)
+    assert not len(bad), [(int(r), int(c), hex(int(a[r, c])), hex(int(b[r, c]))) for r, c in bad[:12]]
+
+
+def test_approximations_within_their_bounds_of_the_gpu():
+    rng = np.random.default_rng(6)
+    x = (rng.standard_normal(32 * 8) * 3).astype(np.float32)
+    text = toolchain.compile("ap.cu", "sm_80", source=HEADER + APPROX).ptx
+    mine, gpu = both(text, "ap", 8, 32, (x, np.zeros(6 * len(x), np.float32)))
+    a, b = mine[1].reshape(-1, 6).astype(np.float64), gpu[1].reshape(-1, 6).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        rel = np.where(a == b, 0.0, np.abs(a - b) / np.maximum(np.abs(b), 1e-30))
+    assert rel[:, 0].max() < 2 ** -21 and rel[:, 2].max() < 2 ** -21 and rel[:, 5].max() < 2 ** -22
+    assert np.abs(a[:, 1] - b[:, 1]).max() < 2 ** -20            # lg2: absolute bound
+    assert np.abs(a[:, 3] - b[:, 3]).max() < 2 ** -20            # sin: absolute bound
+    assert np.abs(a[:, 4] - b[:, 4]).max() < 2 ** -10            # tanh.approx: about 2^-11 relative

@@ -79,12 +79,23 @@ def fma(a, b, c, dt, mode="rn"):
         return round_pair(s, e2, dt, mode)
     p = a * b                                 # exact: at most 48 significant bits
     s, e = two_sum(p, c)
-    return round_pair(s, e, dt, mode)
+    return _zero_sign(round_pair(s, e, dt, mode), s, e, p, c, mode)
+
+
+def _zero_sign(r, s, e, x, y, mode):
+    """IEEE 754: an exactly zero sum (s + e == 0) is -0 when rounding toward -inf, unless both
+    terms are +0. (A tiny result that rounds to zero keeps its own sign.)"""
+    if mode not in ("rm", "rmi"):
+        return r
+    plus = (x == 0) & (y == 0) & ~np.signbit(x) & ~np.signbit(y)
+    exact_zero = (s == 0) & (e == 0)
+    return np.where(exact_zero & ~plus, -np.zeros_like(r), r).astype(r.dtype)
 
 
 def add(a, b, dt, mode="rn"):
-    s, e = two_sum(np.asarray(a, F64), np.asarray(b, F64))
-    return round_pair(s, e, dt, mode)
+    a, b = np.asarray(a, F64), np.asarray(b, F64)
+    s, e = two_sum(a, b)
+    return _zero_sign(round_pair(s, e, dt, mode), s, e, a, b, mode)
 
 
 def mul(a, b, dt, mode="rn"):

@@ -10,7 +10,7 @@ from . import exact
 from .decode import DT, mods, types_of, unsupported
 from .registry import handler
 from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
-from .ops_float import ftz, round_to, sat
+from .ops_float import canon32, ftz, round_to, sat
 
 INT_TYPES = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"}
 _ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
@@ -72,15 +72,21 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             if dt_t.endswith("64"):                 # 2^63 and 2^64 are not int64/uint64 values
                 top = 2.0 ** (64 if dt_t[0] == "u" else 63)
                 inside = np.where(r >= top, 0.0, np.maximum(r, lo))
-                out = inside.astype(ddt)
-                return np.where(r >= top, np.array(hi, ddt), out).astype(ddt)
+                out = np.where(r >= top, np.array(hi, ddt), inside.astype(ddt)).astype(ddt)
+                nan_bits = np.array(1 << 63, np.uint64).view(ddt)   # NaN: 0x8000000000000000
+                out = np.where(np.isnan(x), nan_bits, out).astype(ddt)   # (seen on an H100)
+                return out
             return np.clip(r, lo, hi).astype(np.int64).astype(ddt)
         return f2i
     # -> float
     rnd = mode or "rn"
     if rnd in _ROUND_INT and afloat:                              # round to integral value
         rf = _ROUND_INT[rnd]
-        return lambda a: _post(rf(_pre(up(a), fz)).astype(ddt), fz, st)
+
+        def to_int_valued(a):
+            v = _post(rf(_pre(up(a), fz)).astype(ddt), fz, st)
+            return canon32(v) if v.dtype == np.float32 else v
+        return to_int_valued
     if dt_t == "tf32":
         if rnd == "rna":                   # NaN: the low bits dropped (as the GPU does)
             return lambda a: np.where(np.isnan(a), np.ascontiguousarray(a, np.float32).view(np.uint32)

@@ -27,7 +27,8 @@ def ftz(x):
 
 
 def sat(x):
-    return np.clip(np.where(np.isnan(x), 0, x), 0, 1).astype(x.dtype)
+    """.sat: clamp to [+0, 1]; NaN and -0 give +0 (as the GPU does)."""
+    return np.where(x > 0, np.minimum(x, 1), 0).astype(x.dtype)
 
 
 def round_to(x64, dt, mode: str):
