@@ -139,3 +139,22 @@ def test_setup_cell_code_is_hidden(html_dir, chapter):
     body = article(page(html_dir, chapter))
     sources = [pre.get_text() for pre in body.select("div.cell_input pre")]
     assert not any("Setup: make the course" in s for s in sources), "the setup cell's code is shown"
+
+
+#: Longest output a page shows open (the issue found dumps of 51 to 117 lines); longer ones are
+#: collapsed (tag `hide-output`, or a closed report.listing), one click away.
+MAX_OPEN_LINES = 50
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_long_outputs_are_collapsed(html_dir, chapter):
+    long = []
+    for out in article(page(html_dir, chapter)).select("div.cell_output"):
+        for pre in out.find_all("pre"):
+            n = len(pre.get_text().rstrip("\n").splitlines())
+            details = pre.find_parent("details")
+            collapsed = (details is not None and not details.has_attr("open")) or \
+                pre.find_parent(class_="tag_hide-output") is not None
+            if n > MAX_OPEN_LINES and not collapsed:
+                long.append(f"{n} lines: {pre.get_text()[:60]!r}")
+    assert not long, long[:3]
