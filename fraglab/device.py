@@ -101,6 +101,17 @@ def name() -> str:
     return n.decode() if isinstance(n, bytes) else str(n)
 
 
+#: The target the PTX interpreter runs (GPU-less mode): NVRTC compiles kernels for it.
+INTERPRETER_ARCH = "sm_80"
+
+
+def target_cc() -> tuple[int, int]:
+    """Compute capability kernels run at: the GPU's, or the interpreter's (8, 0) without one."""
+    if gpu_available():
+        return compute_capability()
+    return int(INTERPRETER_ARCH[3:-1]), int(INTERPRETER_ARCH[-1])
+
+
 #: Lowest compute capability for each input type of WMMA.
 _WMMA_MIN_CC = {"f16": (7, 0), "s8": (7, 2), "u8": (7, 2), "bf16": (8, 0), "tf32": (8, 0),
                 "f64": (8, 0)}
@@ -109,12 +120,13 @@ _WMMA_MIN_CC = {"f16": (7, 0), "s8": (7, 2), "u8": (7, 2), "bf16": (8, 0), "tf32
 def supports(dtype: str, cc: tuple[int, int] | None = None) -> tuple[bool, str]:
     """Can WMMA use inputs of ``dtype`` (f16, bf16, tf32, s8, u8, f64) on this GPU (or on ``cc``)?
 
-    Returns ``(ok, reason)``; the reason is a sentence fit for a skip message.
+    Without a GPU the interpreter's sm_80 is asked. Returns ``(ok, reason)``; the reason is a
+    sentence fit for a skip message.
     """
     need = _WMMA_MIN_CC.get(dtype)
     if need is None:
         raise ValueError(f"unknown WMMA input type {dtype!r}; known: {sorted(_WMMA_MIN_CC)}")
-    cc = cc or compute_capability()
+    cc = cc or target_cc()
     if tuple(cc) >= need:
         return True, ""
     return False, (f"{dtype} WMMA needs compute capability {need[0]}.{need[1]} or newer; "
@@ -125,4 +137,5 @@ def status_line() -> str:
     """One line saying where code runs. Notebooks print it; nbval sanitizes it (it differs by machine)."""
     if gpu_available():
         return f"[gpu] kernels run on {name()} ({arch()})"
-    return f"[cpu] no GPU ({why_no_gpu()}): kernels are compiled and their SASS checked, not run"
+    return (f"[cpu] no GPU ({why_no_gpu()}): kernels run on the course's PTX interpreter "
+            f"({INTERPRETER_ARCH} PTX, on the CPU)")

@@ -1,8 +1,16 @@
-"""The course's one launch path: load a compiled kernel on the GPU (cached) and check arguments.
+"""The course's one launch path: load a compiled kernel (cached), check arguments, launch.
+
+Two backends behind one interface, chosen by :func:`fraglab.device.mode`:
+
+* ``gpu``: the kernel is compiled for the GPU in use and launched through CuPy; wrappers take and
+  return CuPy arrays.
+* ``cpu`` (no GPU, or ``FRAGLAB_MODE=cpu``): the same source is compiled for ``sm_80``
+  (:data:`INTERPRETER_ARCH`) and its PTX runs on the course's interpreter (:mod:`fraglab.ptx`);
+  wrappers take and return NumPy arrays.
 
 Every Python wrapper validates its arrays with :func:`check_array` and friends *before* calling
-:func:`launch`, so a bad argument raises a clear ``TypeError``/``ValueError`` and never reaches the
-GPU, where it could read or write out of bounds.
+:func:`launch`, with the same checks in both modes, so a bad argument raises a clear
+``TypeError``/``ValueError`` and never reaches a kernel, where it could read or write out of bounds.
 """
 from __future__ import annotations
 
@@ -12,12 +20,27 @@ from . import device, toolchain
 
 _modules: dict[tuple[int, str], object] = {}
 
+#: The target whose PTX the interpreter runs in GPU-less mode.
+INTERPRETER_ARCH = device.INTERPRETER_ARCH
+
+
+def interpreted() -> bool:
+    """True when kernels run on the PTX interpreter (GPU-less mode)."""
+    return not device.gpu_available()
+
 
 def get_kernel(name: str, kernel: str, *, source: str | None = None,
                defines: dict | None = None, options: Iterable[str] = ()):
-    """A launchable ``cupy.cuda.function.Function`` for ``kernel`` in ``kernels/<name>.cu``
-    (or in ``source``), compiled for the current GPU. Loaded modules are cached per device."""
-    device.require_gpu(f"launching {kernel}")
+    """A launchable kernel for ``kernel`` in ``kernels/<name>.cu`` (or in ``source``): on a GPU a
+    ``cupy.cuda.function.Function`` compiled for it (modules cached per device); without one a
+    :class:`fraglab.ptx.KernelFunction` that runs the ``sm_80`` PTX on the interpreter."""
+    if interpreted():
+        from . import ptx
+        build = toolchain.compile(name, INTERPRETER_ARCH, source=source, defines=defines,
+                                  options=tuple(options))
+        _require_kernel(build, kernel)
+        return ptx.load(name, INTERPRETER_ARCH, source=source, defines=defines,
+                        options=tuple(options)).function(kernel)
     import cupy
     build = toolchain.compile(name, None, source=source, defines=defines, options=tuple(options))
     dev = cupy.cuda.Device().id
@@ -26,18 +49,21 @@ def get_kernel(name: str, kernel: str, *, source: str | None = None,
         mod = cupy.cuda.function.Module()
         mod.load(build.cubin)
         _modules[(dev, build.key)] = mod
+    _require_kernel(build, kernel)
+    return mod.get_function(kernel)
+
+
+def _require_kernel(build, kernel: str) -> None:
     if kernel not in build.kernels:
         raise KeyError(f"{build.name} defines no kernel {kernel!r} (it has {build.kernels}); "
                        'kernels must be extern "C"')
-    return mod.get_function(kernel)
 
 
 def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = False,
            stream=None) -> None:
     """Launch ``fn`` (from :func:`get_kernel`) on ``stream`` (default: the current one).
     ``shared_mem`` above 48 KB is allowed first (:func:`allow_dynamic_smem`). ``sync=True``
-    waits and surfaces device errors."""
-    import cupy
+    waits and surfaces device errors. On the interpreter the launch runs to completion here."""
     grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
     block = tuple(int(b) for b in (block if isinstance(block, (tuple, list)) else (block,)))
     if any(g < 1 for g in grid) or any(b < 1 for b in block):
@@ -47,6 +73,10 @@ def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = Fa
         threads *= b
     if threads > 1024:
         raise ValueError(f"block {block} has {threads} threads; at most 1024 are allowed")
+    if interpreted():
+        fn(grid, block, args, shared_mem=shared_mem)
+        return
+    import cupy
     allow_dynamic_smem(fn, shared_mem)
     if stream is None:
         fn(grid, block, args, shared_mem=shared_mem)
@@ -62,13 +92,20 @@ def launch(fn, grid, block, args: tuple, shared_mem: int = 0, *, sync: bool = Fa
 
 def check_array(name: str, a, *, dtype=None, shape: tuple | None = None, ndim: int | None = None,
                 contiguous: bool = True):
-    """Check that ``a`` is a C-contiguous CuPy array on the current GPU with the given dtype and
-    shape (``None`` entries in ``shape`` match any size). Returns ``a``."""
-    import cupy
+    """Check that ``a`` is a C-contiguous array of the current mode (a CuPy array on the current
+    GPU; a NumPy array on the interpreter) with the given dtype and shape (``None`` entries in
+    ``shape`` match any size). Returns ``a``."""
     import numpy as np
-    if not isinstance(a, cupy.ndarray):
-        hint = " (a NumPy array: move it with cupy.asarray(...))" if isinstance(a, np.ndarray) else ""
-        raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(a).__name__}{hint}")
+    if interpreted():
+        if not isinstance(a, np.ndarray):
+            hint = " (a CuPy array: bring it back with .get())" if _is_cupy(a) else ""
+            raise TypeError(f"{name} must be a numpy.ndarray (no GPU here: kernels run on the "
+                            f"PTX interpreter), got {type(a).__name__}{hint}")
+    else:
+        import cupy
+        if not isinstance(a, cupy.ndarray):
+            hint = " (a NumPy array: move it with cupy.asarray(...))" if isinstance(a, np.ndarray) else ""
+            raise TypeError(f"{name} must be a cupy.ndarray on the GPU, got {type(a).__name__}{hint}")
     if dtype is not None:
         allowed = tuple(np.dtype(d) for d in (dtype if isinstance(dtype, (tuple, list)) else (dtype,)))
         if a.dtype not in allowed:
@@ -81,17 +118,36 @@ def check_array(name: str, a, *, dtype=None, shape: tuple | None = None, ndim: i
             want = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
             raise ValueError(f"{name} must have shape {want}, got {a.shape}")
     if contiguous and not a.flags.c_contiguous:
-        raise ValueError(f"{name} must be C-contiguous (use cupy.ascontiguousarray)")
-    if a.device.id != cupy.cuda.Device().id:
-        raise ValueError(f"{name} is on GPU {a.device.id}, but the current GPU is "
-                         f"{cupy.cuda.Device().id}")
+        raise ValueError(f"{name} must be C-contiguous (use {'numpy' if interpreted() else 'cupy'}"
+                         ".ascontiguousarray)")
+    if not interpreted():
+        import cupy
+        if a.device.id != cupy.cuda.Device().id:
+            raise ValueError(f"{name} is on GPU {a.device.id}, but the current GPU is "
+                             f"{cupy.cuda.Device().id}")
     return a
 
 
+def _is_cupy(a) -> bool:
+    return type(a).__module__.startswith("cupy")
+
+
+def _offset_in_allocation(a) -> int:
+    """Where ``a`` starts, modulo its allocation's alignment: a CuPy pointer (allocations are
+    256-byte aligned), or a NumPy view's byte offset from the array that owns its memory (the
+    interpreter gives every array its own aligned base, so only the offset matters there)."""
+    if _is_cupy(a):
+        return int(a.data.ptr)
+    owner = a
+    while getattr(owner, "base", None) is not None and hasattr(owner.base, "ctypes"):
+        owner = owner.base
+    return int(a.ctypes.data - owner.ctypes.data)
+
+
 def check_aligned(name: str, a, nbytes: int, why: str = "") -> None:
-    """``a`` (a CuPy array) must start on an ``nbytes`` boundary: fresh allocations do, offset
-    views may not. ``why`` says which instruction needs it."""
-    if a.data.ptr % nbytes:
+    """``a`` must start on an ``nbytes`` boundary: fresh allocations do, offset views may not.
+    ``why`` says which instruction needs it."""
+    if _offset_in_allocation(a) % nbytes:
         raise ValueError(f"{name} must start at a {nbytes}-byte aligned address"
                          + (f" ({why})" if why else "")
                          + f"; this view starts at an offset: pass a copy ({name}.copy())")
@@ -135,9 +191,15 @@ def allow_dynamic_smem(fn, nbytes: int) -> None:
 
 
 def to_device(x):
-    """A NumPy array (or anything array-like) on the GPU; CuPy arrays pass through unchanged."""
+    """An array where kernels read it: on the GPU (CuPy arrays pass through unchanged), or a
+    NumPy array for the interpreter. Non-array values pass through."""
+    import numpy as np
+    if interpreted():
+        return x.get() if _is_cupy(x) else x
     import cupy
-    return x if isinstance(x, cupy.ndarray) else cupy.asarray(x)
+    if isinstance(x, (np.ndarray, list)) or _is_cupy(x):
+        return cupy.asarray(x)
+    return x
 
 
 def to_host(x):
@@ -152,11 +214,27 @@ def to_host(x):
 
 
 def poisoned(shape, dtype, value=float("nan")):
-    """A new CuPy array filled with a poison value (NaN for floats, a sentinel for ints): use it
-    for outputs, so an element a kernel forgot to write cannot pass a check by luck."""
-    import cupy
+    """A new array of the current mode (CuPy on a GPU, NumPy on the interpreter) filled with a
+    poison value (NaN for floats, a sentinel for ints): use it for outputs, so an element a kernel
+    forgot to write cannot pass a check by luck."""
     import numpy as np
     dt = np.dtype(dtype)
     if dt.kind in "iu":
         value = np.iinfo(dt).min if dt.kind == "i" else np.iinfo(dt).max
+    if interpreted():
+        return np.full(shape, value, dtype=dt)
+    import cupy
     return cupy.full(shape, value, dtype=dt)
+
+
+def sm_count() -> int:
+    """Multiprocessors to fill: the GPU's, or :data:`INTERPRETER_SMS` on the interpreter (where
+    grid-stride kernels then run few, long blocks)."""
+    if interpreted():
+        return INTERPRETER_SMS
+    import cupy
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
+#: How many multiprocessors wrappers size grids for on the interpreter.
+INTERPRETER_SMS = 2

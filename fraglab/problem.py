@@ -36,15 +36,18 @@ class ProblemFailure(AssertionError):
 @dataclass(frozen=True)
 class Case:
     """One input configuration: a name (the test id) and the parameters of ``Problem.inputs``.
-    ``edge`` marks an edge case (ragged size, -inf row, ...) rather than a plain random draw."""
+    ``edge`` marks an edge case (ragged size, -inf row, ...) rather than a plain random draw;
+    ``slow`` one too large for the PTX interpreter (it runs on GPUs only)."""
     name: str
     params: Mapping[str, Any] = field(default_factory=dict)
     edge: bool = False
+    slow: bool = False
 
-    def __init__(self, name: str, edge: bool = False, **params):
+    def __init__(self, name: str, edge: bool = False, slow: bool = False, **params):
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "params", dict(params))
         object.__setattr__(self, "edge", edge)
+        object.__setattr__(self, "slow", slow)
 
     def __str__(self) -> str:
         return self.name
@@ -131,6 +134,16 @@ class Problem:
     @property
     def edge_cases(self) -> tuple:
         return tuple(c for c in self.cases if c.edge)
+
+    @property
+    def interpreter_cases(self) -> tuple:
+        """The cases small enough for the PTX interpreter (GPU-less mode)."""
+        return tuple(c for c in self.cases if not c.slow)
+
+    def cases_here(self) -> tuple:
+        """The cases to run on this machine: all of them on a GPU, the small ones without."""
+        from . import device
+        return self.cases if device.gpu_available() else self.interpreter_cases
 
     def tolerance(self, case: Case) -> float:
         if callable(self.tol):

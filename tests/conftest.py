@@ -31,6 +31,24 @@ def pytest_report_header(config):
 
 
 @pytest.fixture
+def foreign():
+    """``(make, words)``: ``make(array)`` turns a NumPy array into what this mode's wrappers must
+    refuse (a NumPy array on a GPU, a list on the interpreter), ``words`` what the error says."""
+    if device.gpu_available():
+        return (lambda a: np.asarray(a)), "cupy.asarray"
+    return (lambda a: np.asarray(a).tolist()), "must be a numpy.ndarray"
+
+
+@pytest.fixture
+def xp():
+    """The array module wrappers take in this mode: CuPy on a GPU, NumPy on the interpreter."""
+    if device.gpu_available():
+        import cupy
+        return cupy
+    return np
+
+
+@pytest.fixture
 def rng():
     """Fresh random inputs on every run (the seed is printed on failure by pytest's -ra output)."""
     seed = np.random.SeedSequence().entropy % 2**32

@@ -87,7 +87,7 @@ def _check_qkv(q, k, v, head_dims, align: int, why: str):
 
 
 def _require_fa2_gpu(dtype: str) -> None:
-    major, minor = device.compute_capability()
+    major, minor = device.target_cc()
     if (major, minor) < (8, 0):
         raise RuntimeError(
             f"the FA-2 kernel needs compute capability 8.0 or newer (cp.async, ldmatrix and "
@@ -210,5 +210,5 @@ def random_qkv(rng, shape, dtype: str = "f16", *, q_scale: float = 1.0):
 
 def as_float(out, dtype: str) -> np.ndarray:
     """A kernel's output (CuPy or NumPy, float16 or bf16 bits) as float64 NumPy."""
-    a = out.get() if hasattr(out, "get") else np.asarray(out)
+    a = np.asarray(launch.to_host(out))
     return (a.astype(np.float64) if dtype == "f16" else from_bf16(a).astype(np.float64))

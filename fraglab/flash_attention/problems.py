@@ -43,7 +43,7 @@ def _fa2_run(q, k, v, dtype, causal, scale, warps):
 
 
 def _fa2_requires(case: Case) -> tuple[bool, str]:
-    cc = device.compute_capability()
+    cc = device.target_cc()
     if cc < (8, 0):
         return False, f"the FA-2 kernel needs compute capability 8.0 or newer; this GPU is {cc[0]}.{cc[1]}"
     return device.supports(case.params.get("dtype", "f16"), cc)
@@ -51,25 +51,36 @@ def _fa2_requires(case: Case) -> tuple[bool, str]:
 
 #: FA-1 (f16, non-causal, N a multiple of 16): a few heads of each head dimension.
 FA1_CASES = (
-    Case("d64", shape=(2, 2, 96, 64), dtype="f16"),
-    Case("d128 peaky", shape=(1, 3, 64, 128), dtype="f16", q_scale=6.0, edge=True),
-    Case("d512", shape=(1, 1, 128, 512), dtype="f16"),
-    Case("d512 N=48 peaky", shape=(1, 2, 48, 512), dtype="f16", q_scale=4.0, edge=True),
+    Case("d64", shape=(2, 2, 96, 64), dtype="f16", slow=True),
+    Case("d128 peaky", shape=(1, 3, 64, 128), dtype="f16", q_scale=6.0, edge=True, slow=True),
+    Case("d512", shape=(1, 1, 128, 512), dtype="f16", slow=True),
+    Case("d512 N=48 peaky", shape=(1, 2, 48, 512), dtype="f16", q_scale=4.0, edge=True, slow=True),
+    # small enough for the PTX interpreter: each head dimension once
+    Case("small d64", shape=(1, 1, 32, 64), dtype="f16"),
+    Case("small d128 peaky", shape=(1, 1, 16, 128), dtype="f16", q_scale=6.0, edge=True),
+    Case("small d512", shape=(1, 1, 16, 512), dtype="f16"),
 )
 
 
 def _fa2_cases() -> tuple:
     # every compiled kernel (dtype x d x warps), full and causal, on N = 200: a ragged last tile
     grid = [Case(f"{t} d{d} {'causal' if c else 'full'} w{w}", shape=(2, 3, 200, d), dtype=t,
-                 causal=c, warps=w)
+                 causal=c, warps=w, slow=True)
             for t in DTYPES for d in FA2_HEAD_DIMS for c in (False, True) for w in FA2_WARPS]
+    # the same kernels on one head of N = 72 (a ragged second tile): small enough for the
+    # PTX interpreter, which runs these in the CPU tier
+    small = [Case(f"small {t} d{d} {'causal' if c else 'full'} w{w}", shape=(1, 1, 72, d),
+                  dtype=t, causal=c, warps=w)
+             for t in DTYPES for d in FA2_HEAD_DIMS for c, w in ((False, 4), (True, 8))]
     # edge sizes (rows past N are masked and must give 0, not NaN) and peaky softmax, d = 64
     edges = [Case(f"N={n}{' causal' if c else ''}{' peaky' if qs > 1 else ''} w{w}", edge=True,
                   shape=(1, 2, n, 64), dtype="f16", causal=c, q_scale=qs, warps=w)
              for n, c, qs, w in ((1, False, 1.0, 4), (1, True, 1.0, 8), (17, True, 1.0, 4),
                                  (64, False, 1.0, 4), (128, True, 1.0, 8), (1000, True, 1.0, 4),
                                  (513, False, 12.0, 4), (300, True, 12.0, 8))]
-    return (*grid, *edges, Case("scale 0.5", shape=(1, 2, 90, 64), dtype="f16", scale=0.5))
+    edges = [Case(c.name, edge=True, slow=c.params["shape"][2] > 128, **c.params) for c in edges]
+    return (*grid, *small, *edges,
+            Case("scale 0.5", shape=(1, 2, 90, 64), dtype="f16", scale=0.5, slow=True))
 
 
 PROBLEMS = {

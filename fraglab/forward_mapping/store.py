@@ -62,14 +62,13 @@ def forward_store(kind, a, b, c, *, mapping: Mapping | None = None, variant: str
         check_mapping(mapping, k)
         coef = mapping.coefficients()
     fragments.require_supported(k)
-    import cupy
     name = f"fwd_store_{'eq12_' if variant == 'eq12' else ''}{k.name}"
     fn = launch.get_kernel(KERNELS, name, source=source)
     out_ref = launch.poisoned((rows, cols), acc_dt)
     out_fwd = launch.poisoned((rows, cols), acc_dt)
     args = (a, b, c, out_ref, out_fwd, np.int32(rows), np.int32(cols))
     if coef is not None:
-        args += (cupy.asarray(coef.ravel()),)
+        args += (launch.to_device(coef.ravel()),)
     launch.launch(fn, (cols // N, rows // M), 32, args, sync=True)
     return out_ref, out_fwd
 

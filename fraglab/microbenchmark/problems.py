@@ -77,7 +77,7 @@ def case_name(way: str, dtype: str, tiles: int, clock: bool = False) -> str:
     return f"{way}-{dtype}-{tiles}" + ("-clock" if clock else "")
 
 
-_CASES = tuple(Case(case_name(w, d, n, c), way=w, dtype=d, tiles=n, clock=c)
+_CASES = tuple(Case(case_name(w, d, n, c), way=w, dtype=d, tiles=n, clock=c, slow=n > 100)
                for d in DTYPES for n in (1, 7, 1009) for w in WAYS for c in (False, True)) + \
     tuple(Case(f"inf_nan-{w}-{d}", edge=True, way=w, dtype=d, tiles=2, special=True)
           for d in DTYPES for w in WAYS) + \

@@ -41,13 +41,13 @@ def dump(kind: str | Kind, tracer, *, way: str = "load", inputs: str | None = No
     fn = launch.get_kernel(KERNELS, k.kernel(way, inputs), source=source)
     out = launch.poisoned((32, k.num_elements), np.float32)
     launch.launch(fn, 1, 32, (tracer, out), sync=True)
-    return out.get()
+    return launch.to_host(out)
 
 
 def trace(kind: str | Kind, *, way: str = "load", encoding: str = "auto",
           inputs: str | None = None, allow_inexact: bool = False, check: bool = True,
           source: str | None = None) -> Trace:
-    """Trace ``kind`` on the GPU and decode it (GPU only).
+    """Trace ``kind`` on the GPU (or, without one, on the PTX interpreter) and decode it.
 
     ``encoding="auto"`` picks one that is exact along the value's path. A named encoding that is
     not exact raises ``ValueError`` before anything runs, unless ``allow_inexact=True`` (to watch
@@ -62,9 +62,7 @@ def trace(kind: str | Kind, *, way: str = "load", encoding: str = "auto",
     if problems and not allow_inexact:
         raise ValueError(f"encoding {enc} cannot trace {k.name} exactly: " + "; ".join(problems)
                          + " (pass allow_inexact=True to see what goes wrong)")
-    device.require_gpu(f"tracing {k.name}")
-    import cupy
-    values = [dump(k, cupy.asarray(p), way=way, inputs=inputs, source=source)
+    values = [dump(k, launch.to_device(p), way=way, inputs=inputs, source=source)
               for p in ENCODINGS[enc].passes(k.shape)]
     t = decode(k, np.stack(values), enc, way)
     return t.check() if check else t
