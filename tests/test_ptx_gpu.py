@@ -238,3 +238,65 @@ def test_approximations_within_their_bounds_of_the_gpu():
     assert np.abs(a[:, 1] - b[:, 1]).max() < 2 ** -20            # lg2: absolute bound
     assert np.abs(a[:, 3] - b[:, 3]).max() < 2 ** -20            # sin: absolute bound
     assert np.abs(a[:, 4] - b[:, 4]).max() < 2 ** -10            # tanh.approx: about 2^-11 relative
+
+
+SGEMM_TILES = {"naive": {}, "coalesced": {}, "smem": {},
+               "tile1d": dict(BM=64, BN=64, BK=8, TM=8),
+               "tile2d": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
+               "vectorized": dict(BM=128, BN=128, BK=8, TM=8, TN=8),
+               "warptile": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2),
+               "double_buffer": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2, GROUP=1)}
+
+
+@pytest.mark.parametrize("rung", list(SGEMM_TILES))
+def test_sgemm_bit_identical(rung):
+    """FP32 SGEMM is a fixed sequence of fma.rn.f32 per output: the interpreter's correctly
+    rounded fma must reproduce the GPU bit for bit."""
+    from pathlib import Path
+    if not (Path(__file__).resolve().parent.parent / "kernels" / f"07_register_reuse_{rung}.cu").is_file():
+        pytest.skip("no such rung in this checkout")
+    d = SGEMM_TILES[rung]
+    m, n, k = (128, 128, 24) if "WM" in d or rung == "vectorized" else (40, 70, 20)
+    if "WM" in d:
+        block = (d["BM"] // d["WM"]) * (d["BN"] // d["WN"]) * 32
+        smem = d["BK"] * (d["BM"] + 4 + d["BN"]) * 4 * (2 if "GROUP" in d else 1)
+    elif d:
+        block, smem = d["BM"] * d["BN"] // (d["TM"] * d.get("TN", 1)), 0
+    else:
+        block, smem = 1024, 0
+    grid = (-(-n // d.get("BN", 32)), -(-m // d.get("BM", 32)))
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    text = toolchain.compile(f"07_register_reuse_{rung}", "sm_80", defines=d).ptx
+    mine, gpu = both(text, f"sgemm_{rung}", grid, block,
+                     (a, b, np.zeros((m, n), np.float32), np.int32(m), np.int32(n), np.int32(k)),
+                     shared_mem=smem)
+    assert same_bits(mine[2], gpu[2])
+
+
+DIVERGE = r'''
+extern "C" __global__ void dv(const int* trips, float* out)
+{
+    int t = threadIdx.x, lane = t & 31;
+    float acc = t * 0.5f;
+    for (int i = 0; i < trips[t]; ++i) {
+        if ((i ^ lane) & 1) continue;
+        acc = __fmaf_rn(acc, 1.0001f, i * 0.25f);
+        if (acc > 40.0f) break;
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 3);
+    unsigned b = __ballot_sync(0xffffffffu, acc > 10.0f);
+    if (lane < 16) acc = __shfl_down_sync(0x0000ffffu, acc, 2, 8);
+    __syncthreads();
+    out[t] = acc + __popc(b);
+}
+'''
+
+
+def test_divergent_control_flow_bit_identical():
+    rng = np.random.default_rng(8)
+    trips = rng.integers(0, 40, 128).astype(np.int32)
+    text = toolchain.compile("dv.cu", "sm_80", source=HEADER + DIVERGE).ptx
+    mine, gpu = both(text, "dv", 1, 128, (trips, np.zeros(128, np.float32)))
+    assert same_bits(mine[1], gpu[1])
