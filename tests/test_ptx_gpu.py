@@ -300,3 +300,29 @@ def test_divergent_control_flow_bit_identical():
     text = toolchain.compile("dv.cu", "sm_80", source=HEADER + DIVERGE).ptx
     mine, gpu = both(text, "dv", 1, 128, (trips, np.zeros(128, np.float32)))
     assert same_bits(mine[1], gpu[1])
+
+
+PRMT = r'''
+extern "C" __global__ void pm(const unsigned* a, const unsigned* b, unsigned* out)
+{
+    int n = threadIdx.x;
+    unsigned x = a[n], y = b[n], c = n, r;
+    asm("prmt.b32.f4e %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n] = r;
+    asm("prmt.b32.b4e %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n + 1] = r;
+    asm("prmt.b32.rc8 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n + 2] = r;
+    asm("prmt.b32.ecl %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n + 3] = r;
+    asm("prmt.b32.ecr %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n + 4] = r;
+    asm("prmt.b32.rc16 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c)); out[7 * n + 5] = r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(c * 0x1357u)); out[7 * n + 6] = r;
+}
+'''
+
+
+def test_prmt_modes_bit_identical():
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    b = rng.integers(0, 2**32, 32, dtype=np.uint64).astype(np.uint32)
+    text = toolchain.compile("pm.cu", "sm_80", source=HEADER + PRMT).ptx
+    mine, gpu = both(text, "pm", 1, 32, (a, b, np.zeros(7 * 32, np.uint32)))
+    bad = np.argwhere(mine[2].reshape(32, 7) != gpu[2].reshape(32, 7))
+    assert not len(bad), [(int(r), int(c)) for r, c in bad[:10]]

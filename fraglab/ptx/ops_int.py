@@ -249,20 +249,34 @@ def h_lop3(ins, dc):
     return nary(ins, dc, "b32", f, 3)
 
 
+# prmt's special modes: for c[1:0] = 0..3, the source bytes of d.b0, d.b1, d.b2, d.b3
+_PRMT_MODES = {
+    "f4e": [(0, 1, 2, 3), (1, 2, 3, 4), (2, 3, 4, 5), (3, 4, 5, 6)],
+    "b4e": [(0, 7, 6, 5), (1, 0, 7, 6), (2, 1, 0, 7), (3, 2, 1, 0)],
+    "rc8": [(0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3)],
+    "ecl": [(0, 1, 2, 3), (1, 1, 2, 3), (2, 2, 2, 3), (3, 3, 3, 3)],
+    "ecr": [(0, 0, 0, 0), (0, 1, 1, 1), (0, 1, 2, 2), (0, 1, 2, 3)],
+    "rc16": [(0, 1, 0, 1), (2, 3, 2, 3), (0, 1, 0, 1), (2, 3, 2, 3)],
+}
+
+
 @handler("prmt")
 def h_prmt(ins, dc):
     md = mods(ins)
-    if any(x in md for x in ("f4e", "b4e", "rc8", "ecl", "ecr", "rc16")):
-        unsupported(ins, "prmt modes other than the default")
+    mode = next((x for x in md if x in _PRMT_MODES), None)
     shifts = np.array([0, 4, 8, 12], np.uint32)
+    table = None if mode is None else np.array(_PRMT_MODES[mode], np.int64)
 
     def f(a, b, c):
         both = (b.astype(np.uint64) << np.uint64(32)) | a.astype(np.uint64)
         by = both.view(np.uint8).reshape(32, 8)
-        sel = (c[:, None] >> shifts) & np.uint32(0xF)
-        vals = np.take_along_axis(by, (sel & 7).astype(np.int64), axis=1)
-        vals = np.where(sel & 8, np.where(vals & 0x80, 0xFF, 0), vals).astype(np.uint8)
-        return np.ascontiguousarray(vals).view(np.uint32).ravel()
+        if table is not None:
+            vals = np.take_along_axis(by, table[(c & np.uint32(3)).astype(np.int64)], axis=1)
+        else:
+            sel = (c[:, None] >> shifts) & np.uint32(0xF)
+            vals = np.take_along_axis(by, (sel & 7).astype(np.int64), axis=1)
+            vals = np.where(sel & 8, np.where(vals & 0x80, 0xFF, 0), vals).astype(np.uint8)
+        return np.ascontiguousarray(vals.astype(np.uint8)).view(np.uint32).ravel()
     return nary(ins, dc, "b32", f, 3)
 
 
