@@ -326,3 +326,32 @@ def test_prmt_modes_bit_identical():
     mine, gpu = both(text, "pm", 1, 32, (a, b, np.zeros(7 * 32, np.uint32)))
     bad = np.argwhere(mine[2].reshape(32, 7) != gpu[2].reshape(32, 7))
     assert not len(bad), [(int(r), int(c)) for r, c in bad[:10]]
+
+
+def test_wmma_products_close_to_the_gpu():
+    """02's kernels (one WMMA product per kind, stored both ways) on every accumulator kind:
+    integers exact; floats within the tensor cores' accumulation error (tf32 inputs truncated)."""
+    from test_ptx_kernels_more import MEM, accumulator_kinds, fitted_weights
+    text = toolchain.compile("02_forward_mapping", "sm_80").ptx
+    names = set(ptx.Program(text).kernels)
+    rng = np.random.default_rng(10)
+    for kind, inp in accumulator_kinds():
+        if f"fwd_store_{kind}" not in names or fitted_weights(kind) is None:
+            continue
+        m, n, k = (int(x) for x in kind.split("_")[1].split("x"))
+        t = kind.split("_")[2]
+        rows, cols = 2 * m, 2 * n
+        if inp in ("s8", "u8"):
+            A = rng.integers(0 if inp == "u8" else -100, 100, (rows, k)).astype(MEM[inp])
+            B = rng.integers(0 if inp == "u8" else -100, 100, (k, cols)).astype(MEM[inp])
+            C = rng.integers(-5000, 5000, (rows, cols)).astype(np.int32)
+        else:
+            A = rng.standard_normal((rows, k)).astype(MEM[inp])
+            B = rng.standard_normal((k, cols)).astype(MEM[inp])
+            C = rng.standard_normal((rows, cols)).astype(MEM[t])
+        args = (A, B, C, np.zeros((rows, cols), MEM[t]), np.zeros((rows, cols), MEM[t]),
+                np.int32(rows), np.int32(cols), fitted_weights(kind))
+        mine, gpu = both(text, f"fwd_store_{kind}", (cols // n, rows // m), 32, args)
+        a, b = mine[4].astype(np.float64), gpu[4].astype(np.float64)
+        tol = {"s32": 0.0, "f64": 1e-15, "f32": 1e-5, "f16": 2e-3}[t]
+        assert np.abs(a - b).max() <= tol * max(1.0, np.abs(b).max()), kind
