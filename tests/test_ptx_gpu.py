@@ -355,3 +355,40 @@ def test_wmma_products_close_to_the_gpu():
         a, b = mine[4].astype(np.float64), gpu[4].astype(np.float64)
         tol = {"s32": 0.0, "f64": 1e-15, "f32": 1e-5, "f16": 2e-3}[t]
         assert np.abs(a - b).max() <= tol * max(1.0, np.abs(b).max()), kind
+
+
+MMA_MORE = r'''
+extern "C" __global__ void f64mma(const double* A, const double* B, const double* Cm, double* D)
+{
+    int l = threadIdx.x;
+    double a = A[l], b = B[l], c0 = Cm[2 * l], c1 = Cm[2 * l + 1], d0, d1;
+    asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%4, %5};"
+                 : "=d"(d0), "=d"(d1) : "d"(a), "d"(b), "d"(c0), "d"(c1));
+    D[2 * l] = d0; D[2 * l + 1] = d1;
+}
+extern "C" __global__ void s8mma(const unsigned* A, const unsigned* B, const int* Cm, int* D)
+{
+    int l = threadIdx.x;
+    int d[4];
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                 "{%8, %9}, {%10, %11, %12, %13};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(A[4 * l]), "r"(A[4 * l + 1]), "r"(A[4 * l + 2]), "r"(A[4 * l + 3]),
+                   "r"(B[2 * l]), "r"(B[2 * l + 1]),
+                   "r"(Cm[4 * l]), "r"(Cm[4 * l + 1]), "r"(Cm[4 * l + 2]), "r"(Cm[4 * l + 3]));
+    for (int i = 0; i < 4; ++i) D[4 * l + i] = d[i];
+}
+'''
+
+
+def test_mma_f64_and_s8_match_the_gpu():
+    rng = np.random.default_rng(11)
+    text = toolchain.compile("mm.cu", "sm_80", source=HEADER + MMA_MORE).ptx
+    args = (rng.standard_normal(32), rng.standard_normal(32), rng.standard_normal(64), np.zeros(64))
+    mine, gpu = both(text, "f64mma", 1, 32, args)
+    np.testing.assert_allclose(mine[3], gpu[3], rtol=1e-14, atol=1e-14)
+    args = (rng.integers(0, 2**32, 128, dtype=np.uint64).astype(np.uint32),
+            rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32),
+            rng.integers(-10**6, 10**6, 128).astype(np.int32), np.zeros(128, np.int32))
+    mine, gpu = both(text, "s8mma", 1, 32, args)
+    assert same_bits(mine[3], gpu[3])
