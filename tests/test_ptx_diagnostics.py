@@ -359,3 +359,14 @@ extern "C" __global__ void k(const int* x)
     msg = str(e.value)
     assert "device-side assert failed: `x[threadIdx.x] >= 0`" in msg
     assert "lane 7" in msg and f"sem.cu:{line_of(src, 'ASSERT')}" in msg
+
+
+def test_running_selected_blocks_only():
+    prog = ptx.load("00_hello_warp")
+    x = np.ones((8, 32), np.float32)
+    out = np.full(8, -1, np.float32)
+    res = ptx.launch(prog, "warp_sum", 8, 32, (x, out, np.int32(8)), blocks=[(5,), 2])
+    assert out[5] == 32 and out[2] == 32 and (np.delete(out, [2, 5]) == -1).all()
+    with pytest.raises(ValueError, match="outside the grid"):
+        ptx.launch(prog, "warp_sum", 8, 32, (x, out, np.int32(8)), blocks=[(9, 0, 0)])
+    assert res.steps > 0

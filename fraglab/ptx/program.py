@@ -249,10 +249,11 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
-           hook=None, echo_printf: bool = True) -> Launch:
+           hook=None, echo_printf: bool = True, blocks=None) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
-    place); value params take NumPy scalars or Python numbers. Returns the :class:`Launch`
-    (``.steps`` = warp-instructions executed)."""
+    place); value params take NumPy scalars or Python numbers. ``blocks`` (a list of block
+    indices, e.g. ``[(3, 0, 0)]``) runs only those blocks of the grid: quicker when looking at
+    one block of a large launch. Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
     if isinstance(prog, str):
         prog = Program(prog)
     info = prog.info(kernel)
@@ -294,11 +295,18 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
                                  int(val) & ((1 << bits) - 1))
     L.param = FlatSpace(bytes(pbuf), "param")
     L.const = FlatSpace(prog._const_bytes, "const")
+    if blocks is None:
+        order = [(bx, by, bz) for bz in range(grid[2]) for by in range(grid[1])
+                 for bx in range(grid[0])]
+    else:
+        order = [tuple(int(v) for v in (b if isinstance(b, (tuple, list)) else (b,))) for b in blocks]
+        order = [b + (0,) * (3 - len(b)) for b in order]
+        for b in order:
+            if not all(0 <= v < g for v, g in zip(b, grid)):
+                raise ValueError(f"block {b} is outside the grid {grid}")
     with np.errstate(all="ignore"):
-        for bz in range(grid[2]):
-            for by in range(grid[1]):
-                for bx in range(grid[0]):
-                    run_block(L, (bx, by, bz), info.code, info)
+        for b in order:
+            run_block(L, b, info.code, info)
     return L
 
 
