@@ -392,3 +392,36 @@ def test_mma_f64_and_s8_match_the_gpu():
             rng.integers(-10**6, 10**6, 128).astype(np.int32), np.zeros(128, np.int32))
     mine, gpu = both(text, "s8mma", 1, 32, args)
     assert same_bits(mine[3], gpu[3])
+
+
+COLLECTIVES = r'''
+extern "C" __global__ void co(const int* v, unsigned* out)
+{
+    int lane = threadIdx.x & 31;
+    int x = v[threadIdx.x];
+    unsigned* o = out + 12 * threadIdx.x;
+    o[0] = __all_sync(0xffffffffu, x > -3);
+    o[1] = __any_sync(0xffffffffu, x == 3);
+    o[2] = __ballot_sync(0xffffffffu, x & 1);
+    o[3] = __match_any_sync(0xffffffffu, x);
+    int pred;
+    o[4] = __match_all_sync(0xffffffffu, x & 0xF0000, &pred);
+    o[5] = pred;
+    o[6] = __reduce_add_sync(0xffffffffu, (unsigned)x);
+    o[7] = (unsigned)__reduce_min_sync(0xffffffffu, x);
+    o[8] = __reduce_or_sync(0xffffffffu, (unsigned)x);
+    o[9] = 0;
+    if (lane & 1) o[9] = __ballot_sync(0xaaaaaaaau, x > 0);
+    o[10] = (unsigned)__shfl_sync(0xffffffffu, x, x & 31);
+    o[11] = __popc(__activemask());
+}
+'''
+
+
+def test_collectives_bit_identical():
+    rng = np.random.default_rng(12)
+    v = rng.integers(-5, 6, 64).astype(np.int32)
+    text = toolchain.compile("co.cu", "sm_80", source=HEADER + COLLECTIVES).ptx
+    mine, gpu = both(text, "co", 1, 64, (v, np.zeros(12 * 64, np.uint32)))
+    bad = np.argwhere(mine[1].reshape(64, 12) != gpu[1].reshape(64, 12))
+    assert not len(bad), [(int(r), int(c)) for r, c in bad[:10]]
