@@ -370,3 +370,30 @@ def test_running_selected_blocks_only():
     with pytest.raises(ValueError, match="outside the grid"):
         ptx.launch(prog, "warp_sum", 8, 32, (x, out, np.int32(8)), blocks=[(9, 0, 0)])
     assert res.steps > 0
+
+
+TILED = r'''
+extern "C" __global__ void tiled(const float* a, float* out, int tiles, int second_sync)
+{
+    __shared__ float tile[64];
+    float acc = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+        tile[threadIdx.x] = a[t * 64 + threadIdx.x];
+        __syncthreads();
+        acc += tile[63 - threadIdx.x];                 // READ
+        if (second_sync) __syncthreads();              // the classic bug: without it, a fast
+    }                                                  // warp overwrites the tile being read
+    out[threadIdx.x] = acc;
+}
+'''
+
+
+def test_missing_second_syncthreads_in_a_tiled_loop_is_caught():
+    prog = build(TILED)
+    a = np.arange(3 * 64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    ptx.launch(prog, "tiled", 1, 64, (a, out, np.int32(3), np.int32(1)))
+    assert (out == a.reshape(3, 64)[:, ::-1].sum(0)).all()
+    with pytest.raises(ptx.SharedRace) as e:
+        ptx.launch(prog, "tiled", 1, 64, (a, out, np.int32(3), np.int32(0)))
+    assert f"sem.cu:{line_of(TILED, 'READ')}" in str(e.value)
