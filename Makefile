@@ -1,6 +1,7 @@
 # make book   - create .venv, install requirements.txt, build the HTML book into _build/html
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
+# make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force)
 # make clean  - remove the built book, pytest's cache and the compile cache
 #
 # On a machine with no package index (the course's GPU machine), run in the environment that is
@@ -19,7 +20,7 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?=
 
-.PHONY: book test labs setup clean
+.PHONY: book test labs setup clean grade
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +40,10 @@ book: $(STAMP)
 
 labs: $(STAMP)
 	$(PY) -m fraglab.labs build
+
+grade: $(STAMP)
+	@test -n "$(LAB)" || { echo 'usage: make grade LAB=labs/NN_name.ipynb [MODE=cpu|gpu]'; exit 2; }
+	$(PY) -m fraglab.grading $(LAB) $(if $(MODE),--mode $(MODE))
 
 clean:
 	rm -rf _build .pytest_cache

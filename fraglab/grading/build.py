@@ -1,0 +1,184 @@
+"""Build graded notebooks: the solution's cells and stored outputs, with a learner's exercise
+regions put in, one notebook per exercise.
+
+An *exercise* is a graded cell of the solution (a code cell tagged ``graded``) together with the
+exercise regions (``# BEGIN EXERCISE id`` ... ``# END EXERCISE``) that come before it and after the
+previous graded cell. Lab 07's regions ``3a`` and ``3b`` are thus one exercise, graded by one cell.
+
+The notebook built for one exercise holds every code cell of the solution up to its graded cell,
+with
+
+* the learner's text in this exercise's regions and the solution's in every other region: another
+  exercise's answer never runs while this one is graded, so it cannot patch what this one uses,
+  and the earlier graded cells (kept: they define names that later cells use) pass as context;
+* ``nbval-ignore-output`` on every cell but the graded one: debug prints and warnings in
+  exercise and context cells never fail grading (an exception still does);
+* the graded cell run through :func:`fraglab.grading.capture.run_graded`, which keeps only the
+  lines a check prints (``PASS ...``, ``[gpu] ...``, ``[cpu] ...``), so a print or a warning from
+  the learner's function during the check does not fail it either; its stored output is the
+  solution's, reduced the same way.
+
+Since the check cells and the stored outputs come from the solution, editing a check cell in a lab
+changes nothing, and labs can ship without outputs.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import labs
+
+#: Lines of a graded cell's output that grading compares (the rest is the learner's noise).
+KEPT_LINE = re.compile(r"^(PASS |\[gpu\]|\[cpu\])")
+
+
+@dataclass
+class Exercise:
+    """One graded cell and the exercise regions it grades."""
+    name: str                       # as the PASS line says it: "exercise 3"
+    regions: tuple[str, ...]        # region ids, in order: ("3a", "3b")
+    cell: int                       # index of the graded cell among all cells of the solution
+    region_cells: tuple[int, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        """A short id for file names and reports: the name's number ("3")."""
+        return self.name.split()[-1]
+
+
+class RegionError(ValueError):
+    """A learner's notebook lacks an exercise region, or its markers are broken."""
+
+
+def source(cell) -> str:
+    return labs._source(cell)
+
+
+def _tags(cell) -> list:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _exercise_name(graded_text: str, fallback: str) -> str:
+    m = re.search(r"""["'](exercise \w+)["']""", graded_text)
+    return m.group(1) if m else f"exercise {fallback}"
+
+
+def exercises(solution: dict) -> list[Exercise]:
+    """The exercises of a solution notebook, in order."""
+    out, pending, pending_cells = [], [], []
+    for k, cell in enumerate(solution["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        found = labs.regions(source(cell), f"cell {k}")
+        if found:
+            pending += [r[0] for r in found]
+            pending_cells.append(k)
+        if "graded" in _tags(cell):
+            if not pending:
+                raise labs.LabFormatError(f"graded cell {k} has no exercise region before it")
+            name = _exercise_name(source(cell), re.sub(r"[a-z]$", "", pending[0]))
+            out.append(Exercise(name, tuple(pending), k, tuple(pending_cells)))
+            pending, pending_cells = [], []
+    if pending:
+        raise labs.LabFormatError(f"regions {pending} have no graded cell after them")
+    return out
+
+
+def region_bodies(nb: dict) -> dict[str, str]:
+    """``{region id: the text between its BEGIN and END lines}`` of a notebook (lab or solution)."""
+    out = {}
+    for k, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        text = source(cell)
+        lines = text.splitlines(keepends=True)
+        try:
+            found = labs.regions(text, f"cell {k}")
+        except labs.LabFormatError as e:
+            raise RegionError(str(e)) from None
+        for rid, b, e in found:
+            out[rid] = "".join(lines[b + 1:e])
+    return out
+
+
+def replace_bodies(text: str, bodies: dict[str, str]) -> str:
+    """``text`` with the body of every region named in ``bodies`` replaced."""
+    lines = text.splitlines(keepends=True)
+    out, last = [], 0
+    for rid, b, e in labs.regions(text):
+        out += lines[last:b + 1]
+        if rid in bodies:
+            body = bodies[rid]
+            out.append(body if not body or body.endswith("\n") else body + "\n")
+        else:
+            out += lines[b + 1:e]
+        last = e
+    out += lines[last:]
+    return "".join(out)
+
+
+def kept_lines(text: str) -> str:
+    return "".join(l for l in text.splitlines(keepends=True) if KEPT_LINE.match(l))
+
+
+def _stored_output(cell) -> list:
+    """The solution's stored output of a graded cell, reduced to the kept lines (one stream)."""
+    text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+    text = kept_lines(text)
+    return [{"output_type": "stream", "name": "stdout", "text": text}] if text else []
+
+
+def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
+                    result_file: str | None = None) -> dict:
+    """The notebook that grades ``exercise`` with the learner's region bodies ``learner``."""
+    others = region_bodies(solution)
+    nb = {"cells": [], "metadata": copy.deepcopy(solution.get("metadata", {})),
+          "nbformat": solution.get("nbformat", 4), "nbformat_minor": solution.get("nbformat_minor", 5)}
+    for k, cell in enumerate(solution["cells"][:exercise.cell + 1]):
+        if cell["cell_type"] != "code":
+            continue
+        text = source(cell)
+        graded_here = k == exercise.cell
+        if labs.regions(text):
+            bodies = {rid: (learner[rid] if rid in exercise.regions else others[rid])
+                      for rid, _, _ in labs.regions(text)}
+            text = replace_bodies(text, bodies)
+        new = {"cell_type": "code", "execution_count": k + 1, "id": f"g{k}",
+               "metadata": {"tags": []}, "source": text, "outputs": []}
+        if graded_here:
+            new["source"] = ("from fraglab.grading.capture import run_graded\n"
+                             f"run_graded({text!r}, {exercise.name!r}, {result_file!r})")
+            new["outputs"] = _stored_output(cell)
+        else:
+            new["metadata"]["tags"] = ["nbval-ignore-output"]
+        nb["cells"].append(new)
+    return nb
+
+
+def learner_bodies(lab: dict, solution: dict) -> dict[str, str]:
+    """The learner's region bodies, checked against the solution's regions; a region the learner
+    deleted raises :class:`RegionError` naming it."""
+    want = [rid for e in exercises(solution) for rid in e.regions]
+    got = region_bodies(lab)
+    missing = [r for r in want if r not in got]
+    if missing:
+        raise RegionError("the lab has lost the markers of exercise region(s) " + ", ".join(missing)
+                          + ": keep the BEGIN EXERCISE / END EXERCISE lines")
+    return got
+
+
+def read(path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def solution_for(path) -> Path:
+    """The solution notebook of a lab (same file name in ``solutions/``)."""
+    p = labs.SOLUTIONS_DIR / Path(path).name
+    if not p.exists():
+        raise FileNotFoundError(f"no solution {p.relative_to(labs.REPO_ROOT)} for {path}: the file "
+                                "name must be a lab's (labs/NN_name.ipynb)")
+    return p

@@ -1,0 +1,124 @@
+"""Static checks of a learner's exercise region: shortcuts and tampering.
+
+An exercise is graded as not solved, with a message saying why, when its region
+
+* calls the course's own reference for that same exercise (``warp.reduce_xor`` for the butterfly,
+  ``quad_reduce`` for Algorithm 3, ``alg4_step`` for Algorithm 4, the tracer's decoder, a lookup in
+  the recorded layout, the generator's plan, the course's kernels...), listed per exercise in
+  :data:`REFERENCES`;
+* reads the solutions (a path naming ``solutions`` or a notebook);
+* patches what grading relies on (``grade``, NumPy, the warp emulator, IPython's input
+  transformers, builtins, ``sys.modules``) or escapes to ``exec``/``eval``/a subprocess.
+
+The checks read the region's text with its comments removed (``#`` in Python, ``//`` and ``/* */``
+in CUDA); a name in a comment is fine.
+"""
+from __future__ import annotations
+
+import re
+
+#: (pattern, why) that no Python region may match.
+PYTHON_TAMPERING = (
+    (r"\bsolutions\b|\.ipynb\b", "reads the course's solutions"),
+    (r"\bgrade\s*\.\s*\w+\s*=(?!=)|\bsetattr\s*\(|\bdelattr\s*\(", "patches the course's checks"),
+    (r"\b(np|numpy)\s*\.\s*[\w.]+\s*=(?!=)", "patches NumPy"),
+    (r"\bwarp\s*\.\s*\w+\s*=(?!=)", "patches the warp emulator"),
+    (r"\bget_ipython\b|\binput_transformers\w*|\bIPython\b", "reaches into IPython"),
+    (r"\b__builtins__\b|\bbuiltins\b|\bsys\s*\.\s*modules\b|\bimportlib\b|\b__import__\b",
+     "reaches into the interpreter's modules"),
+    (r"\bexec\s*\(|\beval\s*\(|\bcompile\s*\(|\bsubprocess\b|\bos\s*\.\s*system\b",
+     "runs code that grading cannot see"),
+    (r"\bfraglab\s*\.\s*grading\b|\bgrading\b|\brun_graded\b", "reaches into the grader"),
+    (r"\bopen\s*\(|\bPath\s*\(|\bread_text\b", "reads files"),
+)
+
+#: (pattern, why) that no CUDA region may match.
+CUDA_TAMPERING = (
+    (r"#\s*include\b", "includes a file (the course's kernels hold the reference)"),
+    (r"#\s*define\b|#\s*undef\b", "redefines a macro the kernel relies on"),
+)
+
+#: Per lab and region id: (pattern, what it is) - the course's reference for the same exercise.
+REFERENCES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
+    "00_hello_warp": {
+        "1": ((r"\breduce_xor\b|\ballreduce\b|\bwarp_sum\b", "the course's warp reduction"),),
+        "2": ((r"\brotate\w*\s*\(|\bhello_warp\b", "the course's wrappers"),),
+        "3": ((r"\bwarp_sum_strided\b", "the course's warp_sum kernel"),),
+    },
+    "01_tracer": {
+        "1": ((r"\btrace_(input|acc)_\w+|\bdump\s*\(", "the course's tracer kernels"),),
+        "2": ((r"\btracer\b|\bdecode\b|\bENCODINGS\b|\bTrace\b|\bfragments\b",
+               "the course's tracer and its decoder"),),
+    },
+    "02_forward_mapping": {
+        "3": ((r"\btracer\b|\blay3\b|\bk3\b|\bfragments\b|\bfm\b|\bforward_mapping\b|"
+               r"\belement_table\b|\blayouts?\s*\(|sm_90", "the recorded layout or the course's formulas"),),
+        "4": ((r"\bstore_matrix_sync\b|\bout_ref\b|\bsc\s*\[|\bEq12\b|\bBitWeights\b|\bmma_then_store\b",
+               "the reference store or the course's formula structs"),),
+    },
+    "03_permutation_and_quad_reduction": {
+        "1": ((r"\bpq\b|\bpermute_fig2\b(?!_mine)|\bpermutation_and_quad_reduction\b",
+               "the course's permutation"),),
+        "2": ((r"\bpq\b|\bquad_reduce\b(?!_mine)|\breduce_xor\b|\bpermutation_and_quad_reduction\b",
+               "the course's Algorithm 3"),),
+        "3": ((r"\bpermute_fig2\b|\bquad_reduce_alg3\b|\brows_16x16\b|\breduce_lines\b|\breduce_acc\b"
+               r"|\bstore_matrix_sync\b", "the course's reduction or a store to memory"),),
+        "4": ((r"\breduce_lines\b|\blines_generic\b|\breduce_acc\b|\bstore_matrix_sync\b",
+               "the course's reduction or a store to memory"),),
+    },
+    "04_microbenchmark": {
+        "1": ((r"\bmb\b|\bmicrobenchmark\b|\bfindings\b", "the course's analysis"),),
+        "2": ((r"\bmb\b|\bmicrobenchmark\b|\bVARIANTS\b|\bFACTOR_VALUES\b", "the course's plan"),),
+        "3": ((r"\bmb\b|\bmicrobenchmark\b|\bwarm\w*\s*\(", "the course's warm measurement"),),
+        "4": ((r"\browmax_tile\b|\bfold_bits\b|\bepilogue_smem\b", "the course's timed kernels"),),
+    },
+    "05_flash_attention": {
+        "1": ((r"\bfa\b|\bflash_attention\b|\bonline_softmax\w*|\battention_reference\b",
+               "the course's online softmax"),),
+        "2": ((r"\bfa\b|\balg4_step\b|\bemulate_fa1\b|\bflash_attention\b", "the course's Algorithm 4"),),
+        "3": ((r"\bSoftmaxInRegister\b|\bSoftmaxPaper\w*|\bSoftmaxFair\w*|\bSoftmax\w+\s*[{(:]|\.step\s*\(",
+               "the course's softmax step"),),
+    },
+    "06_layout_codegen": {
+        "1": ((r"\blc\b|\blayout_codegen\b|\bplan\s*\(|\bpattern\s*\(|\bwant\b", "the generator's plan"),),
+        "2": ((r"\bPROBLEMS\b|\breduce\s*\(", "the course's compiled reductions"),),
+    },
+    "07_register_reuse": {
+        "1": ((r"\bsgemm_\w+\s*\(|\bstage_\w+\s*<[^>]*>\s*\(\s*Bs", "the course's SGEMM rungs"),),
+        "2": ((r"\bsass_counts\b|\brr_lab\b|\brr\b|\bcounts\s*\(|\bnapkin\b|\bregister_reuse\b",
+               "the course's counter"),),
+        "3a": ((r"\brr_lab\b|\btile_choice\w*|\bTILES\b|\bautotuned\b", "the course's tile choice"),),
+        "3b": ((r"\brr_lab\b|\btile_choice\w*", "the course's check of the tile choice"),),
+    },
+}
+
+
+def _strip_python_comments(text: str) -> str:
+    return re.sub(r"#[^\n]*", "", text)
+
+
+def _strip_cuda_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def is_cuda(body: str, begin_line: str = "") -> bool:
+    return begin_line.lstrip().startswith("//")
+
+
+def problems(lab: str, region: str, body: str, cuda: bool) -> list[str]:
+    """Why a region's text is not accepted as the learner's own work (empty: nothing found)."""
+    text = _strip_cuda_comments(body) if cuda else _strip_python_comments(body)
+    rules = list(CUDA_TAMPERING if cuda else PYTHON_TAMPERING)
+    refs = REFERENCES.get(lab, {}).get(region, ())
+    out = []
+    for pattern, why in rules:
+        m = re.search(pattern, text)
+        if m:
+            out.append(f"region {region} {why} ({m.group(0).strip()!r}): write the exercise yourself")
+    for pattern, what in refs:
+        m = re.search(pattern, text)
+        if m:
+            out.append(f"region {region} calls {what} ({m.group(0).strip()!r}), the answer this "
+                       "exercise asks you to write: a shortcut")
+    return out
