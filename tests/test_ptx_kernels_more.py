@@ -27,10 +27,7 @@ def _kind_of(kernel: str, prefix: str) -> str:
 # ---- 01_tracer: every fragment kind, both ways --------------------------------------------------
 
 def _tracer_kernels():
-    try:
-        names = program("01_tracer").kernels
-    except Exception as e:      # pragma: no cover - compile problems show in the coverage test
-        pytest.skip(f"01_tracer does not compile: {e}")
+    names = program("01_tracer").kernels      # a compile error fails collection, loudly
     return [k for k in names if k.startswith(("trace_load_", "trace_mma_"))]
 
 
