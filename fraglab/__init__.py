@@ -9,6 +9,12 @@
 - :mod:`fraglab.labs`      - cutting labs from solutions, and grading checks
 - one module per topic with the Python wrappers of its kernels, e.g. :mod:`fraglab.hello_warp`
 """
+import os as _os
+
+# NVRTC 12.9+ caches compiles in ~/.nv/ComputeCache, and a cached build carries no ptxas report
+# (registers, spills): turn that cache off before NVRTC is loaded (fraglab.toolchain explains).
+_os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
+
 from .toolchain import ARCHES, Build, CompileError, compile  # noqa: F401
 from .device import gpu_available, mode, status_line  # noqa: F401
 

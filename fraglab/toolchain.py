@@ -181,18 +181,40 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
 
 
 def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
-    """One NVRTC run. NVRTC 12.9+ keeps a compile cache of its own (``~/.nv/ComputeCache``); a
-    build it serves from there comes without ptxas's ``-v`` report, so the course turns that cache
-    off (``CUDA_CACHE_DISABLE=1``) and refuses a build whose kernels have no resource report."""
-    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    """One NVRTC run, with ptxas's resource report for every kernel.
+
+    NVRTC 12.9+ keeps a compile cache of its own (``~/.nv/ComputeCache``, shared by processes); a
+    build it serves from there comes without ptxas's ``-v`` report. ``fraglab`` asks for that
+    cache to be off (``CUDA_CACHE_DISABLE=1``, set on import), and where a report is missing all
+    the same, it is made by running ``ptxas -v`` on the build's own PTX."""
     build = _nvrtc_run(label, arch, source, opts, key)
     missing = sorted(set(build.kernels) - set(build.resources))
     if missing:
+        log = _ptxas_report(build.ptx, arch, opts)
+        build.resources = parse_ptxas_log(log)
+        build.log = (build.log + "\n" + log).strip()
+        missing = sorted(set(build.kernels) - set(build.resources))
+    if missing:
         raise ToolchainError(
-            f"NVRTC compiled {label} for {arch} but ptxas reported no resources for "
-            f"{', '.join(missing[:5])}; is NVRTC's own compile cache on? (CUDA_CACHE_DISABLE=1 "
-            f"turns it off). The log was:\n{build.log[-1500:]}")
+            f"NVRTC compiled {label} for {arch} but neither it nor ptxas reported the resources "
+            f"of {', '.join(missing[:5])}. The log was:\n{build.log[-1500:]}")
     return build
+
+
+def _ptxas_report(ptx: str, arch: str, opts: list[str]) -> str:
+    """``ptxas -v`` on a PTX text: the resource report NVRTC's cache left out."""
+    import subprocess
+    import tempfile
+    ptxas = find_tool("ptxas")
+    extra = [o for o in opts if o.startswith(("--maxrregcount", "-maxrregcount"))]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        r = subprocess.run([str(ptxas), f"-arch={arch}", "-v", "-lineinfo", *extra, str(src),
+                            "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ToolchainError(f"ptxas could not assemble the PTX for {arch}:\n{r.stderr[-1500:]}")
+    return r.stdout + r.stderr
 
 
 def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
