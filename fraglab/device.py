@@ -137,5 +137,4 @@ def status_line() -> str:
     """One line saying where code runs. Notebooks print it; nbval sanitizes it (it differs by machine)."""
     if gpu_available():
         return f"[gpu] kernels run on {name()} ({arch()})"
-    return (f"[cpu] no GPU ({why_no_gpu()}): kernels run on the course's PTX interpreter "
-            f"({INTERPRETER_ARCH} PTX, on the CPU)")
+    return f"[cpu] no GPU ({why_no_gpu()}): kernels run on the PTX interpreter ({INTERPRETER_ARCH})"
