@@ -65,8 +65,21 @@ def test_problems_cover_the_edge_cases():
 
 
 def test_tolerance_grows_with_k():
-    assert problems.tolerance(problems.Case("a", m=1, n=1, k=256)) == problems.TOL
-    assert problems.tolerance(problems.Case("b", m=1, n=1, k=16384)) == pytest.approx(2e-5)
+    assert problems.tolerance(problems.Case("a", m=1, n=1, k=256)) == 4 * 256 * 2.0 ** -24
+    assert problems.tolerance(problems.Case("b", m=1, n=1, k=16384)) == pytest.approx(3.9e-3, rel=1e-2)
+
+
+def test_error_is_scaled_by_the_terms_and_catches_a_missing_term(rng):
+    """A dot product that cancels to nearly zero passes; one that drops a term fails."""
+    a = np.array([[1.0, -1.0, 1e-3]], np.float32)
+    b = np.array([[1.0], [1.0], [1.0]], np.float32)
+    ref = problems.reference(a, b)
+    inp = {"a": a, "b": b}
+    assert problems.scaled_error((a @ b).astype(np.float32), ref, inp) < 1e-7
+    case = problems.Case("c", m=64, n=64, k=64)
+    x = problems.inputs(rng, 64, 64, 64)
+    short = x["a"][:, 1:] @ x["b"][1:, :]                  # term k = 0 missing
+    assert problems.scaled_error(short, problems.reference(**x), x) > problems.tolerance(case)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 import fraglab
 from fraglab import launch
-from fraglab.problem import rel_error
+from fraglab.problem import _outputs, rel_error
 
 #: Cases per problem in one CPU-tier run (sampled afresh each run from the interpreter cases).
 SAMPLE = 3
@@ -108,8 +108,7 @@ def test_interpreter_agrees_with_the_gpu(name, problem, rng, monkeypatch):
         monkeypatch.setenv("FRAGLAB_MODE", "cpu")
         cpu = launch.to_host(problem.run(**inp))
         monkeypatch.delenv("FRAGLAB_MODE", raising=False)
-        gpu = gpu if isinstance(gpu, tuple) else (gpu,)
-        cpu = cpu if isinstance(cpu, tuple) else (cpu,)
+        gpu, cpu = list(_outputs(gpu).values()), list(_outputs(cpu).values())
         same = all(_same(g, c) for g, c in zip(gpu, cpu))
         err = max(rel_error(c, g) for g, c in zip(gpu, cpu)) if not same else 0.0
         tol = problem.tolerance(case)
