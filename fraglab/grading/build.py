@@ -182,3 +182,26 @@ def solution_for(path) -> Path:
         raise FileNotFoundError(f"no solution {p.relative_to(labs.REPO_ROOT)} for {path}: the file "
                                 "name must be a lab's (labs/NN_name.ipynb)")
     return p
+
+
+def batch_notebook(solution: dict, exercise: Exercise, variants: list[tuple[str, dict[str, str]]]
+                   ) -> tuple[dict, dict[str, int]]:
+    """One notebook that grades several answers to one exercise in turn (for the course's own
+    tests of wrong-answer fixtures: one kernel start instead of one per answer). The cells before
+    the exercise's first region run once; then, for each ``(label, bodies)``, the cells from the
+    exercise's first region cell to its graded cell, with those bodies. Returns the notebook and
+    ``{label: index of its graded cell among code cells}`` (as nbval numbers cells); the graded
+    cell of the n-th variant writes its result to the result file's name plus ``.v<n>``."""
+    first = min(exercise.region_cells)
+    base = graded_notebook(solution, region_bodies(solution), exercise)
+    cells = [c for c in base["cells"] if int(c["id"][1:]) < first]
+    where = {}
+    for label, bodies in variants:
+        nb = graded_notebook(solution, bodies, exercise, f"__RESULT_FILE__.v{len(where)}")
+        part = [copy.deepcopy(c) for c in nb["cells"] if int(c["id"][1:]) >= first]
+        for c in part:
+            c["id"] = f"{c['id']}-{len(where)}"
+        cells += part
+        where[label] = len(cells) - 1
+    base["cells"] = cells
+    return base, where

@@ -28,6 +28,10 @@ class Outcome:
     failed_cells: tuple[int, ...]
     reason: str
     output: str = ""        # the kept lines the graded cell printed
+    #: every result file the notebook's graded cells wrote, by suffix ("" for the one of
+    #: :func:`fraglab.grading.build.graded_notebook`, a fixture's label in a batch notebook)
+    results: dict = None
+    cases: int = 0          # how many cells nbval ran
 
 
 def _failure_text(case) -> str:
@@ -93,6 +97,8 @@ def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
                     failed.append(int(cell.split()[1]) if cell.startswith("Cell ") else -1)
                     first_text = first_text or txt
             result = json.loads(res.read_text()) if res.exists() else None
+            extra = {p.name[len(res.name) + 1:]: json.loads(p.read_text())
+                     for p in tmp.glob(res.name + ".*")}
             ran = bool(cases[name])
             ok = ran and not failed and bool(result and result.get("ok"))
             if ok:
@@ -107,5 +113,5 @@ def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
             else:
                 reason = "a cell before the check failed: " + _last_error_line(first_text)
             out[label] = Outcome(label, ok, tuple(sorted(failed)), reason,
-                                 (result or {}).get("output", ""))
+                                 (result or {}).get("output", ""), extra, len(cases[name]))
     return out

@@ -1,0 +1,92 @@
+"""Wrong-answer fixtures: ``tests/fixtures/wrong_answers/NN_name/<region>/<fixture>.txt`` holds the
+text a learner might write in one exercise region (a plausible mistake or a shortcut). Grading
+must fail the exercise of that region; :func:`grade_fixtures` grades every fixture of a lab, with
+the solution's text in every other region, in one nbval process (a fresh kernel per fixture)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..labs import REPO_ROOT, SOLUTIONS_DIR
+from . import build
+from . import run
+from .cli import Verdict, shortcut_problems
+
+FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures" / "wrong_answers"
+
+
+def fixtures(lab: str) -> dict[str, tuple[str, str]]:
+    """``{"<region>/<fixture>": (region, text)}`` of a lab (``NN_name``)."""
+    out = {}
+    for f in sorted((FIXTURES_DIR / lab).glob("*/*.txt")):
+        out[f"{f.parent.name}/{f.stem}"] = (f.parent.name, f.read_text())
+    return out
+
+
+def exercise_of(solution: dict, region: str) -> build.Exercise:
+    return next(e for e in build.exercises(solution) if region in e.regions)
+
+
+def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None
+                   ) -> dict[str, Verdict]:
+    """Grade every fixture of ``lab``, the unsolved lab (``lab:<exercise>``) and the solution
+    (``solution:<exercise>``, graded last in each notebook: the wrong answers before it must not
+    have broken anything). One batch notebook per exercise, all in one nbval process.
+    Returns ``{label: Verdict of that exercise}``."""
+    sol_path = Path(solutions_dir or SOLUTIONS_DIR) / f"{lab}.ipynb"
+    solution = build.read(sol_path)
+    good = build.region_bodies(solution)
+    unsolved = build.region_bodies(build.read(Path(labs_dir or REPO_ROOT / "labs") / f"{lab}.ipynb"))
+    fx = fixtures(lab)
+    out: dict[str, Verdict] = {}
+    items, where = [], {}
+    for ex in build.exercises(solution):
+        variants = []
+        candidates = [(label, {**good, region: text}) for label, (region, text) in fx.items()
+                      if region in ex.regions]
+        candidates.append((f"lab:{ex.key}", {**good, **{r: unsolved[r] for r in ex.regions}}))
+        for label, bodies in candidates:
+            probs = shortcut_problems(lab, solution, ex, bodies)
+            if probs:
+                out[label] = Verdict(ex.name, False, "shortcut: " + "; ".join(probs))
+            else:
+                variants.append((label, bodies))
+        variants.append((f"solution:{ex.key}", good))
+        nb, cells = build.batch_notebook(solution, ex, variants)
+        items.append((ex.key, nb))
+        where[ex.key] = (ex, cells)
+    outcomes = run.run_notebooks(items, mode=mode)
+    for key, (ex, cells) in where.items():
+        o = outcomes[key]
+        for n, (label, cell) in enumerate(cells.items()):
+            res = (o.results or {}).get(f"v{n}")
+            ok = o.cases > cell and cell not in o.failed_cells and bool(res and res.get("ok"))
+            if ok:
+                text = res.get("output", "")
+            elif res and not res.get("ok"):
+                text = f"{res.get('error')}: {res.get('reason')}"
+            elif res:
+                text = "the check printed other lines than the solution's: " + res.get("output", "")
+            else:
+                text = o.reason or "the cells before the check failed"
+            out[label] = Verdict(ex.name, ok, text)
+    return out
+
+
+def main() -> int:
+    import sys
+    import os
+    labs = sys.argv[1:] or sorted(p.name for p in FIXTURES_DIR.iterdir())
+    stage = os.environ.get("FRAGLAB_STAGE")   # a folder with solutions/ and labs/ to try instead
+    dirs = {"solutions_dir": f"{stage}/solutions", "labs_dir": f"{stage}/labs"} if stage else {}
+    bad = 0
+    for lab in labs:
+        for label, v in grade_fixtures(lab, **dirs).items():
+            want_ok = label.startswith("solution:")
+            flag = "ok " if v.ok == want_ok else "BAD"
+            bad += v.ok != want_ok
+            print(f"{flag} {lab} {label:40} {'PASS' if v.ok else 'FAIL'} {' '.join(v.text.split())[:150]}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
