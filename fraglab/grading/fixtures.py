@@ -26,24 +26,28 @@ def exercise_of(solution: dict, region: str) -> build.Exercise:
     return next(e for e in build.exercises(solution) if region in e.regions)
 
 
-def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None
-                   ) -> dict[str, Verdict]:
+def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None,
+                   only: set[str] | None = None) -> dict[str, Verdict]:
     """Grade every fixture of ``lab``, the unsolved lab (``lab:<exercise>``) and the solution
     (``solution:<exercise>``, graded last in each notebook: the wrong answers before it must not
-    have broken anything). One batch notebook per exercise, all in one nbval process.
+    have broken anything). One batch notebook per exercise, all in one nbval process. ``only``:
+    grade just these fixtures (and the solution of their exercises), not the unsolved lab.
     Returns ``{label: Verdict of that exercise}``."""
     sol_path = Path(solutions_dir or SOLUTIONS_DIR) / f"{lab}.ipynb"
     solution = build.read(sol_path)
     good = build.region_bodies(solution)
     unsolved = build.region_bodies(build.read(Path(labs_dir or REPO_ROOT / "labs") / f"{lab}.ipynb"))
-    fx = fixtures(lab)
+    fx = {k: v for k, v in fixtures(lab).items() if only is None or k in only}
     out: dict[str, Verdict] = {}
     items, where = [], {}
     for ex in build.exercises(solution):
         variants = []
         candidates = [(label, {**good, region: text}) for label, (region, text) in fx.items()
                       if region in ex.regions]
-        candidates.append((f"lab:{ex.key}", {**good, **{r: unsolved[r] for r in ex.regions}}))
+        if only is not None and not candidates:
+            continue
+        if only is None:
+            candidates.append((f"lab:{ex.key}", {**good, **{r: unsolved[r] for r in ex.regions}}))
         for label, bodies in candidates:
             probs = shortcut_problems(lab, solution, ex, bodies)
             if probs:

@@ -1,0 +1,143 @@
+"""The grading engine (fraglab.grading): graded notebooks built from the solution with the
+learner's regions put in, one per exercise; shortcut detection; PTX dependency checks. Fast tests
+only: the nbval runs over every lab's fixtures are in tests/test_grading_fixtures.py."""
+import json
+
+import pytest
+
+from fraglab import labs, toolchain
+from fraglab.grading import build, dataflow, shortcuts
+from fraglab.grading.fixtures import FIXTURES_DIR, fixtures
+from nbval_run import ROOT
+
+SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
+LABS = [p.stem for p in SOLUTIONS]
+
+
+def _read(p):
+    return json.loads(p.read_text())
+
+
+def test_exercises_group_regions_by_their_graded_cell():
+    ex = build.exercises(_read(ROOT / "solutions" / "07_register_reuse.ipynb"))
+    assert [(e.name, e.regions) for e in ex] == [
+        ("exercise 1", ("1",)), ("exercise 2", ("2",)), ("exercise 3", ("3a", "3b"))]
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_region_of_every_lab_has_three_wrong_answers(lab):
+    sol = _read(ROOT / "solutions" / f"{lab}.ipynb")
+    regions = [r for e in build.exercises(sol) for r in e.regions]
+    have = {}
+    for label in fixtures(lab):
+        have.setdefault(label.split("/")[0], []).append(label)
+    assert sorted(have) == sorted(regions), f"fixture folders {sorted(have)} for regions {regions}"
+    for r in regions:
+        assert len(have[r]) >= 3, f"region {r} has {len(have[r])} wrong answers; at least 3 are needed"
+    bodies = build.region_bodies(sol)
+    for label, (region, text) in fixtures(lab).items():
+        assert text.strip() and text != bodies[region], f"{label} is the solution itself"
+
+
+def test_graded_notebook_puts_the_learner_region_in_and_keeps_the_solution_check():
+    sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
+    ex = build.exercises(sol)[1]
+    body = "    return v  # MINE\n"
+    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "2": body}, ex)
+    text = "\n".join(c["source"] for c in nb["cells"])
+    assert "return v  # MINE" in text
+    assert "(warp.lane_id() + 1) % 32" not in text            # the solution's region 2 is gone
+    graded = nb["cells"][-1]
+    assert "run_graded(" in graded["source"] and "nbval-ignore-output" not in graded["metadata"]["tags"]
+    assert graded["outputs"][0]["text"].startswith("PASS exercise 2")
+    assert all("nbval-ignore-output" in c["metadata"]["tags"] for c in nb["cells"][:-1])
+    # editing the lab's check cell changes nothing: the check comes from the solution
+    lab = _read(ROOT / "labs" / "00_hello_warp.ipynb")
+    for c in lab["cells"]:
+        if "graded" in c["metadata"].get("tags", []):
+            c["source"] = "print('PASS exercise 2: trust me')\n"
+    assert build.learner_bodies(lab, sol)["2"] != build.region_bodies(sol)["2"]
+
+
+def test_a_lab_without_its_markers_is_refused():
+    sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
+    lab = _read(ROOT / "labs" / "00_hello_warp.ipynb")
+    for c in lab["cells"]:
+        c["source"] = "".join(c["source"]).replace("# END EXERCISE", "")
+    with pytest.raises(build.RegionError):
+        build.learner_bodies(lab, sol)
+
+
+def test_kept_lines_drop_debug_prints():
+    assert build.kept_lines("debug 1\nPASS exercise 1: x\n[cpu] y\nwarning\n") == "PASS exercise 1: x\n[cpu] y\n"
+
+
+def _begin_lines(sol):
+    out = {}
+    for c in sol["cells"]:
+        if c["cell_type"] == "code":
+            text = "".join(c["source"])
+            for rid, b, _ in labs.regions(text):
+                out[rid] = text.splitlines()[b]
+    return out
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_solutions_and_stubs_are_not_shortcuts(lab):
+    sol = _read(ROOT / "solutions" / f"{lab}.ipynb")
+    begin = _begin_lines(sol)
+    for nb in (sol, labs.make_lab(sol)):
+        for rid, body in build.region_bodies(nb).items():
+            cuda = shortcuts.is_cuda(body, begin[rid])
+            assert shortcuts.problems(lab, rid, body, cuda) == [], (rid, body)
+
+
+@pytest.mark.parametrize("label", [f"{p.parent.parent.name}/{p.parent.name}/{p.stem}"
+                                   for p in sorted(FIXTURES_DIR.glob("*/*/shortcut_*.txt"))
+                                   + sorted(FIXTURES_DIR.glob("*/*/reads_*.txt"))])
+def test_shortcut_fixtures_are_found_statically(label):
+    lab, region, name = label.split("/")
+    text = (FIXTURES_DIR / lab / region / f"{name}.txt").read_text()
+    assert shortcuts.problems(lab, region, text, cuda=False)
+
+
+@pytest.mark.parametrize("text", [
+    "    grade.check_close = lambda *a, **k: None\n",
+    "    np.allclose = lambda *a, **k: True\n",
+    "    get_ipython().input_transformers_post.append(f)\n",
+    "    import builtins\n",
+    "    exec('x = 1')\n",
+    "    warp.shfl_xor_sync = fake\n",
+])
+def test_tampering_is_refused(text):
+    assert shortcuts.problems("00_hello_warp", "1", text, cuda=False)
+
+
+def test_a_cuda_region_may_not_include_the_course_kernels():
+    assert shortcuts.problems("00_hello_warp", "3", '#include "00_hello_warp.cu"\n', cuda=True)
+    assert not shortcuts.problems("00_hello_warp", "3", "// #include in a comment\nv += 1;\n", cuda=True)
+
+
+def _clock_ptx(body=None):
+    sol = _read(ROOT / "solutions" / "04_microbenchmark.ipynb")
+    cell = next("".join(c["source"]) for c in sol["cells"] if "CLOCK_SOURCE = r" in "".join(c["source"]))
+    if body is not None:
+        cell = build.replace_bodies(cell, {"4": body})
+    ns = {}
+    exec(cell, ns)
+    return toolchain.compile("lab04_clock.cu", "sm_80", source=ns["CLOCK_SOURCE"]).ptx
+
+
+def test_clock_dependencies_of_the_solution_are_right():
+    assert dataflow.clock_problems(_clock_ptx(), "rowmax_regs_timed") == []
+
+
+@pytest.mark.parametrize("name, words", [
+    ("clock_after_first_hmma_only", "1 of the 8 accumulator registers"),
+    ("epilogue_not_waiting_t0", "do not wait for t0"),
+    ("t1_not_waiting_result", "second clock read does not wait"),
+])
+def test_clock_dependency_mistakes_are_found_in_the_ptx(name, words):
+    body = (FIXTURES_DIR / "04_microbenchmark" / "4" / f"{name}.txt").read_text()
+    probs = dataflow.clock_problems(_clock_ptx(body), "rowmax_regs_timed")
+    assert any(words in p for p in probs), probs

@@ -1,0 +1,81 @@
+"""Grading proven on stored wrong answers: for every lab, each fixture in
+tests/fixtures/wrong_answers fails its exercise, the solution passes every exercise and the
+unsolved lab fails every one, through nbval (one nbval process per lab; one kernel per exercise,
+the fixtures of an exercise graded one after the other in it, the solution last). The mutation
+tests weaken one check function inside the kernels and show that fixtures then pass: a broken
+grader cannot hide behind these tests."""
+import functools
+
+import pytest
+
+from fraglab.grading import capture
+from fraglab.grading.fixtures import fixtures, grade_fixtures
+from nbval_run import ROOT
+
+LABS = [p.stem for p in sorted((ROOT / "solutions").glob("*.ipynb"))]
+
+#: Exercises whose graded cell does not yet run the learner's kernel without a GPU (the lab has
+#: not been switched to the both-modes checks): their fixtures may still pass in GPU-less mode.
+NOT_SWITCHED = {("00_hello_warp", "3"), ("01_tracer", "1"), ("01_tracer", "2"),
+                ("02_forward_mapping", "4"), ("03_permutation_and_quad_reduction", "3"),
+                ("03_permutation_and_quad_reduction", "4"), ("04_microbenchmark", "4"),
+                ("05_flash_attention", "3"), ("06_layout_codegen", "2")}
+
+
+@functools.lru_cache(maxsize=None)
+def graded(lab):
+    return grade_fixtures(lab)
+
+
+def _exercise_key(lab, region):
+    from fraglab.grading import build
+    sol = build.read(ROOT / "solutions" / f"{lab}.ipynb")
+    return next(e.key for e in build.exercises(sol) if region in e.regions)
+
+
+CASES = [(lab, label) for lab in LABS for label in fixtures(lab)]
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab", LABS)
+def test_solution_passes_and_unsolved_lab_fails_every_exercise(lab):
+    res = graded(lab)
+    sol = {k: v for k, v in res.items() if k.startswith("solution:")}
+    lab_ = {k: v for k, v in res.items() if k.startswith("lab:")}
+    assert sol and all(v.ok for v in sol.values()), "\n".join(v.line() for v in sol.values())
+    assert lab_ and not any(v.ok for v in lab_.values()), "\n".join(v.line() for v in lab_.values())
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", CASES, ids=[f"{a}/{b}" for a, b in CASES])
+def test_wrong_answer_fails_its_exercise(lab, label):
+    v = graded(lab)[label]
+    if v.ok and (lab, _exercise_key(lab, label.split("/")[0])) in NOT_SWITCHED:
+        pytest.xfail(f"{lab} {v.exercise} does not run the kernel without a GPU yet")
+    assert not v.ok, f"the wrong answer {label} passes {v.exercise}: {v.text}"
+    assert v.text.strip(), "a failure must say why"
+
+
+#: (mutant, lab, fixture): the weakened check is what catches that fixture, so with the mutant the
+#: fixture passes - and test_wrong_answer_fails_its_exercise would fail.
+MUTANTS = [
+    ("check_close", "00_hello_warp", "2/rotate_right"),
+    ("fail", "00_hello_warp", "1/missing_last_step"),
+    ("check_sass", "00_hello_warp", "3/through_shared_memory"),
+    ("problem_check", "00_hello_warp", "3/every_lane_writes"),
+    ("check_equal", "02_forward_mapping", "4/missing_tile_offset"),
+]
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[m[0] for m in MUTANTS])
+def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label, monkeypatch):
+    if (lab, _exercise_key(lab, label.split("/")[0])) in NOT_SWITCHED and mutant in (
+            "problem_check", "check_equal"):
+        pytest.skip(f"{lab} does not use {mutant} without a GPU yet")
+    assert not graded(lab)[label].ok                 # caught by the real checks
+    monkeypatch.setenv(capture.MUTANT_ENV, mutant)
+    res = grade_fixtures(lab, only={label})
+    assert res[label].ok, (f"with {mutant} weakened, {label} still fails: the test suite cannot see "
+                           f"that check broken ({res[label].text})")
+    assert all(v.ok for k, v in res.items() if k.startswith("solution:"))
