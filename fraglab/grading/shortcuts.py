@@ -39,59 +39,42 @@ CUDA_TAMPERING = (
     (r"#\s*define\b|#\s*undef\b", "redefines a macro the kernel relies on"),
 )
 
-#: Per lab and region id: (pattern, what it is) - the course's reference for the same exercise.
-REFERENCES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
-    "00_hello_warp": {
-        "1": ((r"\breduce_xor\b|\ballreduce\b|\bwarp_sum\b", "the course's warp reduction"),),
-        "2": ((r"\brotate\w*\s*\(|\bhello_warp\b", "the course's wrappers"),),
-        "3": ((r"\bwarp_sum_strided\b", "the course's warp_sum kernel"),),
-    },
-    "01_tracer": {
-        "1": ((r"\btrace_(input|acc)_\w+|\bdump\s*\(", "the course's tracer kernels"),),
-        "2": ((r"\btracer\b|\bdecode\b|\bENCODINGS\b|\bTrace\b|\bfragments\b",
-               "the course's tracer and its decoder"),),
-    },
-    "02_forward_mapping": {
-        "3": ((r"\btracer\b|\blay3\b|\bk3\b|\bfragments\b|\bfm\b|\bforward_mapping\b|"
-               r"\belement_table\b|\blayouts?\s*\(|sm_90", "the recorded layout or the course's formulas"),),
-        "4": ((r"\bstore_matrix_sync\b|\bout_ref\b|\bsc\s*\[|\bEq12\b|\bBitWeights\b|\bmma_then_store\b",
-               "the reference store or the course's formula structs"),),
-    },
-    "03_permutation_and_quad_reduction": {
-        "1": ((r"\bpq\b|\bpermute_fig2\b(?!_mine)|\bpermutation_and_quad_reduction\b",
-               "the course's permutation"),),
-        "2": ((r"\bpq\b|\bquad_reduce\b(?!_mine)|\breduce_xor\b|\bpermutation_and_quad_reduction\b",
-               "the course's Algorithm 3"),),
-        "3": ((r"\bpermute_fig2\b|\bquad_reduce_alg3\b|\brows_16x16\b|\breduce_lines\b|\breduce_acc\b"
-               r"|\bstore_matrix_sync\b", "the course's reduction or a store to memory"),),
-        "4": ((r"\breduce_lines\b|\blines_generic\b|\breduce_acc\b|\bstore_matrix_sync\b",
-               "the course's reduction or a store to memory"),),
-    },
-    "04_microbenchmark": {
-        "1": ((r"\bmb\b|\bmicrobenchmark\b|\bfindings\b", "the course's analysis"),),
-        "2": ((r"\bmb\b|\bmicrobenchmark\b|\bVARIANTS\b|\bFACTOR_VALUES\b", "the course's plan"),),
-        "3": ((r"\bmb\b|\bmicrobenchmark\b|\bwarm\w*\s*\(", "the course's warm measurement"),),
-        "4": ((r"\browmax_tile\b|\bfold_bits\b|\bepilogue_smem\b", "the course's timed kernels"),),
-    },
-    "05_flash_attention": {
-        "1": ((r"\bfa\b|\bflash_attention\b|\bonline_softmax\w*|\battention_reference\b",
-               "the course's online softmax"),),
-        "2": ((r"\bfa\b|\balg4_step\b|\bemulate_fa1\b|\bflash_attention\b", "the course's Algorithm 4"),),
-        "3": ((r"\bSoftmaxInRegister\b|\bSoftmaxPaper\w*|\bSoftmaxFair\w*|\bSoftmax\w+\s*[{(:]|\.step\s*\(",
-               "the course's softmax step"),),
-    },
-    "06_layout_codegen": {
-        "1": ((r"\blc\b|\blayout_codegen\b|\bplan\s*\(|\bpattern\s*\(|\bwant\b", "the generator's plan"),),
-        "2": ((r"\bPROBLEMS\b|\breduce\s*\(", "the course's compiled reductions"),),
-    },
-    "07_register_reuse": {
-        "1": ((r"\bsgemm_\w+\s*\(|\bstage_\w+\s*<[^>]*>\s*\(\s*Bs", "the course's SGEMM rungs"),),
-        "2": ((r"\bsass_counts\b|\brr_lab\b|\brr\b|\bcounts\s*\(|\bnapkin\b|\bregister_reuse\b",
-               "the course's counter"),),
-        "3a": ((r"\brr_lab\b|\btile_choice\w*|\bTILES\b|\bautotuned\b", "the course's tile choice"),),
-        "3b": ((r"\brr_lab\b|\btile_choice\w*", "the course's check of the tile choice"),),
-    },
-}
+#: One line per lab and region: ``lab/region | what it is | pattern`` - the course's reference for
+#: the same exercise, which the region must not call.
+_REFERENCE_TABLE = r"""
+00_hello_warp/1 | the course's warp reduction | \breduce_xor\b|\ballreduce\b|\bwarp_sum\b
+00_hello_warp/2 | the course's wrappers | \brotate\w*\s*\(|\bhello_warp\b
+00_hello_warp/3 | the course's warp_sum kernel | \bwarp_sum_strided\b
+01_tracer/1 | the course's tracer kernels | \btrace_(input|acc)_\w+|\bdump\s*\(
+01_tracer/2 | the course's tracer and its decoder | \btracer\b|\bdecode\b|\bENCODINGS\b|\bTrace\b|\bfragments\b
+02_forward_mapping/3 | the recorded layout or the course's formulas | \btracer\b|\blay3\b|\bk3\b|\bfragments\b|\bfm\b|\bforward_mapping\b|\belement_table\b|\blayouts?\s*\(|sm_90
+02_forward_mapping/4 | the reference store or the course's formula structs | \bstore_matrix_sync\b|\bout_ref\b|\bsc\s*\[|\bEq12\b|\bBitWeights\b|\bmma_then_store\b
+03_permutation_and_quad_reduction/1 | the course's permutation | \bpq\b|\bpermute_fig2\b(?!_mine)|\bpermutation_and_quad_reduction\b
+03_permutation_and_quad_reduction/2 | the course's Algorithm 3 | \bpq\b|\bquad_reduce\b(?!_mine)|\breduce_xor\b|\bpermutation_and_quad_reduction\b
+03_permutation_and_quad_reduction/3 | the course's reduction or a store to memory | \bpermute_fig2\b|\bquad_reduce_alg3\b|\brows_16x16\b|\breduce_lines\b|\breduce_acc\b|\bstore_matrix_sync\b
+03_permutation_and_quad_reduction/4 | the course's reduction or a store to memory | \breduce_lines\b|\blines_generic\b|\breduce_acc\b|\bstore_matrix_sync\b
+04_microbenchmark/1 | the course's analysis | \bmb\b|\bmicrobenchmark\b|\bfindings\b
+04_microbenchmark/2 | the course's plan | \bmb\b|\bmicrobenchmark\b|\bVARIANTS\b|\bFACTOR_VALUES\b
+04_microbenchmark/3 | the course's warm measurement | \bmb\b|\bmicrobenchmark\b|\bwarm\w*\s*\(
+04_microbenchmark/4 | the course's timed kernels | \browmax_tile\b|\bfold_bits\b|\bepilogue_smem\b
+05_flash_attention/1 | the course's online softmax | \bfa\b|\bflash_attention\b|\bonline_softmax\w*|\battention_reference\b
+05_flash_attention/2 | the course's Algorithm 4 | \bfa\b|\balg4_step\b|\bemulate_fa1\b|\bflash_attention\b
+05_flash_attention/3 | the course's softmax step | \bSoftmaxInRegister\b|\bSoftmaxPaper\w*|\bSoftmaxFair\w*|\bSoftmax\w+\s*[{(:]|\.step\s*\(
+06_layout_codegen/1 | the generator's plan | \blc\b|\blayout_codegen\b|\bplan\s*\(|\bpattern\s*\(|\bwant\b
+06_layout_codegen/2 | the course's compiled reductions | \bPROBLEMS\b|\breduce\s*\(
+07_register_reuse/1 | the course's SGEMM rungs | \bsgemm_\w+\s*\(|\bstage_\w+\s*<[^>]*>\s*\(\s*Bs
+07_register_reuse/2 | the course's counter | \bsass_counts\b|\brr_lab\b|\brr\b|\bcounts\s*\(|\bnapkin\b|\bregister_reuse\b
+07_register_reuse/3a | the course's tile choice | \brr_lab\b|\btile_choice\w*|\bTILES\b|\bautotuned\b
+07_register_reuse/3b | the course's check of the tile choice | \brr_lab\b|\btile_choice\w*
+"""
+
+#: ``{lab: {region: ((pattern, what), ...)}}``, read from the table above.
+REFERENCES: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {}
+for _line in _REFERENCE_TABLE.strip().splitlines():
+    _key, _what, _pattern = (x.strip() for x in _line.split(" | ", 2))
+    _lab, _region = _key.split("/")
+    _old = REFERENCES.setdefault(_lab, {}).get(_region, ())
+    REFERENCES[_lab][_region] = _old + ((_pattern, _what),)
 
 
 def _strip_python_comments(text: str) -> str:
