@@ -104,9 +104,10 @@ def test_fraglab_has_no_import_cycle():
 
 def test_core_modules_import_no_topic():
     topics = {f"fraglab.{t[3:]}" for t in KERNEL_TOPICS}
-    core = [m for m in import_graph() if not any(m == t or m.startswith(t + ".") for t in topics)]
+    graph = import_graph()
+    core = [m for m in graph if not any(m == t or m.startswith(t + ".") for t in topics)]
     for m in core:
-        bad = [n for n in import_graph()[m]
+        bad = [n for n in graph[m]
                if any(n == t or n.startswith(t + ".") for t in topics)]
         assert not bad, f"core module {m} imports topic code {bad}"
 
@@ -141,3 +142,14 @@ def test_modules_stay_small(path):
     n = len(path.read_text().splitlines())
     assert n <= MAX_LINES or rel in LONG_OK, \
         f"{rel} has {n} lines; split it by job (CONTRIBUTING.md: one job per file)"
+
+
+def test_contributing_maps_every_module():
+    """CONTRIBUTING.md's module map names every module and package of fraglab."""
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    for p in sorted(PKG.iterdir()):
+        if p.name.startswith(("_", ".")) or p.name == "layouts" or not (
+                p.suffix == ".py" or (p / "__init__.py").is_file()):
+            continue
+        name = f"fraglab/{p.name}" + ("/" if p.is_dir() else "")
+        assert f"`{name}`" in text, f"CONTRIBUTING.md's module map lacks {name}"
