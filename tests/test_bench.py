@@ -313,13 +313,18 @@ def test_gpu_compare_bigger_array_is_slower(cp, tmp_path):
     assert doc["device"]["name"] and doc["results"]["baseline"] == "small"
 
 
+def _timed_twice(cp, n, **option):
+    """The scale kernel on `n` elements timed 100 times with time_kernel's defaults, then 100
+    times with `option`: the two Timings."""
+    fn = _scale_fn(cp, n)
+    return bench.time_kernel(fn, repeat=100), bench.time_kernel(fn, repeat=100, **option)
+
+
 @pytest.mark.gpu
 @needs_gpu
 def test_gpu_flush_l2(cp):
     # an 8 MiB input fits in the L2 of current GPUs; flushing should not make it faster
-    fn = _scale_fn(cp, 1 << 21)
-    hot = bench.time_kernel(fn, repeat=100)
-    cold = bench.time_kernel(fn, repeat=100, flush_l2=True)
+    hot, cold = _timed_twice(cp, 1 << 21, flush_l2=True)
     buf = bench._l2_flush_buffer()
     dev = cp.cuda.Device().id
     assert buf.nbytes >= 2 * cp.cuda.runtime.getDeviceProperties(dev)["l2CacheSize"]
@@ -333,9 +338,7 @@ def test_gpu_flush_l2(cp):
 def test_gpu_gate_hides_launch_overhead(cp):
     # A tiny kernel launched from Python: the host is slower than the GPU. Without the gate
     # the launch gap lands inside the events; with it, only GPU time is measured.
-    fn = _scale_fn(cp, 1 << 12)
-    held = bench.time_kernel(fn, repeat=100)
-    loose = bench.time_kernel(fn, repeat=100, hold=False)
+    held, loose = _timed_twice(cp, 1 << 12, hold=False)
     assert held.median_ms <= 1.05 * loose.median_ms
 
 

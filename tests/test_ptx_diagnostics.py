@@ -7,7 +7,7 @@ import pytest
 
 from fraglab import ptx, toolchain
 
-from test_ptx_semantics import HEADER, build, line_of
+from test_ptx_semantics import HEADER, build, exchange_through_shared, line_of
 
 
 def test_out_of_bounds_names_block_warp_lane_instruction_and_line():
@@ -196,16 +196,7 @@ extern "C" __global__ void k(float* out, int mode)
 
 
 def test_syncwarp_orders_lanes_of_one_warp():
-    prog = build(r'''
-extern "C" __global__ void k(float* out)
-{
-    __shared__ float s[32];
-    s[threadIdx.x] = threadIdx.x * 3.0f;
-    __syncwarp();
-    out[threadIdx.x] = s[threadIdx.x ^ 5];
-}''')
-    out = np.zeros(32, np.float32)
-    ptx.launch(prog, "k", 1, 32, (out,))
+    out = exchange_through_shared(32, "3.0f", "__syncwarp()", "threadIdx.x ^ 5")
     assert (out == (np.arange(32) ^ 5) * 3).all()
 
 

@@ -331,24 +331,15 @@ def test_prmt_modes_bit_identical():
 def test_wmma_products_close_to_the_gpu():
     """02's kernels (one WMMA product per kind, stored both ways) on every accumulator kind:
     integers exact; floats within the tensor cores' accumulation error (tf32 inputs truncated)."""
-    from test_ptx_kernels_more import MEM, accumulator_kinds, fitted_weights
+    from test_ptx_kernels_more import MEM, accumulator_kinds, fitted_weights, wmma_operands
     text = toolchain.compile("02_forward_mapping", "sm_80").ptx
     names = set(ptx.Program(text).kernels)
     rng = np.random.default_rng(10)
     for kind, inp in accumulator_kinds():
         if f"fwd_store_{kind}" not in names or fitted_weights(kind) is None:
             continue
-        m, n, k = (int(x) for x in kind.split("_")[1].split("x"))
-        t = kind.split("_")[2]
+        (m, n, t), (A, B, C) = wmma_operands(kind, inp, rng, 100, 5000)
         rows, cols = 2 * m, 2 * n
-        if inp in ("s8", "u8"):
-            A = rng.integers(0 if inp == "u8" else -100, 100, (rows, k)).astype(MEM[inp])
-            B = rng.integers(0 if inp == "u8" else -100, 100, (k, cols)).astype(MEM[inp])
-            C = rng.integers(-5000, 5000, (rows, cols)).astype(np.int32)
-        else:
-            A = rng.standard_normal((rows, k)).astype(MEM[inp])
-            B = rng.standard_normal((k, cols)).astype(MEM[inp])
-            C = rng.standard_normal((rows, cols)).astype(MEM[t])
         args = (A, B, C, np.zeros((rows, cols), MEM[t]), np.zeros((rows, cols), MEM[t]),
                 np.int32(rows), np.int32(cols), fitted_weights(kind))
         mine, gpu = both(text, f"fwd_store_{kind}", (cols // n, rows // m), 32, args)

@@ -27,6 +27,15 @@ def layout(kind):
     return np.stack([np.asarray(e["row"]), np.asarray(e["col"])], axis=-1)
 
 
+def half_inputs(dtype: str, *xs):
+    """float32 arrays -> (their f16 or bf16 storage, their rounded values in float64)."""
+    if dtype == "f16":
+        raw = [x.astype(np.float16) for x in xs]
+        return raw, [r.astype(np.float64) for r in raw]
+    raw = [to_bf16(x) for x in xs]
+    return raw, [from_bf16(r).astype(np.float64) for r in raw]
+
+
 def rel_err(got, ref):
     return float(np.linalg.norm(np.asarray(got, np.float64) - ref) / np.linalg.norm(ref))
 
@@ -86,12 +95,7 @@ def test_mma_reduce(shape, dtype, op):
     rng = np.random.default_rng(4)
     a = rng.standard_normal((n_tiles, m, 16)).astype(np.float32)
     b = rng.standard_normal((n_tiles, 16, n)).astype(np.float32)
-    if dtype == "f16":
-        ra, rb = a.astype(np.float16), b.astype(np.float16)
-        ea, eb = ra.astype(np.float64), rb.astype(np.float64)
-    else:
-        ra, rb = to_bf16(a), to_bf16(b)
-        ea, eb = from_bf16(ra).astype(np.float64), from_bf16(rb).astype(np.float64)
+    (ra, rb), (ea, eb) = half_inputs(dtype, a, b)
     c = ea @ eb
     rows = np.full((n_tiles, m), np.nan, np.float32)
     cols = np.full((n_tiles, n), np.nan, np.float32)
@@ -136,12 +140,7 @@ def attention(q, k, v, causal, scale):
 
 
 def qkv(rng, shape, dtype):
-    vals = [rng.standard_normal(shape).astype(np.float32) for _ in range(3)]
-    if dtype == "f16":
-        raw = [a.astype(np.float16) for a in vals]
-        return raw, [a.astype(np.float64) for a in raw]
-    raw = [to_bf16(a) for a in vals]
-    return raw, [from_bf16(a).astype(np.float64) for a in raw]
+    return half_inputs(dtype, *(rng.standard_normal(shape).astype(np.float32) for _ in range(3)))
 
 
 def run_fa2(dtype, b, h, n, d, warps, causal, seed=0):

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from fraglab import ptx
-from fraglab.dtypes import from_bf16, to_bf16
 
-from test_ptx_kernels import LAYOUTS, attention, layout, program, rel_err
+from test_ptx_kernels import LAYOUTS, attention, half_inputs, layout, program, rel_err
 
 MEM = {"f16": np.float16, "f32": np.float32, "s32": np.int32, "f64": np.float64, "s8": np.int8,
        "u8": np.uint8, "tf32": np.float32}
@@ -77,6 +76,24 @@ def fitted_weights(kind):
     return w if (pred == lay).all() else None
 
 
+def wmma_operands(kind, inp, rng, lim, c_lim):
+    """(m, n, accumulator type) of an accumulator kind, and random A (2m x k), B (k x 2n) of type
+    `inp` and C (2m x 2n): integers below `lim` (from -lim, or 0 for u8; C within +-c_lim), else
+    standard normal."""
+    m, n, k = (int(x) for x in kind.split("_")[1].split("x"))
+    t = kind.split("_")[2]
+    rows, cols = 2 * m, 2 * n
+    if inp in ("s8", "u8"):
+        A = rng.integers(0 if inp == "u8" else -lim, lim, (rows, k)).astype(MEM[inp])
+        B = rng.integers(0 if inp == "u8" else -lim, lim, (k, cols)).astype(MEM[inp])
+        C = rng.integers(-c_lim, c_lim, (rows, cols)).astype(np.int32)
+    else:
+        A = rng.standard_normal((rows, k)).astype(MEM[inp])
+        B = rng.standard_normal((k, cols)).astype(MEM[inp])
+        C = rng.standard_normal((rows, cols)).astype(MEM[t])
+    return (m, n, t), (A, B, C)
+
+
 def _fwd_cases():
     try:
         names = set(program("02_forward_mapping").kernels)
@@ -89,18 +106,8 @@ def _fwd_cases():
 @pytest.mark.parametrize("kind,inp,formula", _fwd_cases())
 def test_forward_mapping_store(kind, inp, formula):
     name = f"fwd_store_eq12_{kind}" if formula == "eq12" else f"fwd_store_{kind}"
-    m, n, k = (int(x) for x in kind.split("_")[1].split("x"))
-    t = kind.split("_")[2]
+    (m, n, t), (A, B, C) = wmma_operands(kind, inp, np.random.default_rng(2), 5, 50)
     rows, cols = 2 * m, 2 * n
-    rng = np.random.default_rng(2)
-    if inp in ("s8", "u8"):
-        A = rng.integers(0 if inp == "u8" else -5, 5, (rows, k)).astype(MEM[inp])
-        B = rng.integers(0 if inp == "u8" else -5, 5, (k, cols)).astype(MEM[inp])
-        C = rng.integers(-50, 50, (rows, cols)).astype(np.int32)
-    else:
-        A = rng.standard_normal((rows, k)).astype(MEM[inp])
-        B = rng.standard_normal((k, cols)).astype(MEM[inp])
-        C = rng.standard_normal((rows, cols)).astype(MEM[t])
     out_ref = np.zeros((rows, cols), MEM[t])
     out_fwd = np.zeros((rows, cols), MEM[t])
     args = (A, B, C, out_ref, out_fwd, np.int32(rows), np.int32(cols))
@@ -129,12 +136,7 @@ def test_microbenchmark_rowmax(way, dtype, clock):
     rng = np.random.default_rng(6)
     a = rng.standard_normal((n_tiles, 16, 16)).astype(np.float32)
     b = rng.standard_normal((n_tiles, 16, 16)).astype(np.float32)
-    if dtype == "f16":
-        ra, rb = a.astype(np.float16), b.astype(np.float16)
-        ea, eb = ra.astype(np.float64), rb.astype(np.float64)
-    else:
-        ra, rb = to_bf16(a), to_bf16(b)
-        ea, eb = from_bf16(ra).astype(np.float64), from_bf16(rb).astype(np.float64)
+    (ra, rb), (ea, eb) = half_inputs(dtype, a, b)
     rows = np.full((n_tiles, 16), np.nan, np.float32)
     name = f"rowmax_{way}_{dtype}" + ("_clock" if clock else "")
     cycles = np.full(n_tiles, -7, np.int64)
@@ -163,17 +165,21 @@ def _acc(kind, n_tiles, rng):
     return rng.standard_normal((n_tiles, m, n)).astype(MEM[t])
 
 
+def _codegen_case(kernel, prefix, n_tiles, seed):
+    """A reduce_/bcast_ kernel's random accumulator tiles, its NumPy reduction, the tolerance."""
+    kind, op = kernel[len(prefix):].rsplit("_", 1)
+    acc = _acc(kind, n_tiles, np.random.default_rng(seed))
+    f = {"max": np.max, "min": np.min, "sum": np.sum}[op]
+    return acc, f, 2e-2 if acc.dtype == np.float16 else 1e-5
+
+
 @pytest.mark.parametrize("kernel", _codegen_kernels("reduce_"))
 def test_codegen_reduce(kernel):
-    kind, op = kernel[len("reduce_"):].rsplit("_", 1)
-    rng = np.random.default_rng(8)
     n_tiles = 5
-    acc = _acc(kind, n_tiles, rng)
+    acc, f, tol = _codegen_case(kernel, "reduce_", n_tiles, seed=8)
     rows = np.zeros(acc.shape[:2], acc.dtype)
     cols = np.zeros((n_tiles, acc.shape[2]), acc.dtype)
     ptx.launch(program("06_layout_codegen"), kernel, 2, 128, (acc, rows, cols, np.int32(n_tiles)))
-    f = {"max": np.max, "min": np.min, "sum": np.sum}[op]
-    tol = 2e-2 if acc.dtype == np.float16 else 1e-5
     np.testing.assert_allclose(rows.astype(np.float64), f(acc.astype(np.float64), axis=2),
                                rtol=tol, atol=tol)
     np.testing.assert_allclose(cols.astype(np.float64), f(acc.astype(np.float64), axis=1),
@@ -182,17 +188,13 @@ def test_codegen_reduce(kernel):
 
 @pytest.mark.parametrize("kernel", _codegen_kernels("bcast_"))
 def test_codegen_bcast(kernel):
-    kind, op = kernel[len("bcast_"):].rsplit("_", 1)
-    rng = np.random.default_rng(9)
     n_tiles = 2
-    acc = _acc(kind, n_tiles, rng)
+    acc, f, tol = _codegen_case(kernel, "bcast_", n_tiles, seed=9)
     copy = np.zeros_like(acc)
     bcast = np.zeros_like(acc)
     ptx.launch(program("06_layout_codegen"), kernel, 1, 128, (acc, copy, bcast, np.int32(n_tiles)))
     assert (copy == acc).all()
-    f = {"max": np.max, "min": np.min, "sum": np.sum}[op]
     want = f(acc.astype(np.float64), axis=2, keepdims=True) + np.zeros(acc.shape)
-    tol = 2e-2 if acc.dtype == np.float16 else 1e-5
     np.testing.assert_allclose(bcast.astype(np.float64), want, rtol=tol, atol=tol)
 
 

@@ -23,6 +23,16 @@ def line_of(src: str, marker: str) -> int:
     raise AssertionError(marker)
 
 
+def error_at(exc, src: str, marker: str, block: int, args) -> str:
+    """Kernel k of `src` launched as one block must raise `exc` naming the source line of
+    `marker`; returns the message."""
+    with pytest.raises(exc) as e:
+        ptx.launch(build(src), "k", 1, block, args)
+    msg = str(e.value)
+    assert f"sem.cu:{line_of(src, marker)}" in msg
+    return msg
+
+
 # ---- warp shuffles -------------------------------------------------------------------------------
 
 SHFL = r'''
@@ -125,11 +135,8 @@ extern "C" __global__ void k(int* out)
     if (threadIdx.x < 16) v = __shfl_sync(FULL, v, 3);   // DIVERGENT
     out[threadIdx.x] = v;
 }'''
-    with pytest.raises(ptx.CollectiveError) as e:
-        ptx.launch(build(src), "k", 1, 32, (np.zeros(32, np.int32),))
-    msg = str(e.value)
+    msg = error_at(ptx.CollectiveError, src, "DIVERGENT", 32, (np.zeros(32, np.int32),))
     assert "names lane 16" in msg and "diverged" in msg
-    assert f"sem.cu:{line_of(src, 'DIVERGENT')}" in msg
 
 
 # ---- divergence, reconvergence, barriers -----------------------------------------------------------
@@ -173,24 +180,28 @@ extern "C" __global__ void k(float* out)
     __syncthreads();                       // BARRIER
     out[threadIdx.x] = s[threadIdx.x ^ 1];
 }'''
-    with pytest.raises(ptx.BarrierError) as e:
-        ptx.launch(build(src), "k", 1, 64, (np.zeros(64, np.float32),))
-    msg = str(e.value)
+    msg = error_at(ptx.BarrierError, src, "BARRIER", 64, (np.zeros(64, np.float32),))
     assert "32 of 64 threads wait" in msg and "32 have already exited" in msg
-    assert f"sem.cu:{line_of(src, 'BARRIER')}" in msg
+
+
+def exchange_through_shared(n: int, scale: str, sync: str, partner: str) -> np.ndarray:
+    """Each of `n` threads (one block) stores threadIdx.x * `scale` to shared memory, runs `sync`,
+    and reads back the element at `partner` (a C expression in threadIdx.x); returns out."""
+    prog = build(f'''
+extern "C" __global__ void k(float* out)
+{{
+    __shared__ float s[{n}];
+    s[threadIdx.x] = threadIdx.x * {scale};
+    {sync};
+    out[threadIdx.x] = s[{partner}];
+}}''')
+    out = np.zeros(n, np.float32)
+    ptx.launch(prog, "k", 1, n, (out,))
+    return out
 
 
 def test_barrier_orders_shared_memory_between_warps():
-    prog = build(r'''
-extern "C" __global__ void k(float* out)
-{
-    __shared__ float s[128];
-    s[threadIdx.x] = threadIdx.x * 2.0f;
-    __syncthreads();
-    out[threadIdx.x] = s[127 - threadIdx.x];
-}''')
-    out = np.zeros(128, np.float32)
-    ptx.launch(prog, "k", 1, 128, (out,))
+    out = exchange_through_shared(128, "2.0f", "__syncthreads()", "127 - threadIdx.x")
     assert (out == (127 - np.arange(128)) * 2).all()
 
 
@@ -214,11 +225,9 @@ extern "C" __global__ void k(const int* trips, int* out)
     out[threadIdx.x] = x;
 }'''
     trips = np.random.default_rng(3).integers(0, 9, 64).astype(np.int32)
-    with pytest.raises(ptx.BarrierError) as e:
-        ptx.launch(build(src), "k", 1, 64, (trips, np.zeros(64, np.int32)))
-    msg = str(e.value)
+    msg = error_at(ptx.BarrierError, src, "FIRST", 64, (trips, np.zeros(64, np.int32)))
     assert "different bar.sync" in msg and "32 threads at" in msg
-    assert f"sem.cu:{line_of(src, 'FIRST')}" in msg and f"sem.cu:{line_of(src, 'SECOND')}" in msg
+    assert f"sem.cu:{line_of(src, 'SECOND')}" in msg
 
 
 def test_vote_match_redux_activemask():
@@ -323,29 +332,37 @@ extern "C" __global__ void k(const int* v, int* out)
     assert (out[:, 0] == (v > 0).sum()).all() and (out[:, 1] == 1).all() and (out[:, 2] == 0).all()
 
 
-def test_guarded_instruction_writing_its_own_predicate():
-    prog = ptx.Program(r'''
+def odd_lanes_ptx(name: str, nregs: int, body: str) -> np.ndarray:
+    """Hand-written PTX: kernel `name`(out) with %rd1 = out, %r1 = %laneid, %p1 = (lane is odd),
+    then `body` (registers up to %r<nregs>, %rd3); run on one warp, returns its 32 u32 words."""
+    prog = ptx.Program(f'''
 .version 8.0
 .target sm_80
 .address_size 64
-.visible .entry g(.param .u64 out_p)
-{
-    .reg .b32 %r<4>;
+.visible .entry {name}(.param .u64 out_p)
+{{
+    .reg .b32 %r<{nregs}>;
     .reg .b64 %rd<4>;
     .reg .pred %p<2>;
     ld.param.u64 %rd1, [out_p];
     mov.u32 %r1, %laneid;
     and.b32 %r2, %r1, 1;
     setp.eq.u32 %p1, %r2, 1;
+{body}
+}}''')
+    out = np.zeros(32, np.uint32)
+    ptx.launch(prog, name, 1, 32, (out,))
+    return out
+
+
+def test_guarded_instruction_writing_its_own_predicate():
+    out = odd_lanes_ptx("g", 4, r'''
     @%p1 setp.lt.u32 %p1, %r1, 16;
     selp.u32 %r3, 1, 0, %p1;
     mul.wide.u32 %rd2, %r1, 4;
     add.s64 %rd3, %rd1, %rd2;
     st.global.u32 [%rd3], %r3;
-    ret;
-}''')
-    out = np.zeros(32, np.uint32)
-    ptx.launch(prog, "g", 1, 32, (out,))
+    ret;''')
     lane = np.arange(32)
     assert (out == ((lane & 1) == 1) & (lane < 16)).all()
 
@@ -368,19 +385,7 @@ def test_shuffle_waits_for_lanes_coming_back_from_a_later_block():
     """A join point laid out before one branch of an if (a 'cold' block at the end that jumps
     back): the lanes that reach the full-mask shuffle first wait there for the others, as the
     hardware's convergence does."""
-    prog = ptx.Program(r'''
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry j(.param .u64 out_p)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    .reg .pred %p<2>;
-    ld.param.u64 %rd1, [out_p];
-    mov.u32 %r1, %laneid;
-    and.b32 %r2, %r1, 1;
-    setp.eq.u32 %p1, %r2, 1;
+    out = odd_lanes_ptx("j", 8, r'''
     @%p1 bra THEN;
     add.u32 %r1, %r1, 100;
 JOIN:
@@ -393,10 +398,7 @@ JOIN:
     ret;
 THEN:
     add.u32 %r1, %r1, 1000;
-    bra.uni JOIN;
-}''')
-    out = np.zeros(32, np.uint32)
-    ptx.launch(prog, "j", 1, 32, (out,))
+    bra.uni JOIN;''')
     lane = np.arange(32)
     v = np.where(lane & 1, lane + 1000, lane + 100)
     assert (out == v + v[lane ^ 1]).all()

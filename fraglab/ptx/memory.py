@@ -153,18 +153,26 @@ class SharedMemory:
     def _read_race(self, w, instr, offs, lanes):
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
         a warp): the order of the two is not guaranteed on a GPU."""
+        t = np.repeat(w.tid_linear[lanes], offs.shape[1])
+        self._unordered(w, instr, offs, lanes, t, "reads", "with no barrier in between (add "
+                        "__syncthreads(), or __syncwarp() within a warp, between the write and "
+                        "the read)")
+
+    def _unordered(self, w, instr, offs, lanes, t, verb, why, differs=None):
+        """Raise SharedRace where threads `t` (one per byte) access bytes `offs` that another
+        thread wrote since the last barrier (or __syncwarp, within a warp); where `differs` is
+        given, only the bytes it marks count (a store of the value already there is no race)."""
         flat = offs.ravel()
         prev = self.writer[flat]
-        t = np.repeat(w.tid_linear[lanes], offs.shape[1])
         hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
                  ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
+        if differs is not None:
+            hazard &= differs
         if hazard.any():
             k = int(np.argmax(hazard))
             lane = int(lanes[k // offs.shape[1]])
-            raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} reads shared address "
-                     f"{int(flat[k])}, which thread {int(prev[k])} wrote with no barrier in between "
-                     "(add __syncthreads(), or __syncwarp() within a warp, between the write and "
-                     "the read)", w, instr, lane=lane)
+            raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} {verb} shared address "
+                     f"{int(flat[k])}, which thread {int(prev[k])} wrote {why}", w, instr, lane=lane)
 
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
@@ -189,19 +197,9 @@ class SharedMemory:
                 raise_at(SharedRace, f"shared-memory race: lanes {ln[0]} and {ln[1]} write different "
                          f"values to shared address {int(f[k])} in the same instruction",
                          w, instr, lane=ln[1])
-        prev = self.writer[flat]
-        warp_of_prev = prev // 32
-        mine = w.first_thread // 32
-        hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
-                 ((warp_of_prev != mine) | (self.wepoch[flat] == w.sync_epoch)) & \
-                 (self.buf[flat] != vals)
-        if hazard.any():
-            k = int(np.argmax(hazard))
-            lane = int(lanes[k // offs.shape[1]])
-            raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} writes shared address "
-                     f"{int(flat[k])}, which thread {int(prev[k])} wrote with a different value "
-                     "since the last barrier (add __syncthreads() / __syncwarp() between them, "
-                     "or make one thread write)", w, instr, lane=lane)
+        self._unordered(w, instr, offs, lanes, t, "writes", "with a different value since the "
+                        "last barrier (add __syncthreads() / __syncwarp() between them, or make "
+                        "one thread write)", differs=self.buf[flat] != vals)
         self.writer[flat] = t
         self.bepoch[flat] = self.epoch
         self.wepoch[flat] = w.sync_epoch

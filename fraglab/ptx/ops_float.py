@@ -10,6 +10,8 @@ bounds (ex2.approx.f32: 2 ulp + ftz; lg2.approx.f32: 2^-22.6 absolute; rcp.appro
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..dtypes import from_bf16, to_bf16
@@ -269,44 +271,14 @@ def _special(ins, dc, fn64):
     return f
 
 
-@handler("ex2")
-def h_ex2(ins, dc):
-    return _special(ins, dc, np.exp2)
+#: The approximate functions, each computed in float64 by :func:`_special` and rounded once.
+SPECIAL_FUNCTIONS = {"ex2": np.exp2, "lg2": np.log2, "rcp": lambda x: 1.0 / x, "sqrt": np.sqrt,
+                     "rsqrt": lambda x: 1.0 / np.sqrt(x), "sin": np.sin, "cos": np.cos,
+                     "tanh": np.tanh}
 
 
-@handler("lg2")
-def h_lg2(ins, dc):
-    return _special(ins, dc, np.log2)
-
-
-@handler("rcp")
-def h_rcp(ins, dc):
-    return _special(ins, dc, lambda x: 1.0 / x)
-
-
-@handler("sqrt")
-def h_sqrt(ins, dc):
-    return _special(ins, dc, np.sqrt)
-
-
-@handler("rsqrt")
-def h_rsqrt(ins, dc):
-    return _special(ins, dc, lambda x: 1.0 / np.sqrt(x))
-
-
-@handler("sin")
-def h_sin(ins, dc):
-    return _special(ins, dc, np.sin)
-
-
-@handler("cos")
-def h_cos(ins, dc):
-    return _special(ins, dc, np.cos)
-
-
-@handler("tanh")
-def h_tanh(ins, dc):
-    return _special(ins, dc, np.tanh)
+for _name, _fn64 in SPECIAL_FUNCTIONS.items():
+    handler(_name)(partial(_special, fn64=_fn64))
 
 
 @handler("copysign")

@@ -89,24 +89,27 @@ def _mul24(a, b, t, hi):
     return ((p >> 16) if hi else p).astype(np.int64).astype(np.uint64).astype(np.uint32).view(DT[t])
 
 
+def _product(ins, t, md):
+    """The a * b of mul/mad (.lo, .hi, .wide or the 24-bit forms) as (fn(a, b), result type)."""
+    if ins.base in ("mul24", "mad24"):
+        hi = "hi" in md
+        return (lambda a, b: _mul24(a, b, t, hi)), t
+    if "wide" in md:
+        wt = _wide(t)
+        wd = DT[wt]
+        return (lambda a, b: a.astype(wd) * b.astype(wd)), wt
+    if "hi" in md:
+        return (lambda a, b: _mulhi(a, b, t)), t
+    return np.multiply, t
+
+
 @handler("mul", "mul24")
 def h_mul(ins, dc):
     t = last_type(ins)
     if _is_float(t):
         return ops_float.arith(ins, dc, t)
-    md = mods(ins)
-    if ins.base == "mul24":
-        hi = "hi" in md
-        return nary(ins, dc, t, lambda a, b: _mul24(a, b, t, hi), 2)
-    if "wide" in md:
-        wt = _wide(t)
-        wd = DT[wt]
-        return nary(ins, dc, t, lambda a, b: a.astype(wd) * b.astype(wd), 2, dst_t=wt)
-    if "hi" in md:
-        if ins.base == "mul24":
-            unsupported(ins)
-        return nary(ins, dc, t, lambda a, b: _mulhi(a, b, t), 2)
-    return nary(ins, dc, t, np.multiply, 2)
+    fn, dt = _product(ins, t, mods(ins))
+    return nary(ins, dc, t, fn, 2, dst_t=dt)
 
 
 @handler("mad", "mad24")
@@ -115,21 +118,10 @@ def h_mad(ins, dc):
     if _is_float(t):
         return ops_float.fma(ins, dc, t)
     md = mods(ins)
-    if ins.base == "mad24":
-        if "sat" in md:
-            unsupported(ins)
-        hi = "hi" in md
-        return nary(ins, dc, t, lambda a, b, c: _mul24(a, b, t, hi) + c, 3)
-    if "wide" in md:
-        wt = _wide(t)
-        wd = DT[wt]
-        return nary(ins, dc, t, lambda a, b, c: a.astype(wd) * b.astype(wd) + c, 3,
-                    src_types=[t, t, wt], dst_t=wt)
-    if "hi" in md:
-        return nary(ins, dc, t, lambda a, b, c: _mulhi(a, b, t) + c, 3)
-    if "sat" in md:
+    if "sat" in md and (ins.base == "mad24" or not ("wide" in md or "hi" in md)):
         unsupported(ins)
-    return nary(ins, dc, t, lambda a, b, c: a * b + c, 3)
+    fn, dt = _product(ins, t, md)
+    return nary(ins, dc, t, lambda a, b, c: fn(a, b) + c, 3, src_types=[t, t, dt], dst_t=dt)
 
 
 def _divrem(a, b, rem):

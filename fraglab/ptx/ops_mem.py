@@ -39,6 +39,21 @@ def _param_reg(op, space, dc):
     return None
 
 
+def _data_operand(ins, dc, t, n, space, i, access, what):
+    """The register accessors (`access`: dc.reader or dc.writer) of a ld/st's data operand
+    ``ins.operands[i]``, one per element of its `n`-wide vector, and the register that the other
+    (address) operand stands for where it names a call-sequence .param, else None."""
+    op = ins.operands[i]
+    parts = op[1] if op[0] == "vec" else [op]
+    if len(parts) != n:
+        unsupported(ins, f"vector width and {what} count differ")
+    regs = [access(p, t, ins) for p in parts]
+    moved = _param_reg(ins.operands[1 - i], space, dc)
+    if moved is not None and n != 1:
+        unsupported(ins, "vector access to a call parameter")
+    return regs, moved
+
+
 def _scatter(vals, lanes, dt):
     full = np.zeros(32, dt)
     full[lanes] = vals
@@ -51,15 +66,8 @@ def h_ld(ins, dc):
     space = space_of(ins, "global" if ins.base == "ldu" else "generic")
     n = vec_of(ins)
     es = np.dtype(DT[t]).itemsize
-    dst = ins.operands[0]
-    parts = dst[1] if dst[0] == "vec" else [dst]
-    if len(parts) != n:
-        unsupported(ins, "vector width and destination count differ")
-    wrs = [dc.writer(p, t, ins) for p in parts]
-    moved = _param_reg(ins.operands[1], space, dc)
+    wrs, moved = _data_operand(ins, dc, t, n, space, 0, dc.writer, "destination")
     if moved is not None:                       # ld.param of a call's return value
-        if n != 1:
-            unsupported(ins, "vector access to a call parameter")
         rd = dc.reader(("reg", moved), t, ins)
         return lambda w, m: wrs[0](w, rd(w), m)
     addr = dc.address(ins.operands[1], space, ins)
@@ -87,15 +95,8 @@ def h_st(ins, dc):
     t = last_type(ins)
     space = space_of(ins)
     n = vec_of(ins)
-    src = ins.operands[1]
-    parts = src[1] if src[0] == "vec" else [src]
-    if len(parts) != n:
-        unsupported(ins, "vector width and source count differ")
-    rds = [dc.reader(p, t, ins) for p in parts]
-    moved = _param_reg(ins.operands[0], space, dc)
+    rds, moved = _data_operand(ins, dc, t, n, space, 1, dc.reader, "source")
     if moved is not None:                       # st.param of a call's argument
-        if n != 1:
-            unsupported(ins, "vector access to a call parameter")
         wr = dc.writer(("reg", moved), t, ins)
         return lambda w, m: wr(w, rds[0](w), m)
     addr = dc.address(ins.operands[0], space, ins)

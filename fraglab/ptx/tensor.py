@@ -207,22 +207,27 @@ def h_wmma(ins, dc):
         else:
             unsupported(ins)
         al, bl = [x for x in md if x in ("row", "col")][:2]
-        m_, n_, k_ = shape
         fa = Fragment(dc, ins, ins.operands[1], at, _kind_layout(ins, _wmma_kind("a", shape, at, al)))
         fb = Fragment(dc, ins, ins.operands[2], bt, _kind_layout(ins, _wmma_kind("b", shape, bt, bl)))
         fc = Fragment(dc, ins, ins.operands[3], ct, _kind_layout(ins, _wmma_kind("c", shape, ct, None)))
         fd = Fragment(dc, ins, ins.operands[0], dt_t, _kind_layout(ins, _wmma_kind("c", shape, dt_t, None)),
                       writable=True)
-        sat = "satfinite" in md
-
-        def fn(w, m):
-            _require_full(w, ins, m)
-            A = fa.matrix(w, (m_, k_))
-            B = fb.matrix(w, (k_, n_))
-            C = fc.matrix(w, (m_, n_))
-            fd.write_matrix(w, A @ B + C, m, sat)
-        return fn
+        return _product(ins, (fa, fb, fc, fd), shape, "satfinite" in md)
     unsupported(ins)
+
+
+def _product(ins, frags, shape, sat):
+    """The warp-wide D = A @ B + C of wmma.mma and mma.sync, on fragments (A, B, C, D)."""
+    fa, fb, fc, fd = frags
+    m_, n_, k_ = shape
+
+    def fn(w, m):
+        _require_full(w, ins, m)
+        A = fa.matrix(w, (m_, k_))
+        B = fb.matrix(w, (k_, n_))
+        C = fc.matrix(w, (m_, n_))
+        fd.write_matrix(w, A @ B + C, m, sat)
+    return fn
 
 
 # ---- mma.sync ------------------------------------------------------------------------------------
@@ -278,16 +283,7 @@ def h_mma(ins, dc):
     fb = Fragment(dc, ins, ins.operands[2], bt, lb)
     fc = Fragment(dc, ins, ins.operands[3], ct, lc)
     fd = Fragment(dc, ins, ins.operands[0], dt_t, ld, writable=True)
-    m_, n_, k_ = shape
-    sat = "satfinite" in md
-
-    def fn(w, m):
-        _require_full(w, ins, m)
-        A = fa.matrix(w, (m_, k_))
-        B = fb.matrix(w, (k_, n_))
-        C = fc.matrix(w, (m_, n_))
-        fd.write_matrix(w, A @ B + C, m, sat)
-    return fn
+    return _product(ins, (fa, fb, fc, fd), shape, "satfinite" in md)
 
 
 @handler("ldmatrix")
