@@ -27,10 +27,13 @@ class Verdict:
     ok: bool
     text: str          # the PASS lines' text, or the reason it failed
 
-    def line(self, width: int = 12) -> str:
+    def line(self, width: int = 12, verbose: bool = False, limit: int = 200) -> str:
+        """One line (``verbose``: the whole reason, one line of it per line)."""
         head = f"  {self.exercise:<{width}}{'PASS' if self.ok else 'FAIL'}  "
-        body = " ".join(self.text.split()) if self.ok else self.text.strip().replace("\n", "\n" + " " * (len(head)))
-        return head + body
+        if verbose and not self.ok:
+            return head + self.text.strip().replace("\n", "\n" + " " * len(head))
+        body = " ".join(self.text.split())
+        return head + (body if len(body) <= limit else body[:limit - 1] + "…")
 
 
 def _pass_text(output: str) -> str:
@@ -102,12 +105,13 @@ def main(argv=None) -> int:
     ap.add_argument("lab", help="a lab notebook, e.g. labs/00_hello_warp.ipynb")
     ap.add_argument("--mode", choices=("cpu", "gpu"), help="force GPU-less or GPU mode")
     ap.add_argument("--exercise", action="append", help="grade only this exercise (its number)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="the whole reason of a failure")
     args = ap.parse_args(argv)
     from .. import device
     verdicts = grade_lab(args.lab, mode=args.mode, only=args.exercise)
     print(f"{args.lab} ({args.mode or device.mode()} mode)")
     for v in verdicts:
-        print(v.line())
+        print(v.line(verbose=args.verbose))
     n = sum(v.ok for v in verdicts)
     print(f"{n} of {len(verdicts)} exercises pass")
     return 0 if verdicts and n == len(verdicts) else 1
