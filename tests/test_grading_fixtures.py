@@ -79,3 +79,39 @@ def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label, monkeypat
     assert res[label].ok, (f"with {mutant} weakened, {label} still fails: the test suite cannot see "
                            f"that check broken ({res[label].text})")
     assert all(v.ok for k, v in res.items() if k.startswith("solution:"))
+
+
+@pytest.mark.nbval
+def test_a_patch_in_one_exercise_cannot_pass_another():
+    """Exercise 1's function weakens grade.check_close in a way the static checks do not see;
+    exercise 2 is wrong. Run as one notebook, exercise 2's check then passes; graded exercise by
+    exercise, each in its own kernel, exercise 2 fails."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from fraglab.grading import build, grade_bodies
+    from nbval_run import graded_cells, run_nbval
+    sol_path = ROOT / "solutions" / "00_hello_warp.ipynb"
+    sol = build.read(sol_path)
+    bodies = build.region_bodies(sol)
+    bodies["1"] = ('    vars(grade)["check_close"] = lambda ex, *a, what="", **k: grade.passed(ex, what)\n'
+                   + bodies["1"])
+    bodies["2"] = bodies["2"].replace("(warp.lane_id() + 1) % 32", "(warp.lane_id() - 1) % 32")
+    whole = json.loads(json.dumps(sol))
+    for c in whole["cells"]:
+        if c["cell_type"] == "code" and labs_regions(c):
+            c["source"] = build.replace_bodies("".join(c["source"]), bodies)
+    with tempfile.TemporaryDirectory(dir=ROOT / "tests") as tmp:
+        nb = Path(tmp) / "00_hello_warp.ipynb"
+        nb.write_text(json.dumps(whole))
+        _, failed, _ = run_nbval(nb, "cpu")
+    ex2_cell = sorted(graded_cells(sol))[1]
+    assert ex2_cell not in failed, "the attack should work on a single kernel (else this test shows nothing)"
+    verdicts = {v.exercise: v for v in grade_bodies(sol_path, [("mixed", bodies, ["1", "2"])])["mixed"]}
+    assert not verdicts["exercise 2"].ok, verdicts["exercise 2"].text
+
+
+def labs_regions(cell):
+    from fraglab import labs
+    return labs.regions("".join(cell["source"]))
