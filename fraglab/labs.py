@@ -8,8 +8,9 @@ In a solution notebook, an exercise is a region of a code cell between two marke
     # END EXERCISE
 
 ``//`` works as the comment leader too (for CUDA source held in a Python string), so ``//|`` marks
-a stub line there. Everything outside the regions, outputs included, is copied unchanged: the lab
-keeps the outputs a correct solution prints, so nbval fails on the lab until it is solved.
+a stub line there. Everything outside the regions is copied unchanged, except the outputs of code
+cells: a lab opens as a learner meets it, with no ``PASS`` line before anything has run. Grading
+(:mod:`fraglab.grading`) takes the checks and their expected outputs from the solution.
 
     python -m fraglab.labs build   # write labs/*.ipynb from solutions/*.ipynb
     python -m fraglab.labs check   # fail if a lab is not exactly what build would write
@@ -41,7 +42,8 @@ root = next((p for p in (here, *here.parents) if (p / "fraglab" / "__init__.py")
 if root is None and "google.colab" in sys.modules:
     root = pathlib.Path("/content/fraglab-course")
     if not root.exists():
-        subprocess.run(["git", "clone", "-q", "--depth", "1",
+        # the course's address (_config.yml) and the version this notebook belongs to
+        subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "v0.1.0",
                         "https://github.com/fraglab-course/fraglab", str(root)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
                     str(root / "requirements-colab.txt")], check=True)
@@ -106,6 +108,8 @@ def make_lab(solution: dict, where: str = "notebook") -> dict:
         if found:
             ids += [r[0] for r in found]
             cell["source"] = cut(text, f"{where} cell {k}")
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
     if not ids:
         raise LabFormatError(f"{where}: no exercise regions; a lab needs at least one")
     dup = {i for i in ids if ids.count(i) > 1}

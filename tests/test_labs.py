@@ -77,7 +77,10 @@ def test_lab_differs_from_solution_only_inside_exercise_regions(solution):
     assert len(sol["cells"]) == len(lab["cells"])
     for k, (s, l) in enumerate(zip(sol["cells"], lab["cells"])):
         s_src, l_src = "".join(s["source"]), "".join(l["source"])
-        assert {**s, "source": None} == {**l, "source": None}, f"cell {k}: outputs or metadata differ"
+        assert {**s, "source": None, "outputs": None, "execution_count": None} == \
+            {**l, "source": None, "outputs": None, "execution_count": None}, f"cell {k}: metadata differ"
+        if l["cell_type"] == "code":
+            assert l["outputs"] == [], f"cell {k}: a lab ships without outputs (no PASS line before a run)"
         if s_src == l_src:
             continue
         inside = _regions_lines(s_src)
@@ -108,15 +111,10 @@ def test_each_solution_has_graded_cells_with_stored_pass_lines(solution):
 
 
 def _check_nbval(solution, mode):
-    nb = json.loads(solution.read_text())
     rc, failed, out = run_nbval(solution, mode)
     assert rc == 0 and not failed, f"solution fails nbval in {mode} mode:\n{out[-3000:]}"
-    lab = ROOT / "labs" / solution.name
-    rc, failed, out = run_nbval(lab, mode)
-    assert rc != 0, f"the unsolved lab passes nbval in {mode} mode"
-    assert failed == graded_cells(nb), (
-        f"in {mode} mode the unsolved lab should fail exactly its graded cells "
-        f"{sorted(graded_cells(nb))}, failed {sorted(failed)}:\n{out[-3000:]}")
+    # the unsolved lab (no stored outputs) is graded by fraglab.grading, which fails every
+    # exercise of it: tests/test_grading_fixtures.py (test_solution_passes_and_unsolved_lab_fails...)
 
 
 @pytest.mark.nbval
