@@ -47,8 +47,8 @@ _REFERENCE_TABLE = r"""
 00_hello_warp/3 | the course's warp_sum kernel | \bwarp_sum_strided\b
 01_tracer/1 | the course's tracer kernels | \btrace_(input|acc)_\w+|\bdump\s*\(
 01_tracer/2 | the course's tracer and its decoder | \btracer\b|\bdecode\b|\bENCODINGS\b|\bTrace\b|\bfragments\b
-02_forward_mapping/3 | the recorded layout or the course's formulas | \btracer\b|\blay3\b|\bk3\b|\bfragments\b|\bfm\b|\bforward_mapping\b|\belement_table\b|\blayouts?\s*\(|sm_90
-02_forward_mapping/4 | the reference store or the course's formula structs | \bstore_matrix_sync\b|\bout_ref\b|\bsc\s*\[|\bEq12\b|\bBitWeights\b|\bmma_then_store\b
+02_forward_mapping/1 | the recorded layout or the course's formulas | \btracer\b|\blay3\b|\bk3\b|\bfragments\b|\bfm\b|\bforward_mapping\b|\belement_table\b|\blayouts?\s*\(|sm_90
+02_forward_mapping/2 | the reference store or the course's formula structs | \bstore_matrix_sync\b|\bout_ref\b|\bsc\s*\[|\bEq12\b|\bBitWeights\b|\bmma_then_store\b
 03_permutation_and_quad_reduction/1 | the course's permutation | \bpq\b|\bpermute_fig2\b(?!_mine)|\bpermutation_and_quad_reduction\b
 03_permutation_and_quad_reduction/2 | the course's Algorithm 3 | \bpq\b|\bquad_reduce\b(?!_mine)|\breduce_xor\b|\bpermutation_and_quad_reduction\b
 03_permutation_and_quad_reduction/3 | the course's reduction or a store to memory | \bpermute_fig2\b|\bquad_reduce_alg3\b|\brows_16x16\b|\breduce_lines\b|\breduce_acc\b|\bstore_matrix_sync\b
