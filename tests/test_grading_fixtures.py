@@ -14,20 +14,11 @@ from nbval_run import ROOT
 
 LABS = [p.stem for p in sorted((ROOT / "solutions").glob("*.ipynb"))]
 
-#: Exercises whose graded cell does not yet run the learner's kernel without a GPU (the lab has
-#: not been switched to the both-modes checks): their fixtures may still pass in GPU-less mode.
-NOT_SWITCHED: set = set()
 
 
 @functools.lru_cache(maxsize=None)
 def graded(lab):
     return grade_fixtures(lab)
-
-
-def _exercise_key(lab, region):
-    from fraglab.grading import build
-    sol = build.read(ROOT / "solutions" / f"{lab}.ipynb")
-    return next(e.key for e in build.exercises(sol) if region in e.regions)
 
 
 CASES = [(lab, label) for lab in LABS for label in fixtures(lab)]
@@ -47,8 +38,6 @@ def test_solution_passes_and_unsolved_lab_fails_every_exercise(lab):
 @pytest.mark.parametrize("lab, label", CASES, ids=[f"{a}/{b}" for a, b in CASES])
 def test_wrong_answer_fails_its_exercise(lab, label):
     v = graded(lab)[label]
-    if v.ok and (lab, _exercise_key(lab, label.split("/")[0])) in NOT_SWITCHED:
-        pytest.xfail(f"{lab} {v.exercise} does not run the kernel without a GPU yet")
     assert not v.ok, f"the wrong answer {label} passes {v.exercise}: {v.text}"
     assert v.text.strip(), "a failure must say why"
 
@@ -67,9 +56,6 @@ MUTANTS = [
 @pytest.mark.nbval
 @pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[m[0] for m in MUTANTS])
 def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label, monkeypatch):
-    if (lab, _exercise_key(lab, label.split("/")[0])) in NOT_SWITCHED and mutant in (
-            "problem_check", "check_equal"):
-        pytest.skip(f"{lab} does not use {mutant} without a GPU yet")
     assert not graded(lab)[label].ok                 # caught by the real checks
     monkeypatch.setenv(capture.MUTANT_ENV, mutant)
     res = grade_fixtures(lab, only={label})
