@@ -31,8 +31,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
+# Two pytest-xdist workers, one test file each at a time (files share their cached builds and
+# graded notebooks); a fixed hash seed so that both workers collect the same tests.
+JOBS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	PYTHONHASHSEED=0 $(PY) -m pytest -n $(JOBS) --dist loadfile $(PYTEST_ARGS)
 
 book: $(STAMP)
 	$(JB) build . --warningiserror --keep-going
