@@ -1,6 +1,7 @@
 """Reading SASS: disassemble a cubin with nvdisasm and count instructions by opcode and by class."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -45,8 +46,10 @@ def disassemble(build, kernel: str | None = None) -> str:
             text = cached.read_text()
         except OSError:
             text = _run_nvdisasm(build)
-            try:
-                cached.write_text(text)
+            try:   # written whole, then renamed: another process never reads half a listing
+                tmp = cached.with_name(f"kernel.sass.tmp{os.getpid()}")
+                tmp.write_text(text)
+                os.replace(tmp, cached)
             except OSError:
                 pass  # a read-only cache only costs a re-run
         _listings[build.key] = text
