@@ -92,7 +92,8 @@ class Result:
         return f"{self.problem} [{self.case}]: {'ok' if self.ok else 'WRONG'}, {kind}"
 
 
-def _outputs(x) -> dict:
+def named_outputs(x) -> dict:
+    """A kernel's result as ``{name: array}`` (a dict as is, a tuple as out0, out1, ..., else out)."""
     if isinstance(x, Mapping):
         return dict(x)
     if isinstance(x, tuple):
@@ -162,8 +163,8 @@ class Problem:
         if not ok:
             raise RuntimeError(f"{self.name} [{case}] cannot run here: {why}")
         inp = self.inputs(rng, **case.params)
-        got = _outputs(launch.to_host((run or self.run)(**inp)))
-        ref = _outputs(self.reference(**inp))
+        got = named_outputs(launch.to_host((run or self.run)(**inp)))
+        ref = named_outputs(self.reference(**inp))
         tol = self.tolerance(case)
         if set(got) != set(ref):
             return Result(self.name, case.name, {k: float("inf") for k in ref}, tol, False,

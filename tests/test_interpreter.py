@@ -19,7 +19,7 @@ import pytest
 
 import fraglab
 from fraglab import launch
-from fraglab.problem import _outputs, rel_error
+from fraglab.problem import named_outputs, rel_error
 
 #: Cases per problem in one CPU-tier run (sampled afresh each run from the interpreter cases).
 SAMPLE = 3
@@ -108,7 +108,7 @@ def test_interpreter_agrees_with_the_gpu(name, problem, rng, monkeypatch):
         monkeypatch.setenv("FRAGLAB_MODE", "cpu")
         cpu = launch.to_host(problem.run(**inp))
         monkeypatch.delenv("FRAGLAB_MODE", raising=False)
-        gpu, cpu = list(_outputs(gpu).values()), list(_outputs(cpu).values())
+        gpu, cpu = list(named_outputs(gpu).values()), list(named_outputs(cpu).values())
         same = all(_same(g, c) for g, c in zip(gpu, cpu))
         err = max(rel_error(c, g) for g, c in zip(gpu, cpu)) if not same else 0.0
         tol = problem.tolerance(case)
