@@ -6,6 +6,7 @@ their SASS and runs the NumPy warp emulator instead, and says plainly what it di
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from functools import lru_cache
 
 
@@ -64,6 +65,26 @@ def mode() -> str:
     if forced == "gpu" and not ok:
         raise GPUUnavailable(f"FRAGLAB_MODE=gpu but no CUDA GPU is usable ({why})")
     return "gpu" if ok else "cpu"
+
+
+@contextmanager
+def forced_mode(forced: str):
+    """Run a ``with`` block in mode ``forced`` (``"cpu"``: kernels on the PTX interpreter even on a
+    GPU machine), by setting ``FRAGLAB_MODE``, which :func:`mode` reads on every call; the old value
+    is restored afterwards. Compiles and loaded modules are cached per target, so switching is safe.
+    Graders use it to run a learner's kernel on the interpreter too (its race and uninitialised-read
+    checks catch undefined behaviour that a GPU may run correctly by luck)."""
+    if forced not in ("cpu", "gpu", "auto"):
+        raise ValueError(f"forced_mode takes cpu, gpu or auto, not {forced!r}")
+    old = os.environ.get("FRAGLAB_MODE")
+    os.environ["FRAGLAB_MODE"] = forced
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("FRAGLAB_MODE", None)
+        else:
+            os.environ["FRAGLAB_MODE"] = old
 
 
 def why_no_gpu() -> str:

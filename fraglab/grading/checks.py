@@ -4,9 +4,14 @@ On a GPU the kernel runs there; without one it runs on the PTX interpreter (:mod
 whose race, uninitialised-read and bounds checks then fail a kernel that a GPU might run "correctly"
 by luck. Every helper raises :class:`fraglab.grade.GradeError` through :func:`fraglab.grade.fail`
 and returns a short text of what was checked, for the cell's mode line.
+
+On a GPU every kernel is run twice: on the GPU, and then again on the interpreter
+(:func:`each_mode`, and :func:`check_cases` over the problem's small cases), so a wrong answer
+fails in both modes.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable, Iterable
 
 import numpy as np
@@ -15,8 +20,50 @@ from .. import device, grade, ptx
 from ..problem import Case, Problem, ProblemFailure
 
 
+#: True while :func:`each_mode` or :func:`check_cases` re-runs a kernel on the interpreter on a
+#: GPU machine (so :func:`where` does not say "no GPU").
+_also_interpreted = False
+
+INTERPRETER = "on the PTX interpreter"
+
+
 def where() -> str:
-    return f"on {device.name()}" if device.gpu_available() else "on the PTX interpreter (no GPU)"
+    if device.gpu_available():
+        return f"on {device.name()}"
+    return INTERPRETER if _also_interpreted else f"{INTERPRETER} (no GPU)"
+
+
+@contextmanager
+def on_interpreter():
+    """Kernels launched in this block run on the PTX interpreter, also on a GPU machine."""
+    global _also_interpreted
+    was = _also_interpreted
+    _also_interpreted = True
+    try:
+        with device.forced_mode("cpu"):
+            yield
+    finally:
+        _also_interpreted = was
+
+
+def each_mode(body: Callable[[], object]) -> list:
+    """Call ``body()`` where kernels run here; on a GPU, then once more with kernels on the PTX
+    interpreter, whose race, uninitialised-read and bounds checks fail undefined behaviour that
+    the GPU may have run correctly by luck. ``body`` must create its device arrays itself
+    (:func:`fraglab.launch.to_device`, :func:`fraglab.launch.poisoned`), and may size its inputs
+    by :func:`fraglab.device.gpu_available` (False on the interpreter). Returns the results of
+    ``body``, one per mode; :func:`places` says where they ran."""
+    results = [body()]
+    if device.gpu_available():
+        with on_interpreter():
+            results.append(body())
+    return results
+
+
+def places() -> str:
+    """Where :func:`each_mode` runs kernels here, e.g. ``"on NVIDIA H100 and on the PTX
+    interpreter"``."""
+    return f"{where()} and {INTERPRETER}" if device.gpu_available() else where()
 
 
 def run_checked(exercise: str, what: str, fn: Callable, *args, **kwargs):
@@ -31,14 +78,37 @@ def run_checked(exercise: str, what: str, fn: Callable, *args, **kwargs):
 
 
 def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
-                cases: Iterable[Case] | None = None, repeats: int = 2) -> str:
+                cases: Iterable[Case] | None = None, repeats: int = 2,
+                interpreter_cases: Iterable[Case] | None = None) -> str:
     """Check ``run`` against ``problem``'s reference over its cases for this machine (all on a
     GPU, the small ones on the interpreter), each non-edge case ``repeats`` times on fresh random
-    inputs. Outputs are poisoned by the wrappers. Returns e.g. ``"4 random inputs and 2 edge cases
-    (rows7, inf_nan) on the PTX interpreter (no GPU)"``."""
-    import warnings
+    inputs. On a GPU the cases that are not ``slow`` then run once more on the PTX interpreter
+    (:func:`on_interpreter`), or ``interpreter_cases`` where given: ``run`` must move its inputs
+    with :func:`fraglab.launch.to_device` (or choose its backend by ``device.gpu_available()``).
+    Outputs are poisoned by the wrappers. Returns e.g. ``"4 random inputs and 2 edge cases
+    (rows7, inf_nan) on the PTX interpreter (no GPU)"``, or on a GPU ``"... on NVIDIA H100 and 3
+    cases (random, rows7, inf_nan) on the PTX interpreter"``."""
     cases = tuple(problem.cases_here() if cases is None else cases)
+    n_random, n_edge = _run_cases(exercise, problem, run, rng, cases, repeats)
+    names = ", ".join(c.name for c in cases)
+    text = f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}"
+    if device.gpu_available():
+        small = tuple(c for c in cases if not c.slow) if interpreter_cases is None \
+            else tuple(interpreter_cases)
+        with on_interpreter():
+            _run_cases(exercise, problem, run, rng, small, 1)
+        text += (f" and {len(small)} case{'s' * (len(small) != 1)} "
+                 f"({', '.join(c.name for c in small)}) {INTERPRETER}")
+    return text
+
+
+def _run_cases(exercise: str, problem: Problem, run: Callable, rng, cases: tuple,
+               repeats: int) -> tuple[int, int]:
+    """Check every case (non-edge ones ``repeats`` times) where kernels run now; returns how
+    many random and edge checks ran."""
+    import warnings
     n_random = n_edge = 0
+    on = "" if device.gpu_available() else f" {INTERPRETER}"
     for case in cases:
         for _ in range(1 if case.edge else repeats):
             try:
@@ -46,14 +116,12 @@ def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
                     warnings.simplefilter("ignore", RuntimeWarning)
                     problem.check(case, rng, run=run)
             except ProblemFailure as e:
-                grade.fail(exercise, f"case {case.name} {dict(case.params)}: {e}")
+                grade.fail(exercise, f"case {case.name} {dict(case.params)}{on}: {e}")
             except ptx.PTXError as e:
-                grade.fail(exercise, f"case {case.name} on the PTX interpreter: "
-                           f"{type(e).__name__}: {e}")
+                grade.fail(exercise, f"case {case.name}{on}: {type(e).__name__}: {e}")
             n_edge += case.edge
             n_random += not case.edge
-    names = ", ".join(c.name for c in cases)
-    return f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}"
+    return n_random, n_edge
 
 
 def check_equal(exercise: str, got, want, what: str, labels=("row", "col"), rtol: float = 0.0,

@@ -17,7 +17,8 @@ from fractions import Fraction
 import numpy as np
 
 from .. import device, grade, launch, ptx
-from ..problem import Case, ProblemFailure
+from ..grading import checks
+from ..problem import Case
 from . import kernels, sass_counts
 from .problems import PROBLEMS
 
@@ -68,9 +69,8 @@ def _launch_source(a, b, source: str, interpreter: bool):
 def source_runner(source: str, interpreter: bool | None = None):
     """A ``run(a, b)`` for :meth:`fraglab.problem.Problem.check` that launches the learner's
     kernel (on the interpreter when ``interpreter`` or when there is no GPU)."""
-    interp = not device.gpu_available() if interpreter is None else interpreter
-
-    def run(a, b, **_):
+    def run(a, b, **_):     # the mode is read at each call: graders switch it (each_mode)
+        interp = not device.gpu_available() if interpreter is None else interpreter
         if not interp:
             a, b = launch.to_device(a), launch.to_device(b)
         return _launch_source(a, b, source, interp)
@@ -103,20 +103,11 @@ def check_tile1d_source(source: str, rng, exercise: str = "exercise 1") -> str:
     problems = loop_problems(source)
     if problems:
         grade.fail(exercise, "\n".join(problems))
-    gpu = device.gpu_available()
     p = PROBLEMS["tile1d"]
-    cases = p.cases if gpu else INTERPRETER_CASES
-    run = source_runner(source, interpreter=not gpu)
-    for case in cases:
-        try:
-            p.check(case, rng, run=run)
-        except ProblemFailure as e:
-            grade.fail(exercise, f"case {case.name} {dict(case.params)}: {e}")
-        except ptx.PTXError as e:
-            grade.fail(exercise, f"case {case.name} on the PTX interpreter: {e}")
-    where = "on the GPU" if gpu else "on the PTX interpreter, a CPU (no GPU: not run on one)"
-    return (f"compiled for {', '.join(arches)}; {len(cases)} cases "
-            f"({', '.join(c.name for c in cases)}) checked against float64 {where}")
+    ran = checks.check_cases(exercise, p, source_runner(source), rng, repeats=1,
+                             cases=p.cases if device.gpu_available() else INTERPRETER_CASES,
+                             interpreter_cases=INTERPRETER_CASES)
+    return f"compiled for {', '.join(arches)}; C checked against float64: {ran}"
 
 
 # --------------------------------------------------------------------------------------------
