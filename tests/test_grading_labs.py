@@ -30,8 +30,10 @@ def test_lab_opens_as_a_learner_meets_it(lab):
     assert numbers == list(range(1, len(ex) + 1)), f"exercises numbered {numbers}"
     text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     for e in ex:
-        for r in e.regions:
-            assert f"<summary>Hint for exercise {r}</summary>" in text, f"no collapsed hint for {r}"
+        for r in e.regions:       # more on hints: tests/test_labs_hints.py
+            for n in (1, 2):
+                assert f"<details><summary>Hint {n} for exercise {r}</summary>" in text, \
+                    f"no collapsed hint {n} for {r}"
     for body in build.region_bodies(nb).values():
         assert "not written yet" in body, f"a stub says more than that it is not written: {body}"
 

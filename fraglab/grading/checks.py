@@ -131,7 +131,7 @@ def check_equal(exercise: str, got, want, what: str, labels=("row", "col"), rtol
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         grade.fail(exercise, f"{what}: shape {got.shape}, expected {want.shape}")
-    if rtol == 0 and atol == 0:
+    if not np.any(rtol) and not np.any(atol):     # atol may be an array (per element)
         same = np.array_equal(got.astype(np.float64), want.astype(np.float64), equal_nan=True)
     else:
         same = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
