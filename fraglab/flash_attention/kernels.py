@@ -99,6 +99,12 @@ def _require_fa2_gpu(dtype: str) -> None:
             raise RuntimeError(why)
 
 
+#: Public homes of the checks above, for the topics that vary the FA-2 kernel (chapter 08 on):
+#: the same argument checks as :func:`fa2`, one definition.
+check_qkv = _check_qkv
+check_scale = _check_scale
+require_fa2_gpu = _require_fa2_gpu
+
 # -------------------------------------------------------------------------------------------------
 # FA-1
 # -------------------------------------------------------------------------------------------------

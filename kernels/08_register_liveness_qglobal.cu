@@ -1,0 +1,16 @@
+// 08_register_liveness, variant qglobal: Q's A fragment re-read from global memory (L1/L2) at each key tile: the Intel pass taken literally.
+// The kernel body and the kernel names are in 08_register_liveness.cuh; this file only picks the
+// Q mode and instantiates it for d = 64, 128, 256 (f16, bf16; two-loop and one-loop causal).
+//
+//   fa08_qglobal_<f16|bf16>_d<64|128|256>_<two|one>(q, k, v, o, n, scale_log2, causal)
+#include "08_register_liveness.cuh"
+
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 64
+FA08_KERNELS_D(qglobal, QGLOBAL, 64)
+#endif
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 128
+FA08_KERNELS_D(qglobal, QGLOBAL, 128)
+#endif
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 256
+FA08_KERNELS_D(qglobal, QGLOBAL, 256)
+#endif
