@@ -1,0 +1,261 @@
+// 10_fa3_pipelining: the attention kernel every variant shares, less its consumer main loop.
+//
+// One CTA = 3 warpgroups (384 threads) and 128 query rows of one head:
+//   warpgroup 0, the producer: gives registers away (setmaxnreg.dec), then copies Q once and
+//     the K and V tiles of BC keys with cp.async into a ring of STAGES shared-memory stages,
+//     each copy signalled on an mbarrier "full" once it landed;
+//   warpgroups 1 and 2, the consumers: take registers (setmaxnreg.inc); each owns 64 query
+//     rows and runs a variant's main loop (kernels/10_fa3_pipelining_<variant>.cu) over the key
+//     tiles with wgmma: S = Q K_j^T (m64nBCk16, both operands from shared memory), softmax in
+//     registers, O += P V_j (m64nDk16, P from registers, V read transposed), releasing each stage
+//     on an mbarrier "empty" once its last reader finished.
+// The variants differ only in the order of those steps: which wgmma group is in flight while
+// the softmax runs (FlashAttention-3, section 3.2 and Algorithm 2).
+//
+// Arguments (the FA-2 kernel's): q, k, v, o (B, H, N, D) contiguous f16/bf16 bit patterns, n,
+// scale * log2(e), causal. Grid (ceil(N / 128), B * H); block 384; dynamic shared memory
+// Fa3Config<D, BC>::SMEM (fraglab.fa3_pipelining.kernels.smem_bytes computes the same).
+// Rows past N: K and V rows are zero-filled by the copy and their keys masked to -inf; query
+// rows are computed on zeros and not stored.
+#pragma once
+#include "10_fa3_pipelining.cuh"
+
+constexpr int FA3_BR = 128;               // query rows per CTA (two consumer warpgroups x 64)
+constexpr int FA3_STAGES = 2;             // K/V ring depth
+constexpr int FA3_THREADS = 384;
+constexpr int FA3_PRODUCER_REGS = 40;     // 128 x 40 + 256 x 232 = 64512 <= 65536 registers
+constexpr int FA3_CONSUMER_REGS = 232;
+
+template <int D, int BC> struct Fa3Config {
+    static constexpr int Q_BYTES = FA3_BR * D * 2;
+    static constexpr int KV_BYTES = BC * D * 2;
+    static constexpr int K_OFF = Q_BYTES;
+    static constexpr int V_OFF = Q_BYTES + FA3_STAGES * KV_BYTES;
+    static constexpr int BAR_OFF = Q_BYTES + 2 * FA3_STAGES * KV_BYTES;
+    // barriers: full Q, full K[S], full V[S], empty K[S], empty V[S]; + 1 KB to align the base
+    static constexpr int SMEM = 1024 + BAR_OFF + 8 * (1 + 4 * FA3_STAGES);
+};
+
+#if FRAGLAB_SM90A
+struct Fa3Args {
+    const u16* q; const u16* k; const u16* v; u16* o; int n; float scale_log2; int causal;
+};
+
+// The state and the steps of one consumer thread. The main loops call only these.
+template <int D, int BC, bool BF16> struct Consumer {
+    static constexpr int SN = BC / 2;          // S accumulator registers (m64nBC, f32)
+    static constexpr int KT = BC / 16;         // k-steps of P V: P is KT A-fragments
+    typedef float S[SN];
+    typedef u32 P[KT][4];
+    typedef Fa3Config<D, BC> C;
+    float o[D / 2];                            // O accumulators (m64nD, f32)
+    float m[2], l[2];                          // rows g and g+8: running max (log2 units), sum
+    u32 sQ, sK, sV, fullK, fullV, emptyK, emptyV;
+    int tiles, n, causal, q0, row[2], wg, lane, quad;
+    float scale_log2;
+
+    __device__ __forceinline__ void wait_k(int j) const { mbar_wait(fullK + 8 * (j % FA3_STAGES), (j / FA3_STAGES) & 1); }
+    __device__ __forceinline__ void wait_v(int j) const { mbar_wait(fullV + 8 * (j % FA3_STAGES), (j / FA3_STAGES) & 1); }
+    // one arrival per consumer warp (the barrier expects 8), after the warp's wgmma wait
+    __device__ __forceinline__ void release_k(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyK + 8 * (j % FA3_STAGES)); }
+    __device__ __forceinline__ void release_v(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyV + 8 * (j % FA3_STAGES)); }
+
+    // S = Q K_j^T: D/16 wgmma (k-steps along d), one commit group. Not waited for.
+    __device__ __forceinline__ void issue_qk(S& s, int j) const {
+        const u32 k = sK + (j % FA3_STAGES) * C::KV_BYTES;
+        pin(s);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks)
+            wgmma_ss<BF16, 0>(s, desc_kmajor(sQ, FA3_BR, ks), desc_kmajor(k, BC, ks), ks > 0);
+        wgmma_commit();
+    }
+    // O += P V_j: BC/16 wgmma (k-steps along the keys), A = P from registers, V transposed.
+    __device__ __forceinline__ void issue_pv(const P& p, int j) {
+        const u32 v = sV + (j % FA3_STAGES) * C::KV_BYTES;
+        pin(o);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < KT; ++kk) wgmma_rs<BF16, 1>(o, p[kk], desc_mnmajor(v, BC, kk), 1);
+        wgmma_commit();
+    }
+    // Does tile j hold keys past N, or (causal) keys after some query row of this CTA?
+    __device__ __forceinline__ bool needs_mask(int j) const {
+        return (j + 1) * BC > n || (causal && (j + 1) * BC - 1 > q0);
+    }
+    // Online softmax of S (tile j): new row maxima, P = 2^(S scale - m) packed as A fragments,
+    // running sums, and corr = 2^(m_old - m_new), by which O must be rescaled (by the caller,
+    // once no wgmma writing O is in flight).
+    template <bool MASK> __device__ __forceinline__ void softmax_(S& s, P& p, int j, float (&corr)[2]) {
+        if (MASK) {
+#pragma unroll
+            for (int i = 0; i < SN / 4; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int key = j * BC + 8 * i + 2 * quad + (e & 1);
+                    if (key >= n || (causal && key > row[e >> 1])) s[4 * i + e] = FA3_NEG_INF;
+                }
+        }
+        float mx[2] = {FA3_NEG_INF, FA3_NEG_INF};
+#pragma unroll
+        for (int i = 0; i < SN / 4; ++i) {
+            mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
+            mx[1] = fmaxf(mx[1], fmaxf(s[4 * i + 2], s[4 * i + 3]));
+        }
+        float use[2], sum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {            // the 4 lanes of a quad share a row
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 2));
+            const float mn = fmaxf(m[h], mx[h] * scale_log2);
+            use[h] = mn == FA3_NEG_INF ? 0.f : mn;     // a row with no key yet: no NaN
+            corr[h] = fast_exp2(m[h] - use[h]);
+            m[h] = mn;
+        }
+#pragma unroll
+        for (int i = 0; i < SN / 4; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                s[4 * i + e] = fast_exp2(fmaf(s[4 * i + e], scale_log2, -use[e >> 1]));
+                sum[e >> 1] += s[4 * i + e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l[h] = l[h] * corr[h] + sum[h];
+        // accumulator -> A fragment, no data between lanes (see 05_flash_attention_fa2.cu)
+#pragma unroll
+        for (int kk = 0; kk < KT; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) p[kk][r] = pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
+    __device__ __forceinline__ void softmax(S& s, P& p, int j, float (&corr)[2]) {
+        if (needs_mask(j)) softmax_<true>(s, p, j, corr);
+        else softmax_<false>(s, p, j, corr);
+    }
+    __device__ __forceinline__ void rescale(const float (&corr)[2]) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[4 * i] *= corr[0]; o[4 * i + 1] *= corr[0];
+            o[4 * i + 2] *= corr[1]; o[4 * i + 3] *= corr[1];
+        }
+    }
+    // The last multiply of the sweep: O += P V_{T-1}, waited for.
+    __device__ __forceinline__ void finish(const P& p) {
+        wait_v(tiles - 1);
+        issue_pv(p, tiles - 1);
+        wgmma_wait<0>(); pin(o);
+        release_v(tiles - 1);
+    }
+    // The first S tile: S = Q K_0^T, waited for, and its softmax (O is 0: nothing to rescale).
+    __device__ __forceinline__ void first(S& s, P& p) {
+        float corr[2];
+        wait_k(0);
+        issue_qk(s, 0);
+        wgmma_wait<0>(); pin(s);
+        release_k(0);
+        softmax(s, p, 0, corr);
+    }
+    // Ping-pong: the two consumer warpgroups take turns issuing their wgmma (named barriers 1, 2;
+    // 256 threads: one warpgroup waits, the other arrives).
+    __device__ __forceinline__ void turn_wait() const { named_sync(1 + wg, 256); }
+    __device__ __forceinline__ void turn_pass() const { named_arrive(2 - wg, 256); }
+
+    __device__ __forceinline__ void store(u16* og) {
+        float inv[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float t = l[h];
+            t += __shfl_xor_sync(FULL_MASK, t, 1);
+            t += __shfl_xor_sync(FULL_MASK, t, 2);
+            inv[h] = t > 0.f ? 1.f / t : 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+                if (row[h] < n)
+                    *(u32*)(og + (long)row[h] * D + 8 * i + 2 * quad) =
+                        pack2<BF16>(o[4 * i + 2 * h] * inv[h], o[4 * i + 2 * h + 1] * inv[h]);
+    }
+};
+
+template <int D, int BC, bool BF16, class Mainloop>
+__device__ void fa3_attention(const Fa3Args a) {
+    typedef Fa3Config<D, BC> C;
+    extern __shared__ unsigned char smem_raw[];
+    const u32 raw = smem_u32(smem_raw);
+    const u32 base = (raw + 1023) & ~1023u;
+    const u32 bars = base + C::BAR_OFF;
+    const u32 fullQ = bars, fullK = bars + 8, fullV = fullK + 8 * FA3_STAGES,
+              emptyK = fullV + 8 * FA3_STAGES, emptyV = emptyK + 8 * FA3_STAGES;
+    // causal: the CTAs with the most key tiles first
+    const int qb = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int q0 = qb * FA3_BR;
+    const long head = (long)blockIdx.y * a.n * D;
+    int tiles = (a.n + BC - 1) / BC;
+    if (a.causal) tiles = min(tiles, (q0 + FA3_BR + BC - 1) / BC);
+    if (threadIdx.x == 0) {
+        mbar_init(fullQ, 128);
+        for (int s = 0; s < FA3_STAGES; ++s) {
+            mbar_init(fullK + 8 * s, 128); mbar_init(fullV + 8 * s, 128);   // every producer thread
+            mbar_init(emptyK + 8 * s, 8); mbar_init(emptyV + 8 * s, 8);     // every consumer warp
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x < 128) {
+        // ---- producer: cp.async into the ring, one commit group per tile; a tile is announced
+        // (fence.proxy.async, then arrive on its full barrier) once the next one is in flight
+        regs_dealloc<FA3_PRODUCER_REGS>();
+        const int t = threadIdx.x;
+        load_tile_sw128<FA3_BR, D>(base, a.q + head, q0, a.n, t, 128);
+        cp_async_commit();
+        u32 pending = fullQ;
+        for (int j = 0; j < tiles; ++j) {
+            const int s = j % FA3_STAGES, u = j / FA3_STAGES;
+            if (u > 0) mbar_wait(emptyK + 8 * s, (u - 1) & 1);
+            load_tile_sw128<BC, D>(base + C::K_OFF + s * C::KV_BYTES, a.k + head, j * BC, a.n, t, 128);
+            cp_async_commit();
+            cp_async_wait<1>(); fence_proxy_async(); mbar_arrive(pending);
+            pending = fullK + 8 * s;
+            if (u > 0) mbar_wait(emptyV + 8 * s, (u - 1) & 1);
+            load_tile_sw128<BC, D>(base + C::V_OFF + s * C::KV_BYTES, a.v + head, j * BC, a.n, t, 128);
+            cp_async_commit();
+            cp_async_wait<1>(); fence_proxy_async(); mbar_arrive(pending);
+            pending = fullV + 8 * s;
+        }
+        cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(pending);
+    } else {
+        // ---- consumers
+        regs_alloc<FA3_CONSUMER_REGS>();
+        Consumer<D, BC, BF16> c;
+        const int ct = threadIdx.x - 128;
+        c.wg = ct / 128;
+        const int w = (ct / 32) % 4;
+        c.lane = ct & 31; c.quad = c.lane & 3;
+        c.row[0] = q0 + 64 * c.wg + 16 * w + c.lane / 4; c.row[1] = c.row[0] + 8;
+        c.sQ = base + c.wg * 64 * 128;        // this warpgroup's 64 rows of each Q panel
+        c.sK = base + C::K_OFF; c.sV = base + C::V_OFF;
+        c.fullK = fullK; c.fullV = fullV; c.emptyK = emptyK; c.emptyV = emptyV;
+        c.tiles = tiles; c.n = a.n; c.causal = a.causal; c.q0 = q0; c.scale_log2 = a.scale_log2;
+        c.m[0] = c.m[1] = FA3_NEG_INF; c.l[0] = c.l[1] = 0.f;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) c.o[i] = 0.f;
+        mbar_wait(fullQ, 0);
+        Mainloop::run(c);
+        c.store(a.o + head);
+    }
+}
+#endif  // FRAGLAB_SM90A
+
+// The variant files name their kernels fa3_<variant>_<f16|bf16>_d<64|128> with this macro;
+// BC64 and BC128 are the key-tile sizes for d = 64 and 128.
+#define FA3_KERNEL(NAME, D, BC, BF16, MAINLOOP)                                                 \
+    extern "C" __global__ void __launch_bounds__(FA3_THREADS, 1)                               \
+    NAME(const u16* q, const u16* k, const u16* v, u16* o, int n, float scale_log2, int causal) { \
+        SM90A_ONLY((fa3_attention<D, BC, BF16, MAINLOOP>(Fa3Args{q, k, v, o, n, scale_log2, causal}))); \
+    }
+#define FA3_KERNELS(VARIANT, MAINLOOP, BC64, BC128)                                            \
+    FA3_KERNEL(fa3_##VARIANT##_f16_d64, 64, BC64, false, MAINLOOP)                            \
+    FA3_KERNEL(fa3_##VARIANT##_bf16_d64, 64, BC64, true, MAINLOOP)                            \
+    FA3_KERNEL(fa3_##VARIANT##_f16_d128, 128, BC128, false, MAINLOOP)                         \
+    FA3_KERNEL(fa3_##VARIANT##_bf16_d128, 128, BC128, true, MAINLOOP)
