@@ -105,6 +105,19 @@ check_qkv = _check_qkv
 check_scale = _check_scale
 require_fa2_gpu = _require_fa2_gpu
 
+def check_fa2_arguments(q, k, v, causal, scale):
+    """The argument checks of :func:`fa2` (and of every kernel built like it, chapter 09's
+    ladder): ``causal`` a bool, q/k/v (B, H, N, d) float16 or bf16 bits with d 64 or 128,
+    16-byte aligned, the scale, and a GPU (or interpreter target) that runs mma.sync with f32
+    accumulators. Returns ``(dtype, (B, H, N, d), scale)``."""
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
+    dtype, shape = _check_qkv(q, k, v, FA2_HEAD_DIMS, 16, "cp.async copies 16 bytes")
+    sc = _check_scale(scale, shape[3])
+    _require_fa2_gpu(dtype)
+    return dtype, shape, sc
+
+
 # -------------------------------------------------------------------------------------------------
 # FA-1
 # -------------------------------------------------------------------------------------------------

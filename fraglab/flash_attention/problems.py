@@ -95,3 +95,6 @@ PROBLEMS = {
         inputs=_inputs, reference=_reference, run=_fa2_run, cases=_fa2_cases(), tol=TOL,
         requires=_fa2_requires, labels=LABELS),
 }
+
+#: What a GPU needs to run the FA-2 kernel (and chapter 09's ladder built like it).
+requires_fa2 = _fa2_requires

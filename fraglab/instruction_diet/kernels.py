@@ -1,0 +1,112 @@
+"""Wrappers of the instruction-diet ladder (``kernels/09_instruction_diet_<step>.cu``): what each
+step changes, its tiles, argument checks (those of chapter 05's :func:`~fraglab.flash_attention.fa2`,
+:func:`~fraglab.flash_attention.kernels.check_fa2_arguments`), launchers for :mod:`fraglab.bench`.
+
+Tensors are ``(B, H, N, d)`` C-contiguous arrays (CuPy on a GPU, NumPy on the interpreter):
+``float16``, or ``uint16`` holding bf16 bit patterns; d 64 or 128; any N >= 1.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import launch, toolchain
+from ..flash_attention.constants import LOG2E
+from ..flash_attention.kernels import check_fa2_arguments
+
+#: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
+#: ``kernels/09_instruction_diet.cuh`` to the rung before.
+STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage")
+FINAL = STEPS[-1]
+
+#: What each step changes, one line each (the chapter's table).
+CHANGES = {
+    "fa2": "chapter 05's FA-2 kernel (4 warps, 16 query rows a warp) through the header",
+    "strided_swizzle": "seed kernel 8: K/V ldmatrix offsets as one offset XOR a constant",
+    "strided_store": "seed kernel 11: the same XOR trick for the epilogue's stores of O",
+    "pointer_loads": "whole K/V tiles copied without row checks: one base + immediates",
+    "rows32": "32 query rows a warp: each K/V fragment feeds 4 HMMAs (d=128: 32-key tiles)",
+    "two_stage": "two K/V buffers: tile j+1 copied during all of tile j, one barrier a tile",
+}
+
+#: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
+#: it does not apply (the chapter shows the SASS evidence: :func:`.classes.seed_evidence`).
+SEED_STEPS = {
+    "kernel 8, strided swizzling": "strided_swizzle",
+    "kernel 9, fragments without redundant register copies":
+        "does not apply: P goes from the accumulators to the A operand with one F2FP per pair "
+        "and no MOV (chapter 05), so there is no copy to remove",
+    "kernel 10, no CS2R, first softmax iteration peeled":
+        "does not apply: ptxas already starts every S accumulator with RZ as the C operand "
+        "(no CS2R); a peeled first tile would save one O rescale per block",
+    "kernel 11, strided swizzling for the RF -> SMEM store": "strided_store",
+}
+
+#: Per step: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
+CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1)
+          for i, step in enumerate(STEPS)}
+WARPS = 4
+HEAD_DIMS = (64, 128)
+
+
+def check_step(step: str) -> str:
+    launch.check_choice("step", step, STEPS)
+    return step
+
+
+def kernel_file(step: str) -> str:
+    """``09_instruction_diet_<step>`` (the name :func:`fraglab.toolchain.compile` takes)."""
+    return f"09_instruction_diet_{check_step(step)}"
+
+
+def kernel_name(step: str, dtype: str, d: int) -> str:
+    """The kernel's name in its rung file: ``diet_<step>_<dtype>_d<d>``."""
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    launch.check_choice("head dimension d", d, HEAD_DIMS)
+    return f"diet_{check_step(step)}_{dtype}_d{d}"
+
+
+def block_rows(step: str) -> int:
+    """Query rows per block (BM): 16 or 32 per warp, 4 warps."""
+    return CONFIG[check_step(step)]["rows"] * WARPS
+
+
+def keys_per_tile(step: str, d: int) -> int:
+    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 (``Cfg::BN``)."""
+    return 32 if CONFIG[check_step(step)]["rows"] == 32 and d == 128 else 64
+
+
+def smem_bytes(step: str, d: int) -> int:
+    """Dynamic shared memory of a block: Q (BM rows) and ``stages`` K and V tiles, 2 d bytes a row."""
+    stages = CONFIG[check_step(step)]["stages"]
+    return (block_rows(step) + 2 * stages * keys_per_tile(step, d)) * 2 * d
+
+
+def build(step: str, arch=None) -> toolchain.Build:
+    """The compiled rung (for ``arch``, default the current target)."""
+    return toolchain.compile(kernel_file(step), arch)
+
+
+def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
+                       scale: float | None = None, out=None):
+    """Check everything (as :func:`fraglab.flash_attention.fa2`), allocate the poisoned output,
+    and return ``(run, out)``: ``run()`` launches the step's kernel once (for timing loops)."""
+    check_step(step)
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
+    if out is None:
+        out = launch.poisoned(q.shape, q.dtype)
+    else:
+        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
+        launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d))
+    args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
+    grid, smem = (-(-n // block_rows(step)), b * h), smem_bytes(step, d)
+    return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out
+
+
+def attention(q, k, v, *, causal: bool = False, step: str = FINAL, scale: float | None = None):
+    """softmax(Q K^T * scale) V by rung ``step`` of :data:`STEPS` (default the last). ``q``, ``k``,
+    ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128; any N >= 1; ``causal``
+    masks keys after the query; ``scale`` defaults to 1/sqrt(d). Returns O (same dtype, shape)."""
+    run, out = attention_launcher(q, k, v, causal=causal, step=step, scale=scale)
+    run()
+    return out
