@@ -101,3 +101,20 @@ def test_a_patch_in_one_exercise_cannot_pass_another():
 def labs_regions(cell):
     from fraglab import labs
     return labs.regions("".join(cell["source"]))
+
+
+@pytest.mark.nbval
+def test_debug_prints_and_warnings_in_exercise_cells_never_fail_grading():
+    """The solution with a debug print and a NumPy RuntimeWarning in each of lab 00's Python
+    exercises (inside the functions the checks call) still passes every one of them."""
+    from fraglab.grading import build, grade_bodies
+    sol_path = ROOT / "solutions" / "00_hello_warp.ipynb"
+    bodies = build.region_bodies(build.read(sol_path))
+    noisy = ('    print("debug: my input", v[:4], "shape", np.shape(v))\n'
+             '    np.log(np.zeros(2))                      # RuntimeWarning: divide by zero\n'
+             '    np.float32(3e38) * np.float32(10)         # RuntimeWarning: overflow\n')
+    for r in ("1", "2"):
+        begin = bodies[r].index("\n") + 1 if bodies[r].lstrip().startswith("#|") else 0
+        bodies[r] = bodies[r][:begin] + noisy + bodies[r][begin:]
+    verdicts = grade_bodies(sol_path, [("noisy", bodies, ["1", "2"])])["noisy"]
+    assert len(verdicts) == 2 and all(v.ok for v in verdicts), "\n".join(v.line() for v in verdicts)
