@@ -125,12 +125,43 @@ def name() -> str:
 #: The target the PTX interpreter runs (GPU-less mode): NVRTC compiles kernels for it.
 INTERPRETER_ARCH = "sm_80"
 
+#: Every target whose PTX the interpreter runs: sm_80 (the default) and sm_90a, Hopper's
+#: wgmma / mbarrier / bulk-copy PTX (chapter 10), asked for with ``get_kernel(..., arch=)``.
+INTERPRETER_ARCHES = ("sm_80", "sm_90a")
 
-def target_cc() -> tuple[int, int]:
-    """Compute capability kernels run at: the GPU's, or the interpreter's (8, 0) without one."""
+
+def _cc_of(arch: str) -> tuple[int, int]:
+    digits = arch[3:].rstrip("a")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def target_cc(arch: str | None = None) -> tuple[int, int]:
+    """Compute capability kernels run at: the GPU's, or the interpreter's (8, 0) without one.
+    Without a GPU, ``arch`` names the target a kernel will be interpreted at (one of
+    :data:`INTERPRETER_ARCHES`, e.g. ``target_cc("sm_90a")`` is (9, 0)); on a GPU it is ignored."""
     if gpu_available():
         return compute_capability()
-    return int(INTERPRETER_ARCH[3:-1]), int(INTERPRETER_ARCH[-1])
+    if arch is not None:
+        if arch not in INTERPRETER_ARCHES:
+            raise ValueError(f"the PTX interpreter runs {', '.join(INTERPRETER_ARCHES)}, not {arch!r}")
+        return _cc_of(arch)
+    return _cc_of(INTERPRETER_ARCH)
+
+
+def can_run(arch: str) -> tuple[bool, str]:
+    """Can kernels compiled for ``arch`` (e.g. ``'sm_90a'``) run here? On a GPU: its compute
+    capability must be at least the target's, and exactly it for an architecture-specific ``a``
+    target; without one: the interpreter's :data:`INTERPRETER_ARCHES`. Returns ``(ok, reason)``."""
+    need = _cc_of(arch)
+    if not gpu_available():
+        if arch in INTERPRETER_ARCHES:
+            return True, ""
+        return False, (f"the PTX interpreter runs {', '.join(INTERPRETER_ARCHES)}, not {arch}")
+    cc = compute_capability()
+    ok = cc == need if arch.endswith("a") else cc >= need
+    return ok, "" if ok else (f"{arch} code needs compute capability {need[0]}.{need[1]}"
+                              f"{'' if arch.endswith('a') else ' or newer'}; this GPU is "
+                              f"{cc[0]}.{cc[1]}")
 
 
 #: Lowest compute capability for each input type of WMMA.

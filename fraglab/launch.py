@@ -30,19 +30,25 @@ def interpreted() -> bool:
 
 
 def get_kernel(name: str, kernel: str, *, source: str | None = None,
-               defines: dict | None = None, options: Iterable[str] = ()):
+               defines: dict | None = None, options: Iterable[str] = (), arch: str | None = None):
     """A launchable kernel for ``kernel`` in ``kernels/<name>.cu`` (or in ``source``): on a GPU a
     ``cupy.cuda.function.Function`` compiled for it (modules cached per device); without one a
-    :class:`fraglab.ptx.KernelFunction` that runs the ``sm_80`` PTX on the interpreter."""
+    :class:`fraglab.ptx.KernelFunction` that runs the ``sm_80`` PTX on the interpreter.
+    ``arch`` (e.g. ``"sm_90a"`` for wgmma) compiles for that target instead, on the GPU and for
+    the interpreter alike (which runs :data:`fraglab.device.INTERPRETER_ARCHES`)."""
     if interpreted():
         from . import ptx
-        build = toolchain.compile(name, INTERPRETER_ARCH, source=source, defines=defines,
+        target = arch or INTERPRETER_ARCH
+        if target not in device.INTERPRETER_ARCHES:
+            raise ValueError(f"the PTX interpreter runs {', '.join(device.INTERPRETER_ARCHES)} "
+                             f"code, not {target}")
+        build = toolchain.compile(name, target, source=source, defines=defines,
                                   options=tuple(options))
         _require_kernel(build, kernel)
-        return ptx.load(name, INTERPRETER_ARCH, source=source, defines=defines,
+        return ptx.load(name, target, source=source, defines=defines,
                         options=tuple(options)).function(kernel)
     import cupy
-    build = toolchain.compile(name, None, source=source, defines=defines, options=tuple(options))
+    build = toolchain.compile(name, arch, source=source, defines=defines, options=tuple(options))
     dev = cupy.cuda.Device().id
     mod = _modules.get((dev, build.key))
     if mod is None:

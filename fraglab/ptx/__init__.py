@@ -7,9 +7,12 @@
 Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the model
 (minimum-PC reconvergence, memory spaces and checks, deterministic clocks) and its limits.
 """
-from .errors import (BarrierError, CollectiveError, DeviceAssertion,  # noqa: F401
+from .errors import (BarrierError, CollectiveError, Deadlock, DeviceAssertion,  # noqa: F401
                      MemoryAccessError, PTXError, PTXSyntaxError, SharedRace, StepBudgetExceeded,
-                     TrapError, UninitializedRead, UnsupportedInstruction)
+                     TrapError, UninitializedRead, UnsupportedInstruction, WgmmaHazard)
 from .program import Launch, Program, launch, load  # noqa: F401
-from .opcodes import opcodes, supported, unsupported_opcodes  # noqa: F401
+from .opcodes import interpreter_arch, opcodes, supported, unsupported_opcodes  # noqa: F401
 from .inspect import registers_at, register_table, plot_registers  # noqa: F401
+
+#: The interpreter runs sm_90a PTX too: wgmma, mbarriers, bulk copies, named barriers (README).
+SUPPORTS_SM90A = True

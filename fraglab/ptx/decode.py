@@ -30,13 +30,16 @@ KIND_NORMAL, KIND_BRANCH, KIND_BARRIER, KIND_EXIT = 0, 1, 2, 3
 
 
 class Op:
-    __slots__ = ("fn", "kind", "guard", "neg", "target", "instr", "barrier_id", "release")
+    __slots__ = ("fn", "kind", "guard", "neg", "target", "instr", "barrier_id", "release", "touch",
+                 "wg")
 
     def __init__(self, instr, fn=None, kind=KIND_NORMAL, target=None):
         self.instr, self.fn, self.kind, self.target = instr, fn, kind, target
         self.guard, self.neg = (instr.guard if instr.guard else (None, False))
         self.barrier_id = 0
         self.release = None          # barriers with a result (bar.red): fn(warps) at release
+        self.touch = frozenset()     # registers the instruction names (the wgmma in-flight check)
+        self.wg = False              # a wgmma instruction (may use registers still in flight)
 
 
 def unsupported(instr, why: str = ""):
@@ -226,7 +229,21 @@ def _decode_all(kernel, dc, table, code):
             op = Op(ins, _raiser(ins, e.detail))
             op.kind = KIND_NORMAL
             op.guard, op.neg = None, False
+        op.touch = frozenset(_regs_named(ins.operands))
         code.append(op)
+
+
+def _regs_named(operands):
+    for o in operands:
+        if o[0] == "reg":
+            yield o[1]
+        elif o[0] in ("vec",):
+            yield from _regs_named(o[1])
+        elif o[0] in ("addr", "not"):
+            if o[1] is not None:
+                yield from _regs_named([o[1]])
+        elif o[0] == "pair":
+            yield from _regs_named([o[1], o[2]])
 
 
 def _raiser(ins, msg):

@@ -72,6 +72,26 @@ def defer_or_raise(cls, msg, w, instr, lane, waiting_for) -> None:
         raise
 
 
+class Deadlock(BarrierError):
+    """Every warp of a block waits (on mbarriers, named barriers or bar.sync) and none can go on."""
+
+
+class WgmmaHazard(PTXError):
+    """A register or shared-memory operand of a ``wgmma.mma_async`` is used or changed before the
+    ``wgmma.wait_group`` (or ``wgmma.fence``) that the PTX memory model requires."""
+
+
+class Blocked(Exception):
+    """Internal: the warp cannot go on until another warp changes some block-wide state (an
+    mbarrier phase, a named barrier); the executor runs the others and retries this instruction.
+    ``what`` describes the wait for a deadlock report."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.epoch = -1
+        super().__init__(what)
+
+
 class StepBudgetExceeded(PTXError):
     """The kernel ran more instructions than ``max_steps``."""
 

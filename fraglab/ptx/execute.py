@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
-from .errors import BarrierError, Defer, StepBudgetExceeded, raise_at
+from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at
 from .memory import BlockMemory, LocalMemory, SharedMemory
+from .mbarrier import BlockSync, deadlock
+from .wgmma import check_inflight
 
 _BIG = np.int64(1 << 60)
 LANES = np.arange(32)
@@ -47,6 +49,11 @@ class Warp:
         self.bar_vals = np.zeros(32, bool)       # bar.red operands of the lanes that wait
         self.deferred = np.zeros(32, bool)       # lanes parked at a *.sync for the others
         self.defer_error = None
+        self.blocked = None                      # Blocked: waits on an mbarrier / named barrier
+        self.inflight = {}                       # register -> wgmma group still in flight
+        self.wg = None                           # wgmma bookkeeping (.wgmma.WgState)
+        self.named = {}                          # named barrier -> generation it arrived in
+        self.maxnreg = []                        # setmaxnreg values, in order (warpgroup check)
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""
@@ -110,6 +117,8 @@ def run_warp(w: Warp, code: list, launch) -> None:
                      "kernel is just long", w, op.instr)
         if hook is not None:
             hook(w, op, m)
+        if w.inflight and not op.wg:
+            check_inflight(w, op)
         g = op.guard
         if g is None:
             em = m
@@ -128,6 +137,10 @@ def run_warp(w: Warp, code: list, launch) -> None:
                     w.deferred |= w.live & ~w.waiting if m is None else m
                     w.defer_error = d.error
                     continue
+                except Blocked as b:              # retried once another warp changed its state
+                    b.epoch = w.mem.sync.epoch
+                    w.blocked = b
+                    return
             if w.uniform:
                 w.upc = pc + 1
             else:
@@ -194,15 +207,19 @@ def run_block(launch, block_idx, code, kinfo):
                           check_race=launch.checks["race"])
     local = LocalMemory(nthreads, kinfo.local_size, check_uninit=launch.checks["uninit"])
     mem = BlockMemory(launch.glob, shared, local, launch.const, launch.param)
+    mem.sync = BlockSync(shared)
     warps = [Warp(launch, block_idx, i, nthreads, kinfo.reg_dtypes, mem)
              for i in range((nthreads + 31) // 32)]
     launch.current_warps = warps
     while True:
-        for w in warps:
-            if (w.live & ~w.waiting).any():
-                run_warp(w, code, launch)
+        _run_until_stuck(warps, code, launch, mem.sync)
+        if any(w.blocked is not None for w in warps):
+            if mem.sync.flush():                  # bulk copies still in flight land now
+                continue
+            deadlock(warps, code, launch)
         waiting = sum(int(w.waiting.sum()) for w in warps)
         if waiting == 0:
+            mem.sync.finish(warps)
             return warps
         live = sum(int(w.live.sum()) for w in warps)
         if live < nthreads:
@@ -225,6 +242,23 @@ def run_block(launch, block_idx, code, kinfo):
             w.waiting[:] = False
             w.uniform = False
         shared.barrier()
+
+
+def _run_until_stuck(warps, code, launch, sync):
+    """Run the warps in turn until none can go on: each stops at bar.sync, at exit, or blocked on
+    an mbarrier / named barrier (retried once some warp has changed the block's sync state)."""
+    ran = True
+    while ran:
+        ran = False
+        for w in warps:
+            b = w.blocked
+            if b is not None:
+                if b.epoch == sync.epoch:
+                    continue
+                w.blocked = None
+            if (w.live & ~w.waiting).any():
+                run_warp(w, code, launch)
+                ran = True
 
 
 def _check_same_barrier(warps, code, launch):

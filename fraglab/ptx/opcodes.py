@@ -1,6 +1,7 @@
 """Which opcodes a PTX text uses, and which of them the interpreter can run."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from .parse import parse
@@ -28,3 +29,26 @@ def unsupported_opcodes(ptx_text: str) -> dict:
             if why:
                 out.setdefault(op.instr.opcode, why)
     return out
+
+
+#: Source text that only sm_90a PTX can carry (wgmma and friends, or the sm_90a feature guard).
+HOPPER_SOURCE = re.compile(r"wgmma|mbarrier|cp\.async\.bulk|setmaxnreg|elect\.sync|stmatrix"
+                           r"|__CUDA_ARCH_FEAT_SM90_ALL")
+
+
+def interpreter_arch(name: str) -> str:
+    """The target a ``kernels/<name>.cu`` file is interpreted at: ``'sm_90a'`` when it (or a
+    header of ``kernels/`` it includes) uses Hopper PTX, else ``'sm_80'``. The coverage test
+    checks such files at both targets."""
+    from ..toolchain import KERNELS_DIR, kernel_path
+    seen, todo = set(), [kernel_path(name)]
+    while todo:
+        p = todo.pop()
+        if p in seen or not p.is_file():
+            continue
+        seen.add(p)
+        text = p.read_text()
+        if HOPPER_SOURCE.search(text):
+            return "sm_90a"
+        todo += [KERNELS_DIR / h for h in re.findall(r'#include\s+"([^"]+)"', text)]
+    return "sm_80"

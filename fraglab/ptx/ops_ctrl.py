@@ -32,13 +32,10 @@ def h_bar(ins, dc):
         return bar_warp_sync(ins, dc)
     if md and md[0] == "red":
         return _bar_red(ins, dc)
-    if md and md[0] == "arrive":
-        unsupported(ins, "bar.arrive")
-    if len(ins.operands) > 1:
-        unsupported(ins, "bar.sync with a thread count")
     op = ins.operands[0] if ins.operands else ("imm", 0, "int")
-    if op[0] != "imm":
-        unsupported(ins, "bar.sync with a register barrier id")
+    if (md and md[0] == "arrive") or len(ins.operands) > 1 or op[0] != "imm":
+        from .mbarrier import named_barrier      # counted / named barriers (producer-consumer)
+        return named_barrier(ins, dc)
     o = Op(ins, None, KIND_BARRIER)
     o.barrier_id = int(op[1])
     return o

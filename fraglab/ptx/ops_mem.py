@@ -113,11 +113,14 @@ def h_st(ins, dc):
 @handler("cp")
 def h_cp(ins, dc):
     md = mods(ins)
-    if md[0] != "async" or any(x.startswith("bulk") for x in md):
+    if md[0] != "async":
         unsupported(ins)
-    if md[1] in ("commit_group", "wait_group", "wait_all", "mbarrier"):
-        if md[1] == "mbarrier":
-            unsupported(ins)
+    if md[1] == "bulk":
+        from .mbarrier import bulk_copy
+        return bulk_copy(ins, dc)
+    if md[1] == "mbarrier":
+        return _cp_async_arrive(ins, dc)
+    if md[1] in ("commit_group", "wait_group", "wait_all"):
         return lambda w, m: None
     ops = ins.operands
     if "ignore-src" in ins.opcode or len(ops) < 3 or ops[2][0] != "imm":
@@ -144,6 +147,18 @@ def h_cp(ins, dc):
                                        min(int(k), size))
         w.mem.store(w, ins, "shared", d, lanes, data, size)
     return fn
+
+
+def _cp_async_arrive(ins, dc):
+    """cp.async.mbarrier.arrive{.noinc}: the copies before it have already landed, so the arrival
+    happens at once; without .noinc the pending count was raised by one first (no net change)."""
+    if "noinc" not in mods(ins):
+        return lambda w, m: None
+    from .mbarrier import h_mbarrier
+    from .parse import Instr
+    fake = Instr("mbarrier.arrive.shared.b64", [("sink",), ins.operands[0]], None, ins.text,
+                 ins.ptx_line, ins.loc)
+    return h_mbarrier(fake, dc)
 
 
 _ATOM = {

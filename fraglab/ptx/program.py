@@ -15,6 +15,7 @@ from .memory import FlatSpace, GlobalMemory
 from .parse import parse
 
 MAX_SHARED = 163 * 1024 + 1024       # sm_80: 164 KB per block (opt-in)
+MAX_SHARED_SM90 = 227 * 1024         # sm_90: 227 KB per block (opt-in)
 
 
 def _align(x: int, a: int) -> int:
@@ -45,6 +46,8 @@ class Program:
         for k in self.module.kernels.values():
             inline_calls(self.module, k)          # the module's .func device functions
         self.files = self.module.files
+        target = self.module.target.split(",")[0].strip()
+        self.max_shared = MAX_SHARED_SM90 if target.startswith("sm_9") else MAX_SHARED
         self._infos: dict[str, KernelInfo] = {}
         # module-scope .global variables: mapped first in every launch, so their addresses are fixed
         self._globals_order = [v for v in self.module.vars.values() if v.space == "global"]
@@ -261,9 +264,10 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     nthreads = block[0] * block[1] * block[2]
     if nthreads > 1024:
         raise ValueError(f"block {block} has {nthreads} threads; at most 1024 are allowed")
-    if info.dynamic_shared_offset + shared_mem > MAX_SHARED:
+    if info.dynamic_shared_offset + shared_mem > prog.max_shared:
         raise ValueError(f"{info.static_shared_end} bytes of static and {shared_mem} of dynamic "
-                         f"shared memory exceed sm_80's {MAX_SHARED} per block")
+                         f"shared memory exceed the {prog.max_shared} per block of "
+                         f"{prog.module.target or 'sm_80'}")
     if len(args) != len(info.param_layout):
         raise TypeError(f"{kernel} takes {len(info.param_layout)} arguments "
                         f"({', '.join(p[0] for p in info.param_layout)}), got {len(args)}")
@@ -337,7 +341,7 @@ class KernelFunction:
         prog.info(name)
         self.prog, self.name, self.options = prog, name, options
         self.last: Launch | None = None
-        self.max_dynamic_shared_size_bytes = MAX_SHARED
+        self.max_dynamic_shared_size_bytes = prog.max_shared
 
     def __call__(self, grid, block, args, shared_mem: int = 0, stream=None):
         self.last = launch(self.prog, self.name, grid, block, tuple(args),

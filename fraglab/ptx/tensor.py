@@ -286,13 +286,45 @@ def h_mma(ins, dc):
     return _product(ins, (fa, fb, fc, fd), shape, "satfinite" in md)
 
 
+def _matrix_lanes(ins, md):
+    """(x, trans, src lanes) of an ldmatrix / stmatrix .m8n8.x{1,2,4}.b16."""
+    if "m8n8" not in md or "b16" not in md:
+        unsupported(ins, f"only {ins.base} .m8n8 .b16")
+    x = next(int(v[1:]) for v in md if v in ("x1", "x2", "x4"))
+    return x, "trans" in md, np.arange(8 * x)
+
+
+@handler("stmatrix")
+def h_stmatrix(ins, dc):
+    """stmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 [p], {r...}: the inverse of
+    ldmatrix; lanes 8i..8i+7 give the row addresses of matrix i."""
+    x, trans, src_lanes = _matrix_lanes(ins, mods(ins))
+    parts = ins.operands[1][1] if ins.operands[1][0] == "vec" else [ins.operands[1]]
+    if len(parts) != x:
+        unsupported(ins)
+    rds = [dc.reader(p, "b32", ins) for p in parts]
+    space = space_of(ins, "generic")
+    addr = dc.address(ins.operands[0], space, ins)
+    g, c = LANES // 4, LANES % 4
+
+    def fn(w, m):
+        _require_full(w, ins, m)
+        mats = np.zeros((x, 8, 8), np.uint16)
+        for i, rd in enumerate(rds):
+            v = rd(w)
+            lo, hi = (v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)
+            if trans:
+                mats[i, 2 * c, g], mats[i, 2 * c + 1, g] = lo, hi
+            else:
+                mats[i, g, 2 * c], mats[i, g, 2 * c + 1] = lo, hi
+        data = np.ascontiguousarray(mats.reshape(8 * x, 8)).view(np.uint8)
+        w.mem.store(w, ins, space, addr(w)[src_lanes], src_lanes, data, 16)
+    return fn
+
+
 @handler("ldmatrix")
 def h_ldmatrix(ins, dc):
-    md = mods(ins)
-    if "m8n8" not in md or "b16" not in md:
-        unsupported(ins, "only ldmatrix .m8n8 .b16")
-    x = next(int(v[1:]) for v in md if v in ("x1", "x2", "x4"))
-    trans = "trans" in md
+    x, trans, src_lanes = _matrix_lanes(ins, mods(ins))
     dst = ins.operands[0]
     parts = dst[1] if dst[0] == "vec" else [dst]
     if len(parts) != x:
@@ -300,7 +332,6 @@ def h_ldmatrix(ins, dc):
     wrs = [dc.writer(p, "b32", ins) for p in parts]
     space = space_of(ins, "generic")
     addr = dc.address(ins.operands[1], space, ins)
-    src_lanes = np.arange(8 * x)
     g, c = LANES // 4, LANES % 4
 
     def fn(w, m):
