@@ -1,0 +1,283 @@
+"""The H100 run of chapter 08 (``python -m fraglab.register_liveness bench --out DIR``).
+
+One process, each step recorded even when it fails (its error is kept and the run goes on);
+``DIR/results.json`` is rewritten after every step, ``DIR/log.txt`` keeps the lines:
+
+a. **check**: every variant against float64 on fresh random inputs (outputs poisoned): d 64,
+   128, 256, f16 and bf16, causal, ragged N, peaky softmax (:mod:`.problems`);
+b. **resources**: registers, spills, LDL/STL, occupancy of every variant for this GPU
+   (:mod:`.resources`), and the register-cap sweep's;
+c. **throughput**: N = 4096, B*H = 32, f16, non-causal, d = 64/128/256: every variant, the
+   d = 256 tiles of 64 keys, chapter 05's ``fa2`` (d <= 128) and SDPA's flash backend,
+   interleaved by :func:`fraglab.bench.compare`;
+d. **causal**: the two-loop kernels against the single masked loop (and SDPA), causal;
+e. **sweep**: ``--maxrregcount`` caps on ``qreg`` and ``qreload`` at d = 128 and 256, timed;
+f. **triton**: the seed's setting where Triton is importable (:mod:`.triton_fa`): q loaded
+   before the loops vs inside them, ``n_regs``/``n_spills`` and time, causal and not.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import bench, device
+from ..flash_attention.kernels import attention_flops, fa2_launcher
+from ..flash_attention.torch_interop import cupy_to_torch, sdpa_flash, torch_to_cupy
+from ..progress import Log
+from . import kernels, problems, resources
+
+B, H, N = 4, 8, 4096
+#: Cases of the check step (names in :func:`.problems.cases`).
+CHECK_CASES = ("f16 d64 full", "bf16 d64 causal", "f16 d128 causal", "bf16 d128 full",
+               "f16 d256 full", "f16 d256 causal", "bf16 d256 causal", "N=1 causal d256",
+               "N=17 causal d128", "N=1000 causal d256", "N=513 peaky d256", "N=300 causal peaky d64")
+
+
+def check(rng, log, quick: bool) -> list[dict]:
+    out = []
+    names = CHECK_CASES[::2] if quick else CHECK_CASES
+    for variant in kernels.VARIANTS:
+        p = problems.PROBLEMS[variant]
+        for name in names:
+            rec = {"variant": variant, "case": name}
+            try:
+                r = p.evaluate(name, rng)
+                rec.update(error=r.error, tol=r.tol, ok=bool(r.ok))
+            except Exception as exc:
+                rec.update(ok=False, failure=f"{type(exc).__name__}: {exc}"[:400])
+            out.append(rec)
+        bad = [r["case"] for r in out if r["variant"] == variant and not r["ok"]]
+        worst = max((r.get("error", 0) for r in out if r["variant"] == variant), default=0)
+        log(f"  {variant:<16} worst rel. error {worst:.2e}" + (f"  WRONG: {bad}" if bad else "  ok"))
+    return out
+
+
+class Inputs:
+    """q, k, v as torch tensors (for SDPA and Triton) and CuPy views of the same memory."""
+
+    def __init__(self, torch, stream, ext, d: int, dtype: str = "f16", n: int = N):
+        self.torch, self.dtype = torch, dtype
+        shape = (B, H, n, d)
+        if torch is not None:
+            tdt = torch.float16 if dtype == "f16" else torch.bfloat16
+            with torch.cuda.stream(ext):
+                self.t = [torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
+            stream.synchronize()
+            self.c = [torch_to_cupy(t, dtype) for t in self.t]
+        else:
+            import cupy as cp
+            from ..flash_attention.kernels import random_qkv
+            raw, _ = random_qkv(np.random.default_rng(1), shape, dtype)
+            self.t, self.c = None, [cp.asarray(a) for a in raw]
+
+
+def _timed(cmp, flops: float) -> dict:
+    base = cmp.baseline
+    return {name: {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+                   "tflops": flops / (t.median_ms * 1e-3) / 1e12,
+                   "of_baseline": cmp.timings[base].median_ms / t.median_ms}
+            for name, t in cmp.timings.items()}
+
+
+def _compare(variants: dict, torch, ext, rep: dict, baseline: str | None, sdpa_ctx):
+    """compare() under SDPA's flash-only context, on the torch stream that wraps ours."""
+    if torch is None:
+        return bench.compare(variants, progress=False, baseline=baseline, **rep)
+    with sdpa_ctx(), torch.cuda.stream(ext):
+        return bench.compare(variants, progress=False, baseline=baseline, **rep)
+
+
+def throughput(d: int, causal: bool, names: list, ctx: dict, knobs: dict | None = None) -> dict:
+    """Time ``names`` (variants, ``variant@knob=value`` entries, ``fa2``, ``sdpa_flash``) at
+    N = 4096, B*H = 32, f16; returns the rows keyed by name, SDPA the baseline."""
+    import cupy as cp
+    torch, stream, ext, sdpa = ctx["torch"], ctx["stream"], ctx["ext"], ctx["sdpa"]
+    inp = Inputs(torch, stream, ext, d)
+    q, k, v = inp.c
+    runs, skipped, outs = {}, {}, {}
+    for name in names:
+        try:
+            if name == "sdpa_flash":
+                if torch is None:
+                    raise RuntimeError(ctx["sdpa_note"])
+                runs[name] = sdpa[1](*inp.t, causal)
+                continue
+            if name == "fa2":
+                run, out = fa2_launcher(q, k, v, causal=causal)
+            else:
+                variant, _, knob = name.partition("@")
+                kw = dict(knobs or {})
+                if knob:
+                    key, val = knob.split("=")
+                    kw[key] = int(val)
+                run, out = kernels.attention_launcher(q, k, v, causal=causal, variant=variant, **kw)
+            run()
+            stream.synchronize()
+            runs[name], outs[name] = run, out
+        except Exception as exc:
+            skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
+    base = "sdpa_flash" if "sdpa_flash" in runs else next(iter(runs))
+    cmp = _compare(runs, torch, ext, ctx["rep"], base, ctx["sdpa_ctx"])
+    rows = _timed(cmp, attention_flops(B, H, N, d, causal))
+    if torch is not None and "sdpa_flash" in runs:       # agreement with SDPA's output
+        with ctx["sdpa_ctx"](), torch.cuda.stream(ext):
+            want = runs["sdpa_flash"]().float()
+        stream.synchronize()
+        for name, out in outs.items():
+            got = cupy_to_torch(out, "f16").float()
+            rows[name]["rel_err_vs_sdpa"] = float((got - want).norm() / want.norm())
+    del inp, q, k, v, outs
+    cp.get_default_memory_pool().free_all_blocks()
+    return {"d": d, "causal": causal, "N": N, "B": B, "H": H, "rows": rows, "skipped": skipped,
+            "comparison": cmp.to_dict()}
+
+
+def _line(res: dict) -> str:
+    return (f"  d={res['d']} {'causal' if res['causal'] else 'full'}: " + ", ".join(
+        f"{k} {r['tflops']:.0f}" for k, r in res["rows"].items()) + " TFLOP/s"
+        + (f"; skipped {sorted(res['skipped'])}" if res["skipped"] else ""))
+
+
+def throughput_names(d: int) -> list:
+    names = list(kernels.VARIANTS)
+    if d == 256:
+        names += [f"{v}@bn=64" for v in ("qreg", "qreload", "qreload_oneloop")]
+    else:
+        names.append("fa2")
+    return names + ["sdpa_flash"]
+
+
+def triton_step(ctx: dict, log, quick: bool) -> dict:
+    try:
+        from . import triton_fa
+    except Exception as exc:
+        return {"skipped": f"Triton not importable: {type(exc).__name__}: {exc}"[:300]}
+    torch = ctx["torch"]
+    if torch is None:
+        return {"skipped": "torch (which the Triton kernels take) is missing: " + ctx["sdpa_note"]}
+    out = {"version": triton_fa.triton.__version__, "tiles": triton_fa.TILES, "rows": []}
+    for d in ((128,) if quick else (64, 128, 256)):
+        for causal in (True, False):
+            inp = Inputs(torch, ctx["stream"], ctx["ext"], d)
+            runs, regs, outs = {}, {}, {}
+            rec = {"d": d, "causal": causal}
+            try:
+                for where in ("q_before_loop", "q_in_loop"):
+                    run, o, holder = triton_fa.launcher(*inp.t, causal=causal,
+                                                        q_in_loop=where == "q_in_loop")
+                    with torch.cuda.stream(ctx["ext"]):
+                        run()
+                    ctx["stream"].synchronize()
+                    runs[where], outs[where], regs[where] = run, o, triton_fa.registers(holder)
+                runs["sdpa_flash"] = ctx["sdpa"][1](*inp.t, causal)
+                cmp = _compare(runs, torch, ctx["ext"], ctx["rep"], "sdpa_flash", ctx["sdpa_ctx"])
+                rec.update(rows=_timed(cmp, attention_flops(B, H, N, d, causal)), registers=regs)
+                with ctx["sdpa_ctx"](), torch.cuda.stream(ctx["ext"]):
+                    want = runs["sdpa_flash"]().float()
+                ctx["stream"].synchronize()
+                for where, o in outs.items():
+                    rec["rows"][where]["rel_err_vs_sdpa"] = float((o.float() - want).norm() / want.norm())
+                log(f"  triton d={d} {'causal' if causal else 'full'}: " + ", ".join(
+                    f"{w} {rec['rows'][w]['tflops']:.0f} TFLOP/s ({regs[w].get('n_regs')} regs, "
+                    f"{regs[w].get('n_spills')} spills)" for w in regs))
+            except Exception as exc:
+                rec["failure"] = f"{type(exc).__name__}: {exc}"[:400]
+                log(f"  triton d={d} causal={causal} FAILED: {rec['failure']}")
+            out["rows"].append(rec)
+            del inp, runs, outs
+    return out
+
+
+def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
+    """Steps a-f into ``out`` (``results.json``, ``log.txt``); returns the results dict."""
+    import cupy as cp
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "log.txt")
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    dev = bench.device_info()
+    log(f"[08_register_liveness bench] {device.status_line()}")
+    torch, sdpa, note = sdpa_flash()
+    stream = cp.cuda.Stream(non_blocking=True)
+    ext = torch.cuda.ExternalStream(stream.ptr) if torch is not None else None
+    rep = dict(repeat=12, rounds=2, warmup=2) if quick else dict(repeat=30, rounds=3, warmup=3)
+    ctx = {"torch": torch, "sdpa": sdpa, "sdpa_note": note, "stream": stream, "ext": ext,
+           "rep": rep, "sdpa_ctx": (sdpa[0] if sdpa else None)}
+    arch = device.arch()
+    results: dict = {"quick": quick, "seed": seed, "sdpa": note, "arch": arch, "shape": [B, H, N],
+                     "variants": list(kernels.VARIANTS), "bn": kernels.BN, "errors": {}}
+    steps = [
+        ("check", lambda: check(rng, log, quick)),
+        ("resources", lambda: [resources.resources(v, d, "f16", arch, **kn)
+                               for d in kernels.HEAD_DIMS for v in kernels.VARIANTS
+                               for kn in ([{}, {"bn": 64}] if d == 256 else [{}])]),
+        ("throughput", lambda: [throughput(d, False, throughput_names(d), ctx)
+                                for d in kernels.HEAD_DIMS]),
+        ("causal", lambda: [throughput(d, True, ["qreg", "qreg_oneloop", "qreload", "qreload_oneloop",
+                                                 "sdpa_flash"], ctx)
+                            for d in ((128, 256) if quick else kernels.HEAD_DIMS)]),
+        ("sweep", lambda: sweep(ctx, arch, log, quick)),
+        ("triton", lambda: triton_step(ctx, log, quick)),
+    ]
+    with stream:
+        for name, step in steps:
+            log.phase(name)
+            try:
+                results[name] = step()
+                if name in ("throughput", "causal"):
+                    for r in results[name]:
+                        log(_line(r))
+            except Exception as exc:
+                results["errors"][name] = f"{type(exc).__name__}: {exc}"[:1000]
+                log(f"  {name} FAILED: {results['errors'][name]}")
+            results["wall_s"] = time.perf_counter() - t0
+            bench.save_results(out / "results.json", results, device=dev)
+            cp.get_default_memory_pool().free_all_blocks()
+    log.phase("summary")
+    log(summary(results))
+    log(f"wrote {out / 'results.json'} ({results['wall_s']:.0f} s)")
+    return results
+
+
+def sweep(ctx: dict, arch: str, log, quick: bool) -> dict:
+    """Resources and time of the register caps (:data:`.resources.SWEEP_CAPS`), f16, non-causal."""
+    rows = [resources.resources(v, d, "f16", arch, maxrregcount=cap)
+            for d in resources.SWEEP_DIMS for v in resources.SWEEP_VARIANTS
+            for cap in resources.SWEEP_CAPS]
+    timed = []
+    for d in ((256,) if quick else resources.SWEEP_DIMS):
+        names = [f"{v}@maxrregcount={c}" if c else v for v in resources.SWEEP_VARIANTS
+                 for c in resources.SWEEP_CAPS] + ["sdpa_flash"]
+        timed.append(throughput(d, False, names, ctx))
+        log(_line(timed[-1]))
+    return {"resources": rows, "timed": timed}
+
+
+def summary(results: dict) -> str:
+    """TFLOP/s and share of SDPA flash per variant and d (non-causal), then checks and the
+    causal loops. Works on the loaded JSON too."""
+    lines = []
+    tp = results.get("throughput")
+    if isinstance(tp, list) and tp:
+        names = []
+        for r in tp:
+            names += [k for k in r["rows"] if k not in names]
+        lines.append(f"{'TFLOP/s (of SDPA)':<26}" + "".join(f"{'d=' + str(r['d']):>14}" for r in tp))
+        for name in names:
+            cells = []
+            for r in tp:
+                row = r["rows"].get(name)
+                cells.append(f"{row['tflops']:.0f} ({row['of_baseline']:.0%})" if row else "-")
+            lines.append(f"{name:<26}" + "".join(f"{c:>14}" for c in cells))
+    chk = results.get("check")
+    if isinstance(chk, list):
+        bad = sorted({f"{r['variant']}/{r['case']}" for r in chk if not r.get("ok")})
+        lines.append(f"check: {len(chk) - len(bad)} of {len(chk)} pass" + (f"; FAIL {bad}" if bad else ""))
+    for r in results.get("causal") or []:
+        lines.append(_line(r).strip())
+    if results.get("errors"):
+        lines.append(f"errors: {results['errors']}")
+    return "\n".join(lines)
