@@ -202,3 +202,141 @@ def test_reading_an_accumulator_before_wait_group_is_reported(rng):
 def test_overwriting_an_operand_before_wait_group_is_reported(rng):
     with pytest.raises(ptx.WgmmaHazard, match="changed before the wgmma.wait_group"):
         _run_wgmma(rng, 64, defines={"EARLY_REFILL": 1})
+
+
+# ---- mbarriers, bulk copies, named barriers ----------------------------------------------------
+
+SYNC = r"""
+__device__ void init(u32 b, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n)); }
+__device__ u64 arrive(u32 b) {
+    u64 s; asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(s) : "r"(b) : "memory"); return s; }
+__device__ void arrive_tx(u32 b, u32 tx) {
+    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;\n}" :: "r"(b), "r"(tx) : "memory"); }
+__device__ u32 test_token(u32 b, u64 s) {
+    u32 r; asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                        : "=r"(r) : "r"(b), "l"(s) : "memory"); return r; }
+__device__ u32 try_parity(u32 b, u32 ph) {
+    u32 r; asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                        : "=r"(r) : "r"(b), "r"(ph) : "memory"); return r; }
+__device__ void wait(u32 b, u32 ph) { while (!try_parity(b, ph)) {} }
+__device__ void bulk(u32 dst, const void* src, u32 n, u32 b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(dst), "l"(src), "r"(n), "r"(b) : "memory"); }
+
+// one warp walks an mbarrier (count 2) through its phases and records what the waits return
+extern "C" __global__ void phases(const float* in, u32* rec, float* got) {
+    __shared__ __align__(16) float buf[4];
+    __shared__ __align__(8) u64 bar;
+    const u32 b = smem_u32(&bar);
+    if (threadIdx.x == 0) {
+        init(b, 2);
+        u64 t0 = arrive(b);
+        rec[0] = test_token(b, t0);                    // one of two arrivals: incomplete
+        arrive(b);
+        rec[1] = test_token(b, t0);                    // phase 0 complete
+        rec[2] = try_parity(b, 0);                     // ... and so is parity 0's
+        arrive_tx(b, 16); arrive(b);                   // phase 1: arrivals done, 16 bytes due
+        bulk(smem_u32(buf), in, 16, b);
+        rec[3] = try_parity(b, 1);                     // the copy lands: phase 1 complete
+        for (int i = 0; i < 4; ++i) got[i] = buf[i];
+    }
+#ifdef EXTRA_ARRIVAL
+    __syncwarp();
+    arrive(b);                                         // 32 arrivals where 2 are due: a bug
+#endif
+}
+
+// a ring of 2 stages of 32 floats: warp 1 produces (bulk copies), warp 0 consumes
+extern "C" __global__ void ring(const float* in, float* out, int n) {
+    __shared__ __align__(128) float buf[2][32];
+    __shared__ __align__(8) u64 full[2], empty[2];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0)
+        for (int s = 0; s < 2; ++s) { init(smem_u32(&full[s]), 1); init(smem_u32(&empty[s]), 1); }
+    __syncthreads();
+    for (int i = 0; i < n; ++i) {
+        const int s = i % 2, u = i / 2;
+        if (warp == 1) {
+            if (lane == 0) {
+                if (u > 0) wait(smem_u32(&empty[s]), (u - 1) & 1);
+                arrive_tx(smem_u32(&full[s]), 128);
+                bulk(smem_u32(buf[s]), in + 32 * i, 128, smem_u32(&full[s]));
+            }
+        } else {
+#ifndef NO_WAIT
+            wait(smem_u32(&full[s]), u & 1);
+#endif
+            out[32 * i + lane] = buf[s][lane] + 1000.f * s;
+            __syncwarp();
+            if (lane == 0) arrive(smem_u32(&empty[s]));
+        }
+    }
+}
+
+// named barrier 1: warp 1 writes, arrives (ACOUNT threads); warp 0 waits (COUNT), reads
+extern "C" __global__ void named(float* out) {
+    __shared__ float x[32];
+    if (threadIdx.x >= 32) {
+        x[threadIdx.x - 32] = threadIdx.x;
+        asm volatile("bar.arrive %0, %1;" :: "r"(1), "r"(ACOUNT) : "memory");
+    } else {
+        asm volatile("bar.sync %0, %1;" :: "r"(1), "r"(COUNT) : "memory");
+        out[threadIdx.x] = x[31 - threadIdx.x];
+    }
+}
+"""
+
+
+def _sync(**defines):
+    return build(SYNC, "hopper_sync.cu", defines={"COUNT": 64, "ACOUNT": 64, **defines})
+
+
+def test_mbarrier_phases_tokens_parity_and_transactions():
+    rec, got = np.zeros(4, np.uint32), np.zeros(4, np.float32)
+    x = np.arange(4, dtype=np.float32) + 0.5
+    ptx.launch(_sync(), "phases", grid=1, block=32, args=(x, rec, got))
+    assert rec.tolist() == [0, 1, 1, 1]
+    np.testing.assert_array_equal(got, x)
+
+
+def test_more_arrivals_than_the_phase_expects_are_reported():
+    with pytest.raises(ptx.BarrierError, match="more than its phase expects"):
+        ptx.launch(_sync(EXTRA_ARRIVAL=1), "phases", grid=1, block=32,
+                   args=(np.zeros(4, np.float32), np.zeros(4, np.uint32), np.zeros(4, np.float32)))
+
+
+def test_producer_consumer_ring_through_bulk_copies(rng):
+    n = 5
+    x = rng.standard_normal(32 * n).astype(np.float32)
+    out = np.full(32 * n, np.nan, np.float32)
+    res = ptx.launch(_sync(), "ring", grid=1, block=64, args=(x, out, np.int32(n)))
+    want = x + np.float32(1000) * (np.arange(32 * n) // 32 % 2).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert res.opcode_counts()["cp"] == n
+
+
+def test_reading_a_stage_without_waiting_sees_no_data():
+    with pytest.raises(ptx.UninitializedRead):
+        ptx.launch(_sync(NO_WAIT=1), "ring", grid=1, block=64,
+                   args=(np.zeros(64, np.float32), np.zeros(64, np.float32), np.int32(2)))
+
+
+def test_a_wait_nobody_completes_is_a_deadlock():
+    x, out = np.zeros(32 * 3, np.float32), np.zeros(32 * 3, np.float32)
+    # one warp only: the consumer waits for copies that no producer warp issues
+    with pytest.raises(ptx.Deadlock, match=r"(?s)parity 0 of the mbarrier at shared address.*warp 0"):
+        ptx.launch(_sync(), "ring", grid=1, block=32, args=(x, out, np.int32(3)))
+
+
+def test_named_barrier_orders_producer_and_consumer():
+    out = np.zeros(32, np.float32)
+    ptx.launch(_sync(), "named", grid=1, block=64, args=(out,))
+    np.testing.assert_array_equal(out, 63 - np.arange(32))
+
+
+def test_named_barrier_with_a_count_never_reached_is_a_deadlock():
+    with pytest.raises(ptx.Deadlock, match="named barrier 1 .64 of 96 threads arrived"):
+        ptx.launch(_sync(COUNT=96, ACOUNT=96), "named", grid=1, block=64,
+                   args=(np.zeros(32, np.float32),))
+    with pytest.raises(ptx.BarrierError, match="thread counts 96 and 64"):
+        ptx.launch(_sync(COUNT=96), "named", grid=1, block=64, args=(np.zeros(32, np.float32),))

@@ -86,10 +86,11 @@ class Blocked(Exception):
     mbarrier phase, a named barrier); the executor runs the others and retries this instruction.
     ``what`` describes the wait for a deadlock report."""
 
-    def __init__(self, what: str):
+    def __init__(self, what, can_time_out: bool = False):
         self.what = what
         self.epoch = -1
-        super().__init__(what)
+        self.can_time_out = can_time_out      # an mbarrier wait: may return false instead
+        super().__init__(str(what))
 
 
 class StepBudgetExceeded(PTXError):

@@ -53,6 +53,8 @@ class Warp:
         self.inflight = {}                       # register -> wgmma group still in flight
         self.wg = None                           # wgmma bookkeeping (.wgmma.WgState)
         self.named = {}                          # named barrier -> generation it arrived in
+        self.timed_out = False                   # the mbarrier wait it retries returns false
+        self.timeout_epoch = -1
         self.maxnreg = []                        # setmaxnreg values, in order (warpgroup check)
 
     def thread_of(self, lane: int):
@@ -214,7 +216,7 @@ def run_block(launch, block_idx, code, kinfo):
     while True:
         _run_until_stuck(warps, code, launch, mem.sync)
         if any(w.blocked is not None for w in warps):
-            if mem.sync.flush():                  # bulk copies still in flight land now
+            if mem.sync.flush() or _time_out(warps, mem.sync):
                 continue
             deadlock(warps, code, launch)
         waiting = sum(int(w.waiting.sum()) for w in warps)
@@ -242,6 +244,16 @@ def run_block(launch, block_idx, code, kinfo):
             w.waiting[:] = False
             w.uniform = False
         shared.barrier()
+
+
+def _time_out(warps, sync) -> bool:
+    """Everything waits: the mbarrier waits (try_wait/test_wait) return false, once per change
+    of the block's state (a probe that goes on goes on; a spin loop that waits again is stuck)."""
+    late = [w for w in warps if w.blocked is not None and w.blocked.can_time_out
+            and w.timeout_epoch != sync.epoch]
+    for w in late:
+        w.timed_out, w.timeout_epoch, w.blocked = True, sync.epoch, None
+    return bool(late)
 
 
 def _run_until_stuck(warps, code, launch, sync):

@@ -8,7 +8,9 @@ arrivals and its transaction bytes are both down to zero: the phase number goes 
 parity flips) and the counts reset. ``try_wait``/``test_wait`` (with a phase parity or a state
 token from ``arrive``) that find the phase incomplete *block* the warp (the instruction is
 retried once some warp has changed the block's synchronisation state), so a spin loop lets the
-other warps run; when every warp waits, :class:`~fraglab.ptx.errors.Deadlock` names the barriers.
+other warps run. When every warp waits, the waits return false once (a time-out, as a GPU's
+``try_wait`` may; a ``test_wait`` probe goes on), and if they wait again with nothing changed,
+:class:`~fraglab.ptx.errors.Deadlock` names the barriers and the waiting warps.
 
 Bulk copies read global memory when issued and land in shared memory *as late as allowed*: when
 a warp waits on their mbarrier (or when every warp waits). Reading a stage without waiting on its
@@ -229,8 +231,10 @@ def _arrive(ins, dc, md):
             else:
                 n = len(ln) if x is None else int(x[ln].astype(np.int64).sum())
             if n > mb.pending:
-                raise_at(BarrierError, f"{n} arrivals on {mb.describe(a)}: more than its phase "
-                         "expects (count them again)", w, ins, lane=int(ln[0]))
+                raise_at(BarrierError, f"{n} arrivals in one instruction on {mb.describe(a)}: more "
+                         "than its phase expects (every thread that executes mbarrier.arrive "
+                         "counts: let one lane arrive, or count threads in mbarrier.init)", w, ins,
+                         lane=int(ln[0]))
             mb.pending -= n
             if drop:
                 mb.expected -= n
@@ -251,6 +255,10 @@ def _wait(ins, dc, md):
         return (mb.phase & 1) != (int(v) & 1) if parity else mb.phase != int(v)
 
     def wait(w, m):
+        if w.timed_out:                                    # every warp waited: false, this once
+            w.timed_out = False
+            wr(w, np.zeros(32, bool), m)
+            return
         lanes = lanes_of(m)
         sync = w.mem.sync
         v = arg(w)
@@ -262,7 +270,7 @@ def _wait(ins, dc, md):
             if not done(mb, v[ln[0]]):
                 want = (f"the phase of parity {int(v[ln[0]]) & 1}" if parity
                         else f"phase {int(v[ln[0]])} to complete")
-                raise Blocked(lambda mb=mb, a=a, want=want: f"{want} of {mb.describe(a)}")
+                raise Blocked(lambda mb=mb, a=a, want=want: f"{want} of {mb.describe(a)}", True)
         wr(w, np.ones(32, bool), m)
     return wait
 
