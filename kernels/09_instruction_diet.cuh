@@ -21,6 +21,8 @@
 //                         V fragment loaded from shared memory feeds twice as many HMMAs)
 //   DIET_STAGES           K/V buffers: 1 (V_j arrives during S, K_{j+1} during P V) or 2 (K and
 //                         V of tile j+1 arrive during all of tile j, one barrier per tile)
+//   DIET_WIDE_KEYS        64-key tiles at d = 128 with 32 rows a warp too (else 32 keys there):
+//                         ptxas then spills a little, outside the main loop
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
 #pragma once
 #include <cuda_fp16.h>
@@ -42,6 +44,9 @@
 #ifndef DIET_STAGES
 #define DIET_STAGES 1
 #endif
+#ifndef DIET_WIDE_KEYS
+#define DIET_WIDE_KEYS 0
+#endif
 #ifndef DIET_MINB
 #define DIET_MINB 2
 #endif
@@ -56,14 +61,15 @@ constexpr bool POINTER = DIET_POINTER_LOADS;
 constexpr int W = 4, THREADS = 32 * W; // warps per block
 constexpr int MT = DIET_ROWS / 16;     // 16-row m-tiles per warp
 constexpr int STAGES = DIET_STAGES;
+constexpr bool WIDE = DIET_WIDE_KEYS;
 static_assert(MT == 1 || MT == 2, "16 or 32 query rows per warp");
 static_assert(STAGES == 1 || STAGES == 2, "one or two K/V buffers");
 
 template <int D> struct Cfg {
     static constexpr int BM = 16 * MT * W;             // query rows per block
-    // Keys per K/V tile: 64, or 32 with 32 rows a warp at d = 128, where O (128 registers) and
-    // S of 32 x 64 (64 more) leave ptxas too few registers and it spills.
-    static constexpr int BN = MT == 2 && D == 128 ? 32 : 64;
+    // Keys per K/V tile: 64, or 32 with 32 rows a warp at d = 128 (unless WIDE), where O (128
+    // registers) and S of 32 x 64 (64 more) leave ptxas too few registers and it spills.
+    static constexpr int BN = MT == 2 && D == 128 && !WIDE ? 32 : 64;
     static constexpr int CPR = D / 8;                  // 16-byte chunks per row
     static constexpr int RB = 2 * D;                   // bytes per row
     static constexpr int KV = BN * RB;                 // bytes of one K (or V) tile

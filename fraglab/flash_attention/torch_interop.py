@@ -31,6 +31,20 @@ def sdpa_flash():
     return torch, (context, make), f"torch {torch.__version__}"
 
 
+def sdpa_cudnn():
+    """As :func:`sdpa_flash`, for SDPA's cuDNN backend (``SDPBackend.CUDNN_ATTENTION``, torch
+    2.2 and newer); ``(None, None, reason)`` where torch, its GPU or that backend is missing."""
+    torch, pair, note = sdpa_flash()
+    if torch is None:
+        return None, None, note
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        backend = SDPBackend.CUDNN_ATTENTION
+    except (ImportError, AttributeError) as e:              # pragma: no cover - GPU machine only
+        return None, None, f"torch {torch.__version__} has no cuDNN SDPA backend ({e})"
+    return torch, (lambda: sdpa_kernel(backend), pair[1]), f"torch {torch.__version__}, cuDNN"
+
+
 def torch_to_cupy(t, dtype: str):
     """A CUDA torch tensor (float16 or bfloat16) as a CuPy array sharing its memory (bf16 as
     uint16 bits)."""

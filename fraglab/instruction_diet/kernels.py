@@ -15,7 +15,8 @@ from ..flash_attention.kernels import check_fa2_arguments
 
 #: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
-STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage")
+STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
+         "wide_keys")
 FINAL = STEPS[-1]
 
 #: What each step changes, one line each (the chapter's table).
@@ -26,6 +27,7 @@ CHANGES = {
     "pointer_loads": "whole K/V tiles copied without row checks: one base + immediates",
     "rows32": "32 query rows a warp: each K/V fragment feeds 4 HMMAs (d=128: 32-key tiles)",
     "two_stage": "two K/V buffers: tile j+1 copied during all of tile j, one barrier a tile",
+    "wide_keys": "64-key tiles at d=128 too: twice the HMMAs per tile's fixed work",
 }
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
@@ -42,7 +44,7 @@ SEED_STEPS = {
 }
 
 #: Per step: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
-CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1)
+CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6)
           for i, step in enumerate(STEPS)}
 WARPS = 4
 HEAD_DIMS = (64, 128)
@@ -71,8 +73,10 @@ def block_rows(step: str) -> int:
 
 
 def keys_per_tile(step: str, d: int) -> int:
-    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 (``Cfg::BN``)."""
-    return 32 if CONFIG[check_step(step)]["rows"] == 32 and d == 128 else 64
+    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 unless the step is
+    ``wide`` (``Cfg::BN``)."""
+    cfg = CONFIG[check_step(step)]
+    return 32 if cfg["rows"] == 32 and d == 128 and not cfg["wide"] else 64
 
 
 def smem_bytes(step: str, d: int) -> int:

@@ -1,0 +1,334 @@
+"""The H100 run of the instruction diet (``python -m fraglab.instruction_diet bench --out DIR``).
+
+One process, sections in this order; each is recorded in ``DIR/results.json`` as soon as it
+ends (a failing one records its error and the run goes on), the log in ``DIR/log.txt``:
+
+a. ``check``: every step against float64 on fresh inputs (outputs poisoned): ragged N, causal,
+   bf16, peaky softmax, N = 1 (:data:`CHECK_CASES` of :data:`.problems.PROBLEMS`), pass/fail
+   and relative error per step and case;
+b. ``sass``: the class counts of every step (sm_90, f16, d = 64 and 128; :mod:`.classes`);
+c. ``headline``: every step, SDPA's flash backend and cuDNN's SDPA, interleaved by
+   :func:`fraglab.bench.compare`, at N = 4096, d = 128, f16, B*H = 32, non-causal and causal;
+d. ``sweep``: the same for N in 1k .. 16k, d 64 and 128, causal and not (every step, so the
+   chapter can show where each one pays), with the final step's error against SDPA's output;
+e. ``stalls``: Nsight Compute's warp-stall reasons of :data:`STALL_STEPS` (when ``ncu`` is
+   there), through :mod:`fraglab.register_reuse.ncu`'s parser, in child processes.
+
+About 2-3 minutes on an H100 (``--quick``: less than one).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import bench as timing
+from .. import child, device, tools
+from ..flash_attention.kernels import attention_flops
+from ..progress import Log
+from ..register_reuse import ncu
+from . import classes
+from .kernels import FINAL, STEPS, attention_launcher, kernel_name
+
+B, H = 4, 8                                     # B * H = 32 heads
+SIZES = (1024, 2048, 4096, 8192, 16384)
+HEADLINE_N = 4096
+#: Cases of every step's check on the GPU (names in :data:`.problems.CASES`).
+CHECK_CASES = ("f16 d64 full N=200", "f16 d128 causal N=200", "bf16 d128 full N=200",
+               "bf16 d64 causal N=1024", "f16 d128 full N=1024", "N=1", "N=1 causal",
+               "N=1000 causal peaky", "N=513 peaky bf16", "scale 0.5")
+#: Steps whose warp stalls ncu breaks down: the start, the integer diet, the last.
+STALL_STEPS = ("fa2", "pointer_loads", "rows32", FINAL)
+BASELINES = ("sdpa_flash", "cudnn")
+
+
+def _rep(n: int, quick: bool) -> dict:
+    """Repeats by size: long calls need fewer."""
+    if quick:
+        return dict(warmup=2, repeat=6, rounds=2)
+    return dict(warmup=5, repeat=50, rounds=5) if n <= 4096 else dict(warmup=3, repeat=20, rounds=4)
+
+
+# --------------------------------------------------------------------------------------------
+# a. correctness
+# --------------------------------------------------------------------------------------------
+
+def check(rng, log) -> list[dict]:
+    from .problems import PROBLEMS
+    out = []
+    for step in STEPS:
+        p = PROBLEMS[step]
+        bad = []
+        for name in CHECK_CASES:
+            try:
+                r = p.evaluate(p.case(name), rng)
+                rec = {"step": step, "case": name, "error": r.error, "tol": r.tol, "ok": r.ok}
+            except Exception as exc:          # recorded, never fatal
+                rec = {"step": step, "case": name, "ok": False,
+                       "failure": f"{type(exc).__name__}: {exc}"[:500]}
+            if not rec["ok"]:
+                bad.append(name)
+            out.append(rec)
+        worst = max((r.get("error", float("inf")) for r in out if r["step"] == step), default=0)
+        log(f"  {step:<16} {len(CHECK_CASES) - len(bad)}/{len(CHECK_CASES)} pass, worst rel. "
+            f"error {worst:.2e}" + (f"  <-- WRONG: {', '.join(bad)}" if bad else ""))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# c, d. timing beside SDPA
+# --------------------------------------------------------------------------------------------
+
+class _Baselines:
+    """SDPA's flash and cuDNN backends on torch tensors, and the CuPy views the kernels take.
+    Everything runs on torch's current stream (CuPy is pointed at it)."""
+
+    def __init__(self, log):
+        from ..flash_attention.torch_interop import sdpa_cudnn, sdpa_flash
+        self.torch, self.flash, note = sdpa_flash()
+        _, self.cudnn, note_cudnn = sdpa_cudnn()
+        self.notes = {"sdpa_flash": note, "cudnn": note_cudnn}
+        log(f"  SDPA flash: {note}; cuDNN: {note_cudnn}")
+
+    def stream(self):
+        import cupy as cp
+        if self.torch is None:
+            return cp.cuda.Stream(non_blocking=True)
+        return cp.cuda.ExternalStream(self.torch.cuda.current_stream().cuda_stream)
+
+    def inputs(self, rng, shape, dtype="f16"):
+        """(torch tensors or None, CuPy q, k, v) of ``shape``."""
+        import cupy as cp
+        from ..flash_attention.kernels import random_qkv
+        from ..flash_attention.torch_interop import torch_to_cupy
+        if self.torch is None:
+            raw, _ = random_qkv(rng, shape, dtype)
+            return None, [cp.asarray(a) for a in raw]
+        tdt = self.torch.float16 if dtype == "f16" else self.torch.bfloat16
+        ts = [self.torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
+        return ts, [torch_to_cupy(t, dtype) for t in ts]
+
+    def variants(self, ts, causal) -> dict:
+        """Callables for the baselines that are there (each enters its backend per call)."""
+        out = {}
+        for name, pair in (("sdpa_flash", self.flash), ("cudnn", self.cudnn)):
+            if ts is None or pair is None:
+                continue
+            ctx, make = pair
+            fn = make(*ts, causal)
+
+            def call(fn=fn, ctx=ctx):
+                with ctx():
+                    return fn()
+            try:                              # a backend that refuses this size is left out
+                call()
+                self.torch.cuda.synchronize()
+            except Exception as exc:          # pragma: no cover - GPU machine only
+                self.notes[f"{name} refused"] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            out[name] = call
+        return out
+
+
+def timed(base: _Baselines, rng, n: int, d: int, causal: bool, steps, quick: bool, log,
+          dtype: str = "f16") -> dict:
+    """Every step of ``steps`` and the baselines, interleaved, at (B, H, n, d)."""
+    import cupy as cp
+    shape = (B, H, n, d)
+    rec = {"N": n, "d": d, "causal": causal, "dtype": dtype, "B": B, "H": H,
+           "flops": attention_flops(B, H, n, d, causal)}
+    ts, (q, k, v) = base.inputs(rng, shape, dtype)
+    variants, outs, skipped = {}, {}, {}
+    for step in steps:
+        try:
+            run, out = attention_launcher(q, k, v, causal=causal, step=step)
+            run()
+            cp.cuda.get_current_stream().synchronize()   # a launch error shows here
+            variants[step], outs[step] = run, out
+        except Exception as exc:
+            skipped[step] = f"{type(exc).__name__}: {exc}"[:300]
+    bl = base.variants(ts, causal)
+    if "sdpa_flash" in bl and outs:
+        from ..flash_attention.torch_interop import cupy_to_torch
+        want = bl["sdpa_flash"]().float()
+        rec["rel_err_vs_sdpa"] = {}
+        for step, out in outs.items():
+            got = cupy_to_torch(out, dtype).float()
+            rec["rel_err_vs_sdpa"][step] = float((got - want).norm() / want.norm())
+        del want, got
+    variants.update(bl)
+    c = timing.compare(variants, baseline="sdpa_flash" if "sdpa_flash" in variants else None,
+                       progress=False, **_rep(n, quick))
+    rec["median_ms"] = {k: t.median_ms for k, t in c.timings.items()}
+    rec["tflops"] = {k: rec["flops"] / (t.median_ms * 1e-3) / 1e12 for k, t in c.timings.items()}
+    if "sdpa_flash" in rec["tflops"]:
+        rec["of_sdpa"] = {k: v / rec["tflops"]["sdpa_flash"] for k, v in rec["tflops"].items()}
+    rec["comparison"] = c.to_dict()
+    rec["skipped"] = skipped
+    tf = rec["tflops"]
+    log(f"  N={n:<5} d={d:<3} {'causal' if causal else 'full  '} "
+        + " ".join(f"{k} {tf[k]:.0f}" for k in tf) + " TFLOP/s"
+        + (f"; skipped {sorted(skipped)}" if skipped else ""))
+    del ts, q, k, v, variants, outs
+    cp.get_default_memory_pool().free_all_blocks()
+    return rec
+
+
+def sweep_configs(quick: bool = False) -> list[tuple[int, int, bool]]:
+    sizes = (1024, 4096) if quick else SIZES
+    return [(n, d, c) for n in sizes for d in (64, 128) for c in (False, True)]
+
+
+# --------------------------------------------------------------------------------------------
+# e. stalls
+# --------------------------------------------------------------------------------------------
+
+def stall_command(ncu_path, step: str, n: int = HEADLINE_N, d: int = 128) -> list[str]:
+    """ncu on the second launch of ``step`` in a child ``profile`` run (the first loads it)."""
+    return [str(ncu_path), "--csv", "--page", "raw", "--clock-control", "none",
+            *[a for s in ncu.SECTIONS for a in ("--section", s)],
+            "--kernel-name", kernel_name(step, "f16", d), "--launch-skip", "1",
+            "--launch-count", "1",
+            *child.python_command("fraglab.instruction_diet", "profile", "--step", step,
+                                  "--n", str(n), "--d", str(d))]
+
+
+def top_stalls(stalls_: dict, n: int = 4) -> list[tuple[str, float]]:
+    """The ``n`` largest stall reasons (cycles per issued instruction) of the first metric
+    family with numbers."""
+    for family in sorted(stalls_):
+        vals = sorted(((v, k) for k, v in stalls_[family].items() if isinstance(v, float)),
+                      reverse=True)
+        if vals:
+            return [(k, v) for v, k in vals[:n]]
+    return []
+
+
+def stalls(log, steps=STALL_STEPS, n: int = HEADLINE_N, budget_s: float = 150.0) -> dict:
+    """ncu's stall reasons of each step (child processes); steps left when ``budget_s`` is
+    spent are recorded as skipped."""
+    ncu_path = tools.find_tool("ncu", required=False)
+    if ncu_path is None:
+        log("  ncu not found: stall breakdown skipped")
+        return {"skipped": "ncu (Nsight Compute) not found on this machine"}
+    out = {"ncu": str(ncu_path), "N": n, "d": 128}
+    t0 = time.perf_counter()
+    for step in steps:
+        left = budget_s - (time.perf_counter() - t0)
+        if left < 20:
+            out[step] = {"skipped": f"the stall section's {budget_s:.0f} s were spent"}
+            continue
+        cmd = stall_command(ncu_path, step, n)
+        try:
+            r = child.run(cmd, timeout_s=min(90.0, left), check=False)
+            rec = ncu.parse_raw_csv(r.stdout)
+            rec["wall_s"] = r.wall_s
+            top = top_stalls(rec["stalls"])
+            log(f"  {step}: " + ", ".join(f"{k} {v:.2f}" for k, v in top))
+        except Exception as exc:
+            rec = {"failure": f"{type(exc).__name__}: {exc}"[:1500], "command": " ".join(cmd)}
+            log(f"  {step}: ncu FAILED: {rec['failure'][:300]}")
+        out[step] = rec
+    return out
+
+
+def profile(step: str, n: int, d: int) -> None:
+    """Run ``step`` twice at (B, H, n, d), f16, non-causal (the child ncu profiles)."""
+    import cupy as cp
+    from ..flash_attention.kernels import random_qkv
+    raw, _ = random_qkv(np.random.default_rng(0), (B, H, n, d), "f16")
+    run, _ = attention_launcher(*(cp.asarray(a) for a in raw), step=step)
+    for _ in range(2):
+        run()
+    cp.cuda.get_current_stream().synchronize()
+
+
+# --------------------------------------------------------------------------------------------
+# the whole run
+# --------------------------------------------------------------------------------------------
+
+def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
+    """Sections a-e into ``out`` (``results.json``, ``log.txt``); returns the results."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "log.txt")
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    log(f"[09_instruction_diet bench] {device.status_line()}")
+    dev = timing.device_info()
+    results: dict = {"quick": quick, "seed": seed, "steps": list(STEPS), "final": FINAL,
+                     "B": B, "H": H, "failures": {}}
+
+    def save():
+        results["wall_s"] = time.perf_counter() - t0
+        timing.save_results(out / "results.json", results, device=dev)
+
+    base: list = []
+
+    def headline():
+        base.append(_Baselines(log))
+        results["baselines"] = base[0].notes
+        with base[0].stream():
+            return [timed(base[0], rng, HEADLINE_N, 128, c, STEPS, quick, log) for c in (False, True)]
+
+    def sweep():
+        b = base[0] if base else _Baselines(log)
+        rows = []
+        with b.stream():
+            for n, d, c in sweep_configs(quick):
+                if (n, d) == (HEADLINE_N, 128):
+                    continue                          # measured in the headline section
+                try:
+                    rows.append(timed(b, rng, n, d, c, STEPS, quick, log))
+                except Exception as exc:              # one size failing does not stop the rest
+                    results["failures"][f"sweep N={n} d={d} causal={c}"] = f"{type(exc).__name__}: {exc}"[:500]
+                    log(f"  N={n} d={d} causal={c} FAILED: {exc}")
+                results["sweep"] = rows
+                save()
+        return rows
+
+    sections = [("check", lambda: check(rng, log)),
+                ("sass", lambda: {f"d{d}": classes.ladder("f16", d, "sm_90") for d in (64, 128)}),
+                ("headline", headline), ("sweep", sweep)]
+    if stall and not quick:
+        sections.append(("stalls", lambda: stalls(log)))
+    for name, fn in sections:
+        log.phase(name)
+        try:
+            results[name] = fn()
+        except Exception as exc:
+            results["failures"][name] = f"{type(exc).__name__}: {exc}"[:1000]
+            log(f"  {name} FAILED: {results['failures'][name]}")
+        save()
+    log.phase("summary")
+    log(summary(results))
+    log(f"wrote {out / 'results.json'} ({time.perf_counter() - t0:.0f} s)")
+    return results
+
+
+def summary(results: dict) -> str:
+    """The headline (N = 4096, d = 128) per step: TFLOP/s and share of SDPA flash; then the
+    final step over the sweep."""
+    lines = []
+    for rec in results.get("headline") or []:
+        tf, of = rec.get("tflops", {}), rec.get("of_sdpa", {})
+        lines.append(f"N={rec['N']} d={rec['d']} {'causal' if rec['causal'] else 'non-causal'}: "
+                     "TFLOP/s (of SDPA flash)")
+        for k, v in tf.items():
+            lines.append(f"  {k:<16} {v:7.1f}" + (f"  ({of[k]:.2f}x)" if k in of else ""))
+    rows = results.get("sweep") or []
+    if rows:
+        lines.append(f"{FINAL} over the sweep (x SDPA flash / x cuDNN):")
+        for rec in rows:
+            tf = rec.get("tflops", {})
+            if FINAL not in tf:
+                continue
+            r = [f"{tf[FINAL] / tf[b]:.2f}" if b in tf else "-" for b in BASELINES]
+            lines.append(f"  N={rec['N']:<5} d={rec['d']:<3} {'causal' if rec['causal'] else 'full  '}"
+                         f" {tf[FINAL]:7.1f} TFLOP/s  {r[0]} / {r[1]}")
+    checks = results.get("check")
+    if isinstance(checks, list):
+        bad = [f"{r['step']}:{r['case']}" for r in checks if not r.get("ok")]
+        lines.append("check: " + ("all pass" if not bad else "FAILED " + ", ".join(bad)))
+    return "\n".join(lines) or "no results"
