@@ -340,3 +340,123 @@ def test_named_barrier_with_a_count_never_reached_is_a_deadlock():
                    args=(np.zeros(32, np.float32),))
     with pytest.raises(ptx.BarrierError, match="thread counts 96 and 64"):
         ptx.launch(_sync(COUNT=96), "named", grid=1, block=64, args=(np.zeros(32, np.float32),))
+
+
+PIPE = SYNC + r"""
+// warp 0 refills B once the 4 consumer warps (warpgroup 1) released it on `empty`
+extern "C" __global__ void release(const u16* a, float* out) {
+    __shared__ __align__(1024) u16 sa[64 * 16], sb[8 * 16];
+    __shared__ __align__(8) u64 empty;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    for (int i = tid; i < 64 * 16; i += blockDim.x) { sa[i] = a[i]; if (i < 128) sb[i] = a[i]; }
+    if (tid == 0) init(smem_u32(&empty), 4);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (warp == 0 && lane == 0) { wait(smem_u32(&empty), 0); for (int i = 0; i < 128; ++i) sb[i] = 0x3c00; }
+    if (warp < 4) return;
+    const u64 lay = ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
+    u64 da = lay | (smem_u32(sa) >> 4), db = lay | (smem_u32(sb) >> 4);
+    float d[4] = {0.f, 0.f, 0.f, 0.f};
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 0, 1, 1, 0, 0;"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "l"(da), "l"(db));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#ifdef EARLY_RELEASE
+    if (lane == 0) arrive(smem_u32(&empty));           // a bug: the wgmma may still read sb
+#endif
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#ifndef EARLY_RELEASE
+    __syncwarp();
+    if (lane == 0) arrive(smem_u32(&empty));
+#endif
+    for (int i = 0; i < 4; ++i) out[(tid - 128) * 4 + i] = d[i];
+}
+"""
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_releasing_a_stage_before_wait_group_is_reported(rng, early):
+    prog = build(PIPE, "hopper_pipe.cu", defines={"COUNT": 64, "ACOUNT": 64,
+                                                    **({"EARLY_RELEASE": 1} if early else {})})
+    a = rng.integers(-3, 4, (64, 16)).astype(np.float16)
+    out = np.full(128 * 4, np.nan, np.float32)
+    args = (a.view(np.uint16), out)
+    if early:       # the arrival lets warp 0 refill sb while the wgmma is in flight
+        with pytest.raises(ptx.WgmmaHazard, match="changed before the wgmma.wait_group"):
+            ptx.launch(prog, "release", grid=1, block=256, args=args)
+        return
+    ptx.launch(prog, "release", grid=1, block=256, args=args)
+    assert np.isfinite(out).all()
+
+
+# ---- elect.sync, setmaxnreg, stmatrix, griddepcontrol -------------------------------------------
+
+MISC = r"""
+extern "C" __global__ void misc(u32* elected, u16* st, u16* stt) {
+    const int lane = threadIdx.x % 32;
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x < 128) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#ifdef BAD_SETMAXNREG
+    if (threadIdx.x >= 32 && threadIdx.x < 64) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+#endif
+    if (threadIdx.x < 32 && lane >= 5) {             // lanes 5..31 take part; lane 5 is elected
+        u32 who, me;
+        asm volatile("{\n.reg .pred p;\nelect.sync %0|p, %2;\nselp.u32 %1, 1, 0, p;\n}"
+                     : "=r"(who), "=r"(me) : "r"(0xFFFFFFE0u));
+        elected[lane] = who * 100 + me;
+    }
+    __syncwarp();
+    if (threadIdx.x < 32) {                          // stmatrix x4 (.trans): lane l holds 4 words
+        __shared__ __align__(16) u16 m[2][4 * 64];
+        u32 r[4];
+        for (int i = 0; i < 4; ++i) r[i] = (u32)(1000 * i + 2 * lane) | ((u32)(1000 * i + 2 * lane + 1) << 16);
+        u32 p = smem_u32(&m[0][(lane / 8) * 64 + (lane % 8) * 8]), q = p + 4 * 64 * 2;
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                     :: "r"(p), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
+                     :: "r"(q), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+        __syncwarp();
+        for (int i = lane; i < 256; i += 32) { st[i] = m[0][i]; stt[i] = m[1][i]; }
+    }
+    asm volatile("griddepcontrol.launch_dependents;");
+}
+"""
+
+
+def _misc(defines=None):
+    e = np.zeros(32, np.uint32)
+    st, stt = np.zeros(256, np.uint16), np.zeros(256, np.uint16)
+    ptx.launch(build(MISC, "hopper_misc.cu", defines=defines), "misc", grid=1, block=256,
+               args=(e, st, stt))
+    return e, st, stt
+
+
+def test_elect_setmaxnreg_stmatrix_griddepcontrol():
+    e, st, stt = _misc()
+    assert e[:5].tolist() == [0] * 5 and e[5] == 501 and (e[6:] == 500).all()
+    # matrix i, row r, col c: element c of row r is half (c % 2) of word i of lane 4r + c // 2
+    i, r, c = np.meshgrid(np.arange(4), np.arange(8), np.arange(8), indexing="ij")
+    val = 1000 * i + 2 * (4 * r + c // 2) + c % 2
+    np.testing.assert_array_equal(st.reshape(4, 8, 8), val)
+    np.testing.assert_array_equal(stt.reshape(4, 8, 8), val.transpose(0, 2, 1))
+
+
+def test_setmaxnreg_must_match_across_a_warpgroup():
+    with pytest.raises(ptx.BarrierError, match="all 4 warps of a warpgroup"):
+        _misc({"BAD_SETMAXNREG": 1})
+
+
+# ---- the sm_90a launch path -----------------------------------------------------------------------
+
+def test_get_kernel_interprets_sm90a_and_device_answers(monkeypatch):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    assert device.target_cc("sm_90a") == (9, 0) and device.target_cc() == (8, 0)
+    assert device.can_run("sm_90a") == (True, "") and not device.can_run("sm_100a")[0]
+    fn = launch.get_kernel("hopper_misc.cu", "misc", source=HEADER + MISC, arch="sm_90a")
+    assert isinstance(fn, ptx.program.KernelFunction) and fn.prog.module.target.startswith("sm_90a")
+    with pytest.raises(ValueError, match="interpreter runs"):
+        launch.get_kernel("hopper_misc.cu", "misc", source=HEADER + MISC, arch="sm_75")
+    assert ptx.interpreter_arch("10_fa3_pipelining_wgmma") == "sm_90a"
+    assert ptx.interpreter_arch("00_hello_warp") == "sm_80"
+    assert toolchain.compile("hopper_misc.cu", "sm_90a", source=HEADER + MISC).arch == "sm_90a"

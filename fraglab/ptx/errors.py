@@ -84,12 +84,15 @@ class WgmmaHazard(PTXError):
 class Blocked(Exception):
     """Internal: the warp cannot go on until another warp changes some block-wide state (an
     mbarrier phase, a named barrier); the executor runs the others and retries this instruction.
-    ``what`` describes the wait for a deadlock report."""
+    ``what`` describes the wait for a deadlock report. With ``done`` the instruction has
+    completed and the warp only yields: the other warps run before it goes on (after an mbarrier
+    arrival, so that a stage released too early is refilled while its readers are in flight)."""
 
-    def __init__(self, what, can_time_out: bool = False):
+    def __init__(self, what, can_time_out: bool = False, done: bool = False):
         self.what = what
         self.epoch = -1
         self.can_time_out = can_time_out      # an mbarrier wait: may return false instead
+        self.done = done
         super().__init__(str(what))
 
 

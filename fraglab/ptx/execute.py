@@ -140,6 +140,12 @@ def run_warp(w: Warp, code: list, launch) -> None:
                     w.defer_error = d.error
                     continue
                 except Blocked as b:              # retried once another warp changed its state
+                    if b.done:                    # done; the others run first (see Blocked)
+                        if w.uniform:
+                            w.upc = pc + 1
+                        else:
+                            w.pc[m] = pc + 1
+                        return
                     b.epoch = w.mem.sync.epoch
                     w.blocked = b
                     return

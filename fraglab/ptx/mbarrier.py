@@ -241,6 +241,7 @@ def _arrive(ins, dc, md):
             sync.complete(mb)
         sync.changed()
         wr(w, token, m)
+        raise Blocked("", done=True)       # a release: the other warps go first
     return arrive
 
 
