@@ -23,6 +23,7 @@
 //                         V of tile j+1 arrive during all of tile j, one barrier per tile)
 //   DIET_WIDE_KEYS        64-key tiles at d = 128 with 32 rows a warp too (else 32 keys there):
 //                         ptxas then spills a little, outside the main loop
+//   DIET_SKIP_RESCALE     O is rescaled only when a row's running max moved (a warp vote)
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
 #pragma once
 #include <cuda_fp16.h>
@@ -47,6 +48,9 @@
 #ifndef DIET_WIDE_KEYS
 #define DIET_WIDE_KEYS 0
 #endif
+#ifndef DIET_SKIP_RESCALE
+#define DIET_SKIP_RESCALE 0
+#endif
 #ifndef DIET_MINB
 #define DIET_MINB 2
 #endif
@@ -62,6 +66,7 @@ constexpr int W = 4, THREADS = 32 * W; // warps per block
 constexpr int MT = DIET_ROWS / 16;     // 16-row m-tiles per warp
 constexpr int STAGES = DIET_STAGES;
 constexpr bool WIDE = DIET_WIDE_KEYS;
+constexpr bool SKIP_RESCALE = DIET_SKIP_RESCALE;
 static_assert(MT == 1 || MT == 2, "16 or 32 query rows per warp");
 static_assert(STAGES == 1 || STAGES == 2, "one or two K/V buffers");
 
@@ -291,17 +296,26 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
             mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
             mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
         }
+        float alpha[2];
+        bool moved = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
             const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
             m_use[r] = m_new == DIET_NEG_INF ? 0.0f : m_new;   // no -inf - (-inf) = NaN
-            const float alpha = exp2a(R.m[mt][r] - m_use[r]);
+            alpha[r] = exp2a(R.m[mt][r] - m_use[r]);
+            moved |= m_new != R.m[mt][r];
             R.m[mt][r] = m_new;
-            R.l[mt][r] *= alpha;
+            R.l[mt][r] *= alpha[r];
+        }
+        // O *= alpha: D/4 FMULs a row pair. SKIP_RESCALE: only when some row of the warp has a
+        // new maximum (a warp-uniform branch); once the maxima settle, most tiles skip it.
+        if (!SKIP_RESCALE || __any_sync(FULL_MASK, moved)) {
 #pragma unroll
-            for (int t = 0; t < D / 8; ++t) { R.o[mt][t][2 * r] *= alpha; R.o[mt][t][2 * r + 1] *= alpha; }
+            for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
         }
 #pragma unroll
         for (int t = 0; t < BN / 8; ++t)

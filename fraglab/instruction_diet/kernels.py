@@ -16,7 +16,7 @@ from ..flash_attention.kernels import check_fa2_arguments
 #: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
 STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
-         "wide_keys")
+         "wide_keys", "skip_rescale")
 FINAL = STEPS[-1]
 
 #: What each step changes, one line each (the chapter's table).
@@ -28,6 +28,7 @@ CHANGES = {
     "rows32": "32 query rows a warp: each K/V fragment feeds 4 HMMAs (d=128: 32-key tiles)",
     "two_stage": "two K/V buffers: tile j+1 copied during all of tile j, one barrier a tile",
     "wide_keys": "64-key tiles at d=128 too: twice the HMMAs per tile's fixed work",
+    "skip_rescale": "O rescaled only when a row's running max moved (one warp vote)",
 }
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
