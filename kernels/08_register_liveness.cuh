@@ -25,7 +25,7 @@
 // 96 KB at d = 256 (above the 48 KB default; the launcher raises the limit). BN = 64 keys a tile,
 // FA08_BN256 at d = 256 (a define, default 32). Compile-time knobs for the register sweep:
 // FA08_MINB (blocks per SM asked of ptxas through __launch_bounds__, default 2), or NVRTC's
-// --maxrregcount=N. FA08_ONLY_D=d compiles the kernels of one head dimension only (sweeps).
+// --maxrregcount=N with FA08_NO_BOUNDS=1. FA08_ONLY_D=d compiles the kernels of one head dimension only (sweeps).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -36,6 +36,13 @@
 #endif
 #ifndef FA08_MINB
 #define FA08_MINB 2
+#endif
+// ptxas ignores --maxrregcount for a kernel with __launch_bounds__: the sweep's builds define
+// FA08_NO_BOUNDS=1 so that the cap is the only limit.
+#if defined(FA08_NO_BOUNDS) && FA08_NO_BOUNDS
+#define FA08_BOUNDS
+#else
+#define FA08_BOUNDS __launch_bounds__(fa08::THREADS, FA08_MINB)
 #endif
 
 namespace fa08 {
@@ -343,7 +350,7 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
 
 // fa08_<MODE>_<TYPE>_d<D>_<two|one>: one kernel of the file's Q mode.
 #define FA08_KERNEL(MODE, QM, TYPE, BF16, D, LOOPS, ONE)                                          \
-    extern "C" __global__ void __launch_bounds__(fa08::THREADS, FA08_MINB)                        \
+    extern "C" __global__ void FA08_BOUNDS                                                        \
     fa08_##MODE##_##TYPE##_d##D##_##LOOPS(const unsigned short* q, const unsigned short* k,       \
                                           const unsigned short* v, unsigned short* o, int n,     \
                                           float scale_log2, int causal)                           \

@@ -71,6 +71,7 @@ def build_spec(variant: str, dtype: str, d: int, *, bn: int | None = None,
     if maxrregcount is not None:
         launch.check_range("maxrregcount", maxrregcount, 64, 255)
         options = (f"--maxrregcount={int(maxrregcount)}",)
+        defines["FA08_NO_BOUNDS"] = 1        # ptxas ignores the cap under __launch_bounds__
     if minb is not None and minb != DEFAULT_MINB:
         launch.check_range("minb", minb, 1, 4)
         defines["FA08_MINB"] = int(minb)
