@@ -16,10 +16,10 @@
 // sm_90a only (cp.async.bulk itself is sm_90; the file shares the chapter's sm_90a guard).
 #include "10_fa3_pipelining.cuh"
 
+#if FRAGLAB_SM90A
 constexpr int RING_STAGES = 2;
 constexpr int RING_CHUNK = 256;        // floats per chunk: 1 KB
 
-#if FRAGLAB_SM90A
 __device__ void ring(const float* __restrict__ in, float* __restrict__ out, int n_chunks) {
     extern __shared__ unsigned char smem_raw[];
     const u32 raw = smem_u32(smem_raw);

@@ -1,0 +1,17 @@
+"""Chapter 10 (``10_fa3_pipelining``): FlashAttention-3's pipelined main loop on Hopper (sm_90a).
+
+    from fraglab import fa3_pipelining as fa3
+    o = fa3.attention(q, k, v, causal=True, variant="twostage")   # fa3.VARIANTS
+
+Modules: :mod:`.kernels` (wrappers, the swizzle model), :mod:`.problems` (Problems),
+:mod:`.sass_evidence` (HGMMA beside the softmax in SASS), :mod:`.bench` (the H100 run),
+:mod:`.report` (glue values, tables), :mod:`.plots`, :mod:`.lab` (the lab's checks).
+"""
+from .kernels import (ARCH, DESCRIPTIONS, HEAD_DIMS, KEY_TILE, VARIANTS, attention,
+                      attention_launcher, mbarrier_ring, require_hopper, sw128_image,
+                      sw128_offset, swizzle_tile, wgmma_gemm)
+from .report import glue_values
+
+__all__ = ["ARCH", "DESCRIPTIONS", "HEAD_DIMS", "KEY_TILE", "VARIANTS", "attention",
+           "attention_launcher", "glue_values", "mbarrier_ring", "require_hopper", "sw128_image",
+           "sw128_offset", "swizzle_tile", "wgmma_gemm"]

@@ -1,0 +1,204 @@
+"""Wrappers of the chapter's sm_90a kernels (``kernels/10_fa3_pipelining_*.cu``): the four
+attention variants (:func:`attention`) and the three building blocks (:func:`wgmma_gemm`,
+:func:`mbarrier_ring`, :func:`swizzle_tile`), with the NumPy model of the 128-byte swizzle.
+
+Attention takes the FA-2 kernel's arguments and runs its argument checks
+(:func:`fraglab.flash_attention.kernels.check_fa2_arguments`): (B, H, N, d) float16 or uint16
+(bf16 bits), d 64 or 128, any N >= 1, ``causal``, ``scale``. Every kernel needs Hopper's
+architecture-specific target sm_90a (wgmma, setmaxnreg): compute capability 9.0 exactly, or the
+PTX interpreter once it runs sm_90a; anything else raises before a launch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import device, launch
+from ..flash_attention.constants import LOG2E
+from ..flash_attention.kernels import check_fa2_arguments
+
+ARCH = "sm_90a"
+#: The main-loop orders of the ladder, each in ``kernels/10_fa3_pipelining_<variant>.cu``.
+VARIANTS = ("nooverlap", "twostage", "threestage", "pingpong")
+HEAD_DIMS = (64, 128)
+BR = 128                      # query rows per CTA: two consumer warpgroups of 64
+STAGES = 2                    # K/V ring depth
+THREADS = 384                 # producer + two consumer warpgroups
+#: Keys per K/V tile, by variant and d (FA3_KERNELS(..., BC64, BC128) in each file).
+KEY_TILE = {"nooverlap": {64: 128, 128: 128}, "twostage": {64: 128, 128: 128},
+            "threestage": {64: 128, 128: 64}, "pingpong": {64: 128, 128: 128}}
+#: One line per variant: what overlaps the softmax.
+DESCRIPTIONS = {
+    "nooverlap": "waits for each wgmma at once: the softmax runs alone",
+    "twostage": "Algorithm 2: softmax of tile j beside O += P V of tile j-1",
+    "threestage": "softmax of tile j beside P V of j-1 and S = Q K^T of j+1",
+    "pingpong": "Algorithm 2, and the two consumer warpgroups take turns at the tensor cores",
+}
+
+
+def kernel_file(variant: str) -> str:
+    launch.check_choice("variant", variant, VARIANTS)
+    return f"10_fa3_pipelining_{variant}"
+
+
+def kernel_name(variant: str, dtype: str, d: int) -> str:
+    """``fa3_<variant>_<dtype>_d<d>``, an extern "C" kernel of :func:`kernel_file`."""
+    launch.check_choice("variant", variant, VARIANTS)
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    launch.check_choice("head dimension d", d, HEAD_DIMS)
+    return f"fa3_{variant}_{dtype}_d{d}"
+
+
+def smem_bytes(variant: str, d: int) -> int:
+    """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
+    Q (128 x d), STAGES K and V tiles (BC x d), 16-bit values, and 9 mbarriers."""
+    bc = KEY_TILE[variant][d]
+    return 1024 + BR * d * 2 + 2 * STAGES * bc * d * 2 + 8 * (1 + 4 * STAGES)
+
+
+def require_hopper(what: str = "this kernel") -> None:
+    """Raise a clear error unless kernels compiled for sm_90a can run here: a GPU of compute
+    capability 9.0 (H100, H200), or the PTX interpreter once it runs sm_90a."""
+    cc = tuple(device.target_cc(ARCH)) if not device.gpu_available() else tuple(device.target_cc())
+    if cc != (9, 0):
+        raise RuntimeError(
+            f"{what} needs a Hopper GPU, compute capability 9.0, sm_90a (wgmma.mma_async and "
+            f"setmaxnreg exist only on that target); this GPU is {cc[0]}.{cc[1]}. "
+            "fraglab.flash_attention.fa2 runs on 8.0 and newer.")
+    if launch.interpreted():
+        from .. import ptx
+        if not getattr(ptx, "SUPPORTS_SM90A", False):
+            raise RuntimeError(f"{what} needs sm_90a: the PTX interpreter here does not run "
+                               "Hopper's wgmma / mbarrier PTX yet, and there is no GPU")
+
+
+def _kernel(name: str, kernel: str, source: str | None = None):
+    return launch.get_kernel(name, kernel, arch=ARCH, source=source)
+
+
+# --------------------------------------------------------------------------------------------
+# Attention
+# --------------------------------------------------------------------------------------------
+
+def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostage",
+                       scale: float | None = None, out=None, source: str | None = None):
+    """Check the arguments of :func:`attention`, allocate the (poisoned) output, and return
+    ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
+    :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab)."""
+    launch.check_choice("variant", variant, VARIANTS)
+    require_hopper(f"the FA-3 kernel {variant!r}")
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
+    if out is None:
+        out = launch.poisoned(q.shape, q.dtype)
+    else:
+        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
+        launch.check_aligned("out", out, 16, "the epilogue stores 4 bytes per pair")
+    name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
+    fn = _kernel(name if source is None else name, kernel_name(variant, dtype, d), source)
+    args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
+    grid = (-(-n // BR), b * h)
+    smem = smem_bytes(variant, d)
+    return (lambda: launch.launch(fn, grid, THREADS, args, shared_mem=smem)), out
+
+
+def attention(q, k, v, *, causal: bool = False, variant: str = "twostage",
+              scale: float | None = None):
+    """softmax(Q K^T * scale) V with one of the FA-3 main loops (:data:`VARIANTS`): wgmma from
+    swizzled shared memory, a cp.async producer warpgroup and two consumer warpgroups of 64
+    query rows. ``q``, ``k``, ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128;
+    any N >= 1; ``causal`` masks keys after the query. Needs sm_90a. Returns O (same dtype)."""
+    run, out = attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale)
+    run()
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks
+# --------------------------------------------------------------------------------------------
+
+def wgmma_gemm(a, b, *, b_major: str = "k"):
+    """C = A B with one warpgroup's wgmma (``kernels/10_fa3_pipelining_wgmma.cu``). ``a``:
+    float16 (64, K); ``b``: float16 (N, K) when ``b_major='k'`` (B given transposed, like K in
+    Q K^T) or (K, N) when ``b_major='mn'`` (like V in P V); N 64 or 128, K a multiple of 16 up
+    to 128. Returns C (64, N) float32."""
+    require_hopper("wgmma_gemm")
+    launch.check_choice("b_major", b_major, ("k", "mn"))
+    launch.check_array("a", a, dtype=np.float16, ndim=2)
+    launch.check_array("b", b, dtype=np.float16, ndim=2)
+    if a.shape[0] != 64:
+        raise ValueError(f"a must have 64 rows (one m64 wgmma), got shape {a.shape}")
+    kk = int(a.shape[1])
+    launch.check_range("K", kk, 16, 128)
+    launch.check_multiple("K", kk, 16)
+    n = int(b.shape[0] if b_major == "k" else b.shape[1])
+    launch.check_choice("N", n, (64, 128))
+    want = (n, kk) if b_major == "k" else (kk, n)
+    launch.check_array("b", b, dtype=np.float16, shape=want)
+    for name, x in (("a", a), ("b", b)):
+        launch.check_aligned(name, x, 16, "16-byte loads")
+    c = launch.poisoned((64, n), np.float32)
+    fn = _kernel("10_fa3_pipelining_wgmma", f"wgmma_gemm_{'kmajor' if b_major == 'k' else 'mnmajor'}_n{n}")
+    launch.launch(fn, 1, 128, (a.view(np.uint16), b.view(np.uint16), c, np.int32(kk)),
+                  shared_mem=1024 + 64 * 128 * 2 + 128 * 128 * 2)
+    return c
+
+
+RING_CHUNK = 256              # floats per chunk (1 KB), RING_CHUNK in the .cu file
+RING_STAGES = 2
+
+
+def mbarrier_ring(x):
+    """Stream float32 chunks of 256 values through a 2-stage shared-memory ring, producer warp
+    to consumer warp (``kernels/10_fa3_pipelining_mbarrier.cu``). Returns
+    ``2 * x + (chunk index % 2)`` chunk by chunk, which :func:`mbarrier_ring_reference` gives."""
+    require_hopper("mbarrier_ring")
+    launch.check_array("x", x, dtype=np.float32, ndim=1)
+    if x.size == 0 or x.size % RING_CHUNK:
+        raise ValueError(f"x must hold a positive multiple of {RING_CHUNK} values, got {x.size}")
+    launch.check_aligned("x", x, 16, "cp.async.bulk copies 16-byte aligned runs")
+    out = launch.poisoned(x.shape, np.float32)
+    fn = _kernel("10_fa3_pipelining_mbarrier", "mbarrier_ring")
+    launch.launch(fn, 1, 64, (x, out, np.int32(x.size // RING_CHUNK)),
+                  shared_mem=RING_STAGES * RING_CHUNK * 4 + 256)
+    return out
+
+
+def mbarrier_ring_reference(x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32).reshape(-1, RING_CHUNK)     # float32, as the kernel
+    tag = (np.arange(len(x)) % RING_STAGES).astype(np.float32)[:, None]
+    return (np.float32(2) * x + tag).reshape(-1)
+
+
+def swizzle_tile(src, n_valid: int):
+    """The shared-memory image (128 x d 16-bit values, as uint16) of a 128-row tile copied by
+    the attention producers' cp.async path (``kernels/10_fa3_pipelining_copy.cu``): 128-byte
+    swizzle, rows >= ``n_valid`` zero. :func:`sw128_image` is its NumPy model."""
+    require_hopper("swizzle_tile")
+    launch.check_array("src", src, dtype=np.uint16, ndim=2)
+    d = int(src.shape[1])
+    launch.check_choice("d", d, HEAD_DIMS)
+    launch.check_array("src", src, dtype=np.uint16, shape=(BR, d))
+    launch.check_range("n_valid", int(n_valid), 0, BR)
+    launch.check_aligned("src", src, 16, "cp.async copies 16 bytes")
+    image = launch.poisoned((BR, d), np.uint16)
+    fn = _kernel("10_fa3_pipelining_copy", f"swizzle_tile_d{d}")
+    launch.launch(fn, 1, 128, (src, image, np.int32(n_valid)), shared_mem=1024 + BR * d * 2)
+    return image
+
+
+def sw128_offset(r: int, c: int, rows: int) -> int:
+    """Byte offset of row ``r``'s 16-byte chunk ``c`` in a swizzled tile of ``rows`` rows (the
+    kernel's ``sw128_offset``): 64-value panels of ``rows`` x 128 bytes, chunk ``c % 8`` of a
+    row stored at ``(c % 8) ^ (r % 8)``."""
+    return (c // 8) * rows * 128 + r * 128 + (((c % 8) ^ (r % 8)) << 4)
+
+
+def sw128_image(tile, n_valid: int) -> np.ndarray:
+    """What :func:`swizzle_tile` must return for ``tile`` (rows x d, uint16)."""
+    tile = np.asarray(tile)
+    rows, d = tile.shape
+    img = np.zeros(rows * d, dtype=np.uint16)
+    for r in range(min(int(n_valid), rows)):
+        for c in range(d // 8):
+            o = sw128_offset(r, c, rows) // 2
+            img[o:o + 8] = tile[r, 8 * c:8 * c + 8]
+    return img.reshape(rows, d)

@@ -1,0 +1,126 @@
+"""The chapter's kernels as :class:`fraglab.problem.Problem` s: one per attention variant
+(f16/bf16, d 64/128, causal or not, ragged N, N = 1, peaky softmax) and one per building block.
+
+Attention inputs, reference (float64 on the inputs' exact values) and tolerances are chapter
+05's (:mod:`fraglab.flash_attention.problems`); cases marked ``slow`` run on GPUs only, the others
+(one head, N <= 130, a CTA of 384 threads) are small enough for the PTX interpreter.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import device, launch
+from ..flash_attention.kernels import as_float
+from ..flash_attention.problems import LABELS, TOL, _inputs, _reference
+from ..problem import Case, Problem
+from . import kernels
+
+
+def _requires(case: Case) -> tuple[bool, str]:
+    try:
+        kernels.require_hopper()
+    except RuntimeError as e:
+        return False, str(e)
+    return True, ""
+
+
+def _attention_run(variant: str):
+    def run(q, k, v, dtype, causal, scale, **_):
+        out = kernels.attention(*map(launch.to_device, (q, k, v)), causal=causal,
+                                variant=variant, scale=scale)
+        return as_float(out, dtype)
+    return run
+
+
+def attention_cases() -> tuple:
+    """Every compiled kernel (dtype x d) causal and not on a ragged N = 300 (three key tiles of
+    128, or five of 64), edges, and the small cases the interpreter runs."""
+    grid = [Case(f"{t} d{d} {'causal' if c else 'full'}", shape=(2, 3, 300, d), dtype=t,
+                 causal=c, slow=True)
+            for t in ("f16", "bf16") for d in kernels.HEAD_DIMS for c in (False, True)]
+    edges = [Case(f"N={n}{' causal' if c else ''}{' peaky' if qs > 1 else ''} d{d}", edge=True,
+                  slow=True, shape=(1, 2, n, d), dtype="f16", causal=c, q_scale=qs)
+             for n, c, qs, d in ((1, False, 1.0, 64), (1, True, 1.0, 128), (129, True, 1.0, 64),
+                                 (256, False, 1.0, 128), (1000, True, 1.0, 128),
+                                 (513, False, 12.0, 64), (777, True, 12.0, 128))]
+    small = [Case("small f16 d64 full", shape=(1, 1, 96, 64), dtype="f16"),
+             Case("small f16 d64 causal N=130", shape=(1, 1, 130, 64), dtype="f16", causal=True,
+                  edge=True),
+             Case("small bf16 d64 peaky", shape=(1, 1, 72, 64), dtype="bf16", q_scale=8.0,
+                  edge=True)]
+    return (*grid, *edges, *small, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
+                                        scale=0.5, slow=True))
+
+
+ATTENTION = {v: Problem(
+    f"10_fa3_pipelining/{v}",
+    f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({kernels.DESCRIPTIONS[v]}), sm_90a",
+    inputs=_inputs, reference=_reference, run=_attention_run(v), cases=attention_cases(),
+    tol=TOL, requires=_requires, labels=LABELS) for v in kernels.VARIANTS}
+
+
+# --------------------------------------------------------------------------------------------
+# Building blocks
+# --------------------------------------------------------------------------------------------
+
+def _gemm_inputs(rng, n, k, b_major):
+    a = rng.standard_normal((64, k)).astype(np.float16)
+    b = rng.standard_normal((n, k) if b_major == "k" else (k, n)).astype(np.float16)
+    return dict(a=a, b=b, b_major=b_major)
+
+
+def _gemm_reference(a, b, b_major):
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return a64 @ (b64.T if b_major == "k" else b64)
+
+
+def _gemm_run(a, b, b_major):
+    return kernels.wgmma_gemm(launch.to_device(a), launch.to_device(b), b_major=b_major)
+
+
+WGMMA_GEMM = Problem(
+    "10_fa3_pipelining/wgmma_gemm", "C (64 x N) = A B with wgmma.mma_async from swizzled shared memory",
+    inputs=_gemm_inputs, reference=_gemm_reference, run=_gemm_run, tol=1e-5,
+    requires=_requires,
+    cases=(Case("k-major n64 K64", n=64, k=64, b_major="k"),
+           Case("k-major n128 K128", n=128, k=128, b_major="k"),
+           Case("mn-major n64 K32", n=64, k=32, b_major="mn", edge=True),
+           Case("mn-major n128 K128", n=128, k=128, b_major="mn"),
+           Case("k-major n64 K16", n=64, k=16, b_major="k", edge=True),
+           Case("mn-major n128 K80", n=128, k=80, b_major="mn", edge=True)))
+
+
+MBARRIER_RING = Problem(
+    "10_fa3_pipelining/mbarrier_ring", "2 x + stage: chunks through an mbarrier-guarded ring",
+    inputs=lambda rng, chunks: dict(x=rng.standard_normal(chunks * kernels.RING_CHUNK).astype(np.float32)),
+    reference=lambda x: kernels.mbarrier_ring_reference(x),
+    run=lambda x: kernels.mbarrier_ring(launch.to_device(x)), tol=0, requires=_requires,
+    labels=("i",),
+    cases=(Case("1 chunk", chunks=1, edge=True), Case("2 chunks", chunks=2),
+           Case("7 chunks", chunks=7)))
+
+
+def _tile_inputs(rng, d, n_valid):
+    return dict(src=rng.integers(0, 1 << 16, size=(kernels.BR, d), dtype=np.uint16), n_valid=n_valid)
+
+
+SWIZZLE_TILE = Problem(
+    "10_fa3_pipelining/swizzle_tile", "the 128-byte swizzled image of a tile copied by cp.async",
+    inputs=_tile_inputs, reference=lambda src, n_valid: kernels.sw128_image(src, n_valid),
+    run=lambda src, n_valid: kernels.swizzle_tile(launch.to_device(src), n_valid), tol=0,
+    requires=_requires,
+    cases=(Case("d64 full", d=64, n_valid=128), Case("d128 ragged", d=128, n_valid=77, edge=True),
+           Case("d64 empty", d=64, n_valid=0, edge=True)))
+
+BLOCKS = {"wgmma_gemm": WGMMA_GEMM, "mbarrier_ring": MBARRIER_RING, "swizzle_tile": SWIZZLE_TILE}
+PROBLEMS = {**BLOCKS, **{f"attention_{v}": p for v, p in ATTENTION.items()}}
+
+
+def interpreter_ready() -> tuple[bool, str]:
+    """Can the small cases run here? On a GPU: a Hopper one; without: an interpreter that runs
+    sm_90a PTX (``fraglab.ptx.SUPPORTS_SM90A``)."""
+    ok, why = _requires(Case("probe"))
+    if not ok and not device.gpu_available():
+        return False, ("the PTX interpreter does not run sm_90a (wgmma, mbarrier) yet: "
+                       "fraglab.ptx.SUPPORTS_SM90A is not True")
+    return ok, why

@@ -1,0 +1,145 @@
+"""The chapter's findings from the H100 record (``book/data/10_fa3_pipelining/results.json``,
+written by ``python -m fraglab.fa3_pipelining bench``): :func:`glue_values` (name -> text, the
+numbers the prose cites; ``tests/test_book_record.py`` recomputes them), :func:`variant_table`
+and :func:`sweep_table` (HTML tables), and the helpers the bench summary shares.
+
+Functions take the loaded record (``{"device", "results"}``) or its ``results`` alone.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import bench, report, tools
+from . import kernels
+
+RESULTS = tools.REPO_ROOT / "book" / "data" / "10_fa3_pipelining" / "results.json"
+#: The performance goal: the best variant's share of cuDNN's SDPA at the headline size.
+GOAL = 0.8
+BASELINE_LABELS = {"cudnn": "cuDNN SDPA", "sdpa_flash": "SDPA flash (FA-2)",
+                   "fa2": "course FA-2 (ch. 05)", "ch09": "ch. 09 last step"}
+
+
+def load(path: str | Path = RESULTS) -> dict:
+    return bench.load_results(path)
+
+
+def _res(doc: dict) -> dict:
+    return doc["results"] if "results" in doc and isinstance(doc["results"], dict) else doc
+
+
+def tflops_of(row: dict) -> dict:
+    """TFLOP/s by callable name (``fa3_<variant>``, ``cudnn``, ...) of one timed configuration."""
+    return dict(row.get("tflops") or {})
+
+
+def headline(doc: dict) -> dict | None:
+    h = _res(doc).get("headline")
+    return h if isinstance(h, dict) and h.get("tflops") else None
+
+
+def best_variant(doc: dict) -> str:
+    """The variant with the most TFLOP/s at the headline size (``twostage`` without a record)."""
+    h = headline(doc)
+    if not h:
+        return "twostage"
+    tf = tflops_of(h)
+    have = [v for v in kernels.VARIANTS if f"fa3_{v}" in tf]
+    return max(have, key=lambda v: tf[f"fa3_{v}"]) if have else "twostage"
+
+
+def checks(doc: dict) -> tuple[int, int]:
+    rows = _res(doc).get("check") or []
+    return sum(bool(r.get("ok")) for r in rows), len(rows)
+
+
+def ratios(doc: dict, other: str = "cudnn") -> list[float]:
+    """best variant / ``other`` over the sweep's configurations where both ran."""
+    best = f"fa3_{best_variant(doc)}"
+    out = []
+    for r in _res(doc).get("sweep") or []:
+        tf = tflops_of(r)
+        if tf.get(best) and tf.get(other):
+            out.append(tf[best] / tf[other])
+    return out
+
+
+def glue_values(doc: dict) -> dict[str, str]:
+    """Every number the chapter's prose cites, as text."""
+    res = _res(doc)
+    ok, n = checks(doc)
+    out = {"ch10-checks": f"{ok} of {n}", "ch10-best-variant": best_variant(doc)}
+    h = headline(doc)
+    if h:
+        tf = tflops_of(h)
+        best = tf.get(f"fa3_{best_variant(doc)}")
+        for v in kernels.VARIANTS:
+            if f"fa3_{v}" in tf:
+                out[f"ch10-tflops-{v}"] = f"{tf[f'fa3_{v}']:.0f}"
+        for k in BASELINE_LABELS:
+            if k in tf:
+                out[f"ch10-tflops-{k.replace('_', '-')}"] = f"{tf[k]:.0f}"
+        if best:
+            out["ch10-best-tflops"] = f"{best:.0f}"
+            out["ch10-best-share-peak"] = report.share(best, report.H100_SXM["dense_f16_tflops"])
+            for k in ("cudnn", "sdpa_flash", "fa2"):
+                if tf.get(k):
+                    out[f"ch10-ratio-{k.replace('_', '-')}"] = f"{best / tf[k]:.2f}x"
+            out["ch10-goal-met"] = "met" if tf.get("cudnn") and best / tf["cudnn"] >= GOAL \
+                else "not met"
+        if tf.get("fa3_twostage") and tf.get("fa3_nooverlap"):
+            out["ch10-twostage-gain"] = f"{tf['fa3_twostage'] / tf['fa3_nooverlap']:.2f}x"
+    for other in ("cudnn", "sdpa_flash"):
+        r = ratios(doc, other)
+        if r:
+            key = other.replace("_", "-")
+            out[f"ch10-sweep-{key}-min"] = f"{min(r):.2f}x"
+            out[f"ch10-sweep-{key}-max"] = f"{max(r):.2f}x"
+    if res.get("variants"):
+        regs = {(r["variant"], r["d"]): r for r in res["variants"] if r["dtype"] == "f16"}
+        ts = regs.get(("threestage", 64))
+        if ts:
+            out["ch10-threestage-d64-note"] = ", ".join(ts["ptxas_notes"]) or "none"
+    return out
+
+
+def variant_table(doc: dict, *, live: list[dict] | None = None):
+    """One row per variant and d (f16): key tile, ptxas registers and spills, ptxas's wgmma
+    notes, SASS exp2 instructions beside a wgmma in flight, and TFLOP/s at the headline size.
+    ``live``: :func:`.sass_evidence.all_evidence` rows compiled here, instead of the record's."""
+    rows = live if live is not None else [r for r in _res(doc).get("variants") or []
+                                          if r["dtype"] == "f16"]
+    tf = tflops_of(headline(doc) or {})
+    out = []
+    for r in rows:
+        s = r["sass"]
+        out.append({"variant": r["variant"], "d": r["d"], "key tile": r["key_tile"],
+                    "registers": r["registers"], "spill bytes": r["spill_bytes"],
+                    "ptxas": ", ".join(r["ptxas_notes"]) or "-",
+                    "EX2 beside wgmma": f"{s['exp2_beside_wgmma']}/{s['exp2']}",
+                    "TFLOP/s": (f"{tf[f'fa3_' + r['variant']]:.0f}"
+                                if r["d"] == 128 and f"fa3_{r['variant']}" in tf else "")})
+    return report.table(out, caption="Table: the four main loops (f16). TFLOP/s at N = 4096, "
+                        "d = 128, B*H = 32, non-causal.")
+
+
+def sweep_table(doc: dict):
+    """TFLOP/s of the best variant and the baselines at every configuration of the sweep."""
+    best = best_variant(doc)
+    out = []
+    for r in _res(doc).get("sweep") or []:
+        tf = tflops_of(r)
+        row = {"N": r["N"], "d": r["d"], "causal": "yes" if r["causal"] else "no",
+               best: f"{tf.get('fa3_' + best, 0):.0f}"}
+        for k, label in BASELINE_LABELS.items():
+            row[label] = f"{tf[k]:.0f}" if k in tf else "-"
+        row["vs cuDNN"] = f"{tf['fa3_' + best] / tf['cudnn']:.2f}x" \
+            if tf.get("cudnn") and tf.get("fa3_" + best) else "-"
+        out.append(row)
+    return report.table(out, caption=f"Table: TFLOP/s, f16, B*H = 32; best variant {best}.")
+
+
+def check_table(doc: dict):
+    rows = [{"problem": r["problem"], "case": r["case"], "ok": "yes" if r.get("ok") else "NO",
+             "rel. error": f"{r['error']:.1e}" if "error" in r else r.get("failure", "")[:60]}
+            for r in _res(doc).get("check") or []]
+    return report.table(rows, caption="Table: every kernel against float64 on the H100.")
