@@ -305,11 +305,13 @@ def test_more_arrivals_than_the_phase_expects_are_reported():
                    args=(np.zeros(4, np.float32), np.zeros(4, np.uint32), np.zeros(4, np.float32)))
 
 
-def test_producer_consumer_ring_through_bulk_copies(rng):
+@pytest.mark.parametrize("reverse", [False, True])
+def test_producer_consumer_ring_through_bulk_copies(rng, reverse):
     n = 5
     x = rng.standard_normal(32 * n).astype(np.float32)
     out = np.full(32 * n, np.nan, np.float32)
-    res = ptx.launch(_sync(), "ring", grid=1, block=64, args=(x, out, np.int32(n)))
+    res = ptx.launch(_sync(), "ring", grid=1, block=64, args=(x, out, np.int32(n)),
+                     reverse_warps=reverse)
     want = x + np.float32(1000) * (np.arange(32 * n) // 32 % 2).astype(np.float32)
     np.testing.assert_array_equal(out, want)
     assert res.opcode_counts()["cp"] == n

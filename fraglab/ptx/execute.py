@@ -219,8 +219,9 @@ def run_block(launch, block_idx, code, kinfo):
     warps = [Warp(launch, block_idx, i, nthreads, kinfo.reg_dtypes, mem)
              for i in range((nthreads + 31) // 32)]
     launch.current_warps = warps
+    order = warps[::-1] if launch.reverse_warps else warps
     while True:
-        _run_until_stuck(warps, code, launch, mem.sync)
+        _run_until_stuck(order, code, launch, mem.sync)
         if any(w.blocked is not None for w in warps):
             if mem.sync.flush() or _time_out(warps, mem.sync):
                 continue

@@ -212,6 +212,7 @@ class Launch:
         self.current_warps = []
         self.printf: list[str] = []          # device printf output, in execution order
         self.echo_printf = True
+        self.reverse_warps = False
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
 
     def opcode_counts(self, base: bool = True):
@@ -252,11 +253,13 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
-           hook=None, echo_printf: bool = True, blocks=None) -> Launch:
+           hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool = False) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
     place); value params take NumPy scalars or Python numbers. ``blocks`` (a list of block
     indices, e.g. ``[(3, 0, 0)]``) runs only those blocks of the grid: quicker when looking at
-    one block of a large launch. Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
+    one block of a large launch. ``reverse_warps`` runs a block's warps last to first (another
+    valid schedule: a producer / consumer kernel whose result depends on it has a missing wait).
+    Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
     if isinstance(prog, str):
         prog = Program(prog)
     info = prog.info(kernel)
@@ -274,6 +277,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     L = Launch(prog, info, grid, block, int(shared_mem), int(max_steps),
                dict(uninit=check_uninit, race=check_race), hook)
     L.echo_printf = echo_printf
+    L.reverse_warps = bool(reverse_warps)
     for v in prog._globals_order:
         L.glob.map_bytes(v.init or bytes(v.size), v.name)
     pbuf = bytearray(info.param_size)
