@@ -185,6 +185,20 @@ def swizzle_tile(src, n_valid: int):
     return image
 
 
+def warpspec_rowsum(x):
+    """Row sums of tiles of 128 x 32 float32 values, passed from a producer warpgroup to two
+    consumer warpgroups through an mbarrier ring, registers moved by setmaxnreg
+    (``kernels/10_fa3_pipelining_warpspec.cu``). ``x``: (T, 128, 32) float32; returns (T, 128)."""
+    require_hopper("warpspec_rowsum")
+    launch.check_array("x", x, dtype=np.float32, ndim=3)
+    if x.shape[1:] != (128, 32) or x.shape[0] < 1:
+        raise ValueError(f"x must have shape (T, 128, 32) with T >= 1, got {x.shape}")
+    out = launch.poisoned(x.shape[:2], np.float32)
+    fn = _kernel("10_fa3_pipelining_warpspec", "warpspec_rowsum")
+    launch.launch(fn, 1, THREADS, (x, out, np.int32(x.shape[0])), shared_mem=2 * 16384 + 256)
+    return out
+
+
 def sw128_offset(r: int, c: int, rows: int) -> int:
     """Byte offset of row ``r``'s 16-byte chunk ``c`` in a swizzled tile of ``rows`` rows (the
     kernel's ``sw128_offset``): 64-value panels of ``rows`` x 128 bytes, chunk ``c % 8`` of a

@@ -112,7 +112,16 @@ SWIZZLE_TILE = Problem(
     cases=(Case("d64 full", d=64, n_valid=128), Case("d128 ragged", d=128, n_valid=77, edge=True),
            Case("d64 empty", d=64, n_valid=0, edge=True)))
 
-BLOCKS = {"wgmma_gemm": WGMMA_GEMM, "mbarrier_ring": MBARRIER_RING, "swizzle_tile": SWIZZLE_TILE}
+WARPSPEC_ROWSUM = Problem(
+    "10_fa3_pipelining/warpspec_rowsum", "row sums through producer/consumer warpgroups (setmaxnreg)",
+    inputs=lambda rng, tiles: dict(x=rng.standard_normal((tiles, 128, 32)).astype(np.float32)),
+    reference=lambda x: x.astype(np.float64).sum(axis=2),
+    run=lambda x: kernels.warpspec_rowsum(launch.to_device(x)), tol=1e-6, requires=_requires,
+    labels=("tile", "row"),
+    cases=(Case("1 tile", tiles=1, edge=True), Case("5 tiles", tiles=5)))
+
+BLOCKS = {"wgmma_gemm": WGMMA_GEMM, "mbarrier_ring": MBARRIER_RING, "swizzle_tile": SWIZZLE_TILE,
+          "warpspec_rowsum": WARPSPEC_ROWSUM}
 PROBLEMS = {**BLOCKS, **{f"attention_{v}": p for v, p in ATTENTION.items()}}
 
 

@@ -1,0 +1,160 @@
+"""Topic 10_fa3_pipelining without running a kernel: every file compiles for sm_90a (and traps
+elsewhere), registers and spills, HGMMA and no HMMA, the SASS evidence of the overlap, the
+swizzle model, and the wrapper's errors (no Hopper, bad arguments)."""
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from fraglab import device, launch, toolchain
+from fraglab import fa3_pipelining as fa3
+from fraglab.fa3_pipelining import bench, kernels, report, sass_evidence
+
+BLOCK_FILES = ("10_fa3_pipelining_wgmma", "10_fa3_pipelining_mbarrier", "10_fa3_pipelining_copy",
+               "10_fa3_pipelining_warpspec")
+
+
+@lru_cache(maxsize=None)
+def _build(name, arch="sm_90a"):
+    return toolchain.compile(name, arch)
+
+
+@pytest.mark.parametrize("variant", fa3.VARIANTS)
+def test_variant_kernels_compile_for_sm90a_without_spills(variant):
+    b = _build(kernels.kernel_file(variant))
+    want = sorted(kernels.kernel_name(variant, t, d) for t in ("f16", "bf16") for d in (64, 128))
+    assert sorted(b.kernels) == want
+    for k in want:
+        r = b.resources[k]
+        assert r["spill_stores"] == r["spill_loads"] == r["stack_frame"] == 0, (k, r)
+        assert r["registers"] <= 168, (k, r)          # the cap of __launch_bounds__(384, 1)
+    assert "C7508" not in b.log, "ptxas ignored setmaxnreg"
+
+
+@pytest.mark.parametrize("name", BLOCK_FILES)
+def test_building_blocks_compile_for_sm90a(name):
+    b = _build(name)
+    assert b.kernels and all(b.resources[k]["spill_stores"] == 0 for k in b.kernels)
+
+
+@pytest.mark.parametrize("arch", ("sm_80", "sm_90"))
+def test_bodies_trap_off_sm90a(arch):
+    b = _build(kernels.kernel_file("twostage"), arch)
+    for k in b.kernels:
+        ops = b.opcodes(k)
+        assert "HGMMA" not in ops and ops.get("BPT", 0) + ops.get("EXIT", 0) >= 1, (k, ops)
+
+
+@pytest.mark.parametrize("variant", fa3.VARIANTS)
+@pytest.mark.parametrize("d", fa3.HEAD_DIMS)
+def test_multiplies_are_hgmma_not_hmma(variant, d):
+    ops = _build(kernels.kernel_file(variant)).opcodes(kernels.kernel_name(variant, "f16", d))
+    assert ops.get("HGMMA", 0) >= 2 and ops.get("HMMA", 0) == 0, ops
+
+
+def test_pipelined_loops_put_exp2_beside_wgmma():
+    ev = {(r["variant"], r["d"]): r for r in sass_evidence.all_evidence()}
+    for d in fa3.HEAD_DIMS:
+        assert ev[("nooverlap", d)]["sass"]["exp2_beside_wgmma"] == 0
+        for v in ("twostage", "pingpong"):
+            s = ev[(v, d)]["sass"]
+            assert s["exp2_beside_wgmma"] >= s["exp2"] // 2, (v, d, s)
+    # the 3-stage loop at d = 128 (64-key tiles) overlaps; at d = 64 (128-key tiles) its extra
+    # S and P do not fit and ptxas serializes the wgmma (C7512): no exp2 beside a multiply
+    assert ev[("threestage", 128)]["sass"]["exp2_beside_wgmma"] > 0
+    assert "C7512" in ev[("threestage", 64)]["ptxas_notes"]
+    assert ev[("threestage", 64)]["sass"]["exp2_beside_wgmma"] == 0
+
+
+def test_ptx_order_is_the_source_order():
+    tl = sass_evidence.ptx_timeline("twostage", "f16", 64)
+    kinds = [r["kind"] for r in tl]
+    assert "commit" in kinds and "wait" in kinds and "exp2" in kinds
+    assert sass_evidence.overlap(tl)["exp2_beside_wgmma"] > 0
+
+
+def test_swizzle_model_permutes_chunks_within_each_atom():
+    for rows in (64, 128):
+        offs = sorted(kernels.sw128_offset(r, c, rows) for r in range(rows) for c in range(16))
+        assert offs == list(range(0, rows * 256, 16))       # a bijection onto the tile
+    assert kernels.sw128_offset(3, 0, 128) == 3 * 128 + (3 << 4)
+    assert kernels.sw128_offset(0, 8, 128) == 128 * 128     # second 64-column panel
+    img = kernels.sw128_image(np.arange(128 * 64, dtype=np.uint16).reshape(128, 64), 100)
+    assert (img[100:] == 0).all()
+
+
+def test_smem_fits_hopper():
+    for v in fa3.VARIANTS:
+        for d in fa3.HEAD_DIMS:
+            assert kernels.smem_bytes(v, d) <= 227 * 1024
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0), (12, 0)])
+def test_wrapper_refuses_everything_but_hopper(monkeypatch, cc):
+    monkeypatch.setattr(device, "target_cc", lambda *a, **k: cc)
+    q = np.zeros((1, 1, 64, 64), np.float16)
+    with pytest.raises(RuntimeError, match="needs a Hopper GPU, compute capability 9.0, sm_90a"):
+        fa3.attention(q, q, q)
+    with pytest.raises(RuntimeError, match="sm_90a"):
+        fa3.wgmma_gemm(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
+
+
+def _arrays(shape=(1, 1, 64, 64), dtype=np.float16):
+    return [launch.to_device(np.zeros(shape, dtype)) for _ in range(3)]
+
+
+def _hopper_here():
+    try:
+        kernels.require_hopper()
+        return True
+    except RuntimeError:
+        return False
+
+
+needs_hopper = pytest.mark.skipif(not _hopper_here(), reason="no sm_90a here (GPU or interpreter)")
+
+
+@needs_hopper
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(variant="fourstage"), ValueError, "variant"),
+    (dict(causal=1), TypeError, "causal"),
+    (dict(scale=-1.0), ValueError, "scale"),
+    (dict(scale="x"), TypeError, "scale"),
+])
+def test_attention_rejects_bad_options(kw, exc, match):
+    with pytest.raises(exc, match=match):
+        fa3.attention(*_arrays(), **kw)
+
+
+@needs_hopper
+@pytest.mark.parametrize("arrays, exc, match", [
+    (lambda: _arrays((1, 1, 64, 96)), ValueError, "head dimension"),
+    (lambda: _arrays(dtype=np.float32), TypeError, "dtype"),
+    (lambda: _arrays((1, 64, 64)), ValueError, "dimensions"),
+    (lambda: _arrays()[:2] + [launch.to_device(np.zeros((1, 1, 32, 64), np.float16))],
+     ValueError, "shape"),
+])
+def test_attention_rejects_bad_arrays(arrays, exc, match):
+    with pytest.raises(exc, match=match):
+        fa3.attention(*arrays())
+
+
+def test_bench_summary_and_glue_on_a_fake_record():
+    tf = {"fa3_nooverlap": 300.0, "fa3_twostage": 520.0, "fa3_threestage": 480.0,
+          "fa3_pingpong": 510.0, "cudnn": 630.0, "sdpa_flash": 340.0, "fa2": 316.0}
+    row = {"N": 4096, "d": 128, "causal": False, "tflops": tf}
+    res = {"headline": row, "sweep": [row, {**row, "N": 1024, "causal": True}],
+           "check": [{"problem": "a", "case": "b", "ok": True, "error": 1e-4}],
+           "variants": sass_evidence.all_evidence()}
+    text = bench.summary_table(res)
+    assert "twostage" in text and "0.83" in text
+    g = report.glue_values({"results": res})
+    assert g["ch10-best-variant"] == "twostage" and g["ch10-ratio-cudnn"] == "0.83x"
+    assert g["ch10-goal-met"] == "met" and g["ch10-checks"] == "1 of 1"
+    assert g["ch10-threestage-d64-note"] == "C7512"
+
+
+def test_cli_parses():
+    from fraglab.fa3_pipelining.__main__ import main
+    with pytest.raises(SystemExit):
+        main(["bench"])                      # --out is required
