@@ -26,6 +26,26 @@ def build(src: str, name="hopper.cu", defines=None) -> ptx.Program:
     return ptx.load(name, "sm_90a", source=HEADER + src, defines=defines)
 
 
+def run(src, name, kernel, block, args, shared_mem=0, defines=None, gpu=False, **kw):
+    """Launch one block on the interpreter, or (``gpu``) on an sm_90 GPU through the course's
+    launch path; NumPy array arguments receive the results in place either way."""
+    if not gpu:
+        return ptx.launch(build(src, name, defines), kernel, grid=1, block=block, args=args,
+                          shared_mem=shared_mem, **kw)
+    import cupy
+    fn = launch.get_kernel(name, kernel, source=HEADER + src, defines=defines, arch="sm_90a")
+    dev = [cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    launch.launch(fn, (1,), (block,), tuple(dev), shared_mem=shared_mem, sync=True)
+    for a, d in zip(args, dev):
+        if isinstance(a, np.ndarray):
+            a[...] = d.get()
+
+
+def _need_sm90(gpu):
+    if gpu and not (device.gpu_available() and device.can_run("sm_90a")[0]):
+        pytest.skip("needs an sm_90 GPU (compute capability 9.0)")
+
+
 # ---- descriptors: a hand-computed address table ------------------------------------------------
 
 def test_descriptor_fields_round_trip():
@@ -141,8 +161,10 @@ def _values(rng, shape, t):
     return bits, vals
 
 
-def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, defines=None):
-    prog = build(_wgmma_source(n, t, rs, ta, tb, neg), defines=defines)
+def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, defines=None,
+               gpu=False):
+    _need_sm90(gpu)
+    src = _wgmma_source(n, t, rs, ta, tb, neg)
     a_bits, A = _values(rng, (64, 16), t)
     b_bits, B = _values(rng, (n, 16), t)                              # B^T: (N, K)
     geo = {0: (128, 256), 32: (16, 256), 64: (16, 512), 128: (16, 1024)}
@@ -159,8 +181,9 @@ def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, 
     b_in, boff, desc_b = place(b_bits, B, n, bool(tb))
     d0 = rng.integers(-4, 5, (128, n // 2)).astype(np.float32)
     out = d0.copy()
-    ptx.launch(prog, "wg", grid=1, block=128, shared_mem=1024 + 8192 + n * 128,
-               args=(a_in, b_in, aoff, boff, np.uint64(desc_a), np.uint64(desc_b), np.int32(acc), out))
+    run(src, "hopper.cu", "wg", 128, (a_in, b_in, aoff, boff, np.uint64(desc_a), np.uint64(desc_b),
+                                      np.int32(acc), out),
+        shared_mem=1024 + 8192 + n * 128, defines=defines, gpu=gpu)
     # the accumulator layout, stated independently: m16n8 C fragments, warp w owns rows 16w..
     i = np.arange(n // 2)
     rows = 16 * (np.arange(128) // 32)[:, None] + G[np.arange(128) % 32][:, None] \
@@ -174,23 +197,29 @@ def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, 
     return got, want
 
 
+GPU = [pytest.param(False, id="interp"), pytest.param(True, id="gpu", marks=pytest.mark.gpu)]
+
+
+@pytest.mark.parametrize("gpu", GPU)
 @pytest.mark.parametrize("sw", [0, 32, 64, 128])
-def test_wgmma_kmajor_every_swizzle(rng, sw):
-    got, want = _run_wgmma(rng, 64, sw=sw)
+def test_wgmma_kmajor_every_swizzle(rng, sw, gpu):
+    got, want = _run_wgmma(rng, 64, sw=sw, gpu=gpu)
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("sw", [0, 32, 128])
-def test_wgmma_mn_major_operands(rng, sw):
-    got, want = _run_wgmma(rng, 64, sw=sw, ta=1, tb=1)
+@pytest.mark.parametrize("gpu", GPU)
+@pytest.mark.parametrize("sw", [0, 32, 64, 128])
+def test_wgmma_mn_major_operands(rng, sw, gpu):
+    got, want = _run_wgmma(rng, 64, sw=sw, ta=1, tb=1, gpu=gpu)
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("gpu", GPU)
 @pytest.mark.parametrize("n,t,rs,neg,acc", [(8, "f16", False, False, 1), (128, "bf16", False, True, 1),
                                              (256, "f16", False, False, 0), (64, "f16", True, False, 1),
                                              (128, "bf16", True, True, 0)])
-def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc):
-    got, want = _run_wgmma(rng, n, t=t, rs=rs, neg=neg, acc=acc)
+def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc, gpu):
+    got, want = _run_wgmma(rng, n, t=t, rs=rs, neg=neg, acc=acc, gpu=gpu)
     np.testing.assert_array_equal(got, want)           # integers / 4: every sum is exact in f32
 
 
@@ -291,10 +320,13 @@ def _sync(**defines):
     return build(SYNC, "hopper_sync.cu", defines={"COUNT": 64, "ACOUNT": 64, **defines})
 
 
-def test_mbarrier_phases_tokens_parity_and_transactions():
+@pytest.mark.parametrize("gpu", GPU)
+def test_mbarrier_phases_tokens_parity_and_transactions(gpu):
+    _need_sm90(gpu)
     rec, got = np.zeros(4, np.uint32), np.zeros(4, np.float32)
     x = np.arange(4, dtype=np.float32) + 0.5
-    ptx.launch(_sync(), "phases", grid=1, block=32, args=(x, rec, got))
+    run(SYNC, "hopper_sync.cu", "phases", 32, (x, rec, got), defines={"COUNT": 64, "ACOUNT": 64},
+        gpu=gpu)
     assert rec.tolist() == [0, 1, 1, 1]
     np.testing.assert_array_equal(got, x)
 
@@ -305,16 +337,18 @@ def test_more_arrivals_than_the_phase_expects_are_reported():
                    args=(np.zeros(4, np.float32), np.zeros(4, np.uint32), np.zeros(4, np.float32)))
 
 
-@pytest.mark.parametrize("reverse", [False, True])
-def test_producer_consumer_ring_through_bulk_copies(rng, reverse):
+@pytest.mark.parametrize("how", ["interp", "reverse", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_producer_consumer_ring_through_bulk_copies(rng, how):
+    _need_sm90(how == "gpu")
     n = 5
     x = rng.standard_normal(32 * n).astype(np.float32)
     out = np.full(32 * n, np.nan, np.float32)
-    res = ptx.launch(_sync(), "ring", grid=1, block=64, args=(x, out, np.int32(n)),
-                     reverse_warps=reverse)
+    extra = {} if how == "gpu" else {"reverse_warps": how == "reverse"}
+    res = run(SYNC, "hopper_sync.cu", "ring", 64, (x, out, np.int32(n)),
+              defines={"COUNT": 64, "ACOUNT": 64}, gpu=how == "gpu", **extra)
     want = x + np.float32(1000) * (np.arange(32 * n) // 32 % 2).astype(np.float32)
     np.testing.assert_array_equal(out, want)
-    assert res.opcode_counts()["cp"] == n
+    assert how == "gpu" or res.opcode_counts()["cp"] == n
 
 
 def test_reading_a_stage_without_waiting_sees_no_data():
@@ -330,9 +364,11 @@ def test_a_wait_nobody_completes_is_a_deadlock():
         ptx.launch(_sync(), "ring", grid=1, block=32, args=(x, out, np.int32(3)))
 
 
-def test_named_barrier_orders_producer_and_consumer():
+@pytest.mark.parametrize("gpu", GPU)
+def test_named_barrier_orders_producer_and_consumer(gpu):
+    _need_sm90(gpu)
     out = np.zeros(32, np.float32)
-    ptx.launch(_sync(), "named", grid=1, block=64, args=(out,))
+    run(SYNC, "hopper_sync.cu", "named", 64, (out,), defines={"COUNT": 64, "ACOUNT": 64}, gpu=gpu)
     np.testing.assert_array_equal(out, 63 - np.arange(32))
 
 
@@ -397,8 +433,10 @@ MISC = r"""
 extern "C" __global__ void misc(u32* elected, u16* st, u16* stt) {
     const int lane = threadIdx.x % 32;
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#ifndef NO_SETMAXNREG     // (not on a GPU: inc waits for registers a small kernel's CTA lacks)
     if (threadIdx.x < 128) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     else asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+#endif
 #ifdef BAD_SETMAXNREG
     if (threadIdx.x >= 32 && threadIdx.x < 64) asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
 #endif
@@ -426,16 +464,17 @@ extern "C" __global__ void misc(u32* elected, u16* st, u16* stt) {
 """
 
 
-def _misc(defines=None):
+def _misc(defines=None, gpu=False):
     e = np.zeros(32, np.uint32)
     st, stt = np.zeros(256, np.uint16), np.zeros(256, np.uint16)
-    ptx.launch(build(MISC, "hopper_misc.cu", defines=defines), "misc", grid=1, block=256,
-               args=(e, st, stt))
+    run(MISC, "hopper_misc.cu", "misc", 256, (e, st, stt), defines=defines, gpu=gpu)
     return e, st, stt
 
 
-def test_elect_setmaxnreg_stmatrix_griddepcontrol():
-    e, st, stt = _misc()
+@pytest.mark.parametrize("gpu", GPU)
+def test_elect_setmaxnreg_stmatrix_griddepcontrol(gpu):
+    _need_sm90(gpu)
+    e, st, stt = _misc({"NO_SETMAXNREG": 1} if gpu else None, gpu=gpu)
     assert e[:5].tolist() == [0] * 5 and e[5] == 501 and (e[6:] == 500).all()
     # matrix i, row r, col c: element c of row r is half (c % 2) of word i of lane 4r + c // 2
     i, r, c = np.meshgrid(np.arange(4), np.arange(8), np.arange(8), indexing="ij")
