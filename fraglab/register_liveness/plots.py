@@ -1,0 +1,72 @@
+"""Chapter 08's figures: live registers across the kernel, before and after the Q change
+(:func:`plot_liveness`, from the compiler alone), and the H100 throughput of the variants next
+to SDPA flash (:func:`plot_throughput`, from the record). Sized for the book's column (7.85 in
+at 100 dpi) with text of 9 px or more there (``report.smallest_text_px``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .report import throughput_at
+
+WIDTH = 7.85
+LIMIT = 255          # registers a thread may have
+COLORS = {"qreg": "C3", "qreload": "C0"}
+LABELS = {"qreg": "Q in registers (qreg)", "qreload": "Q reloaded from shared memory (qreload)"}
+
+
+def _plt():
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"font.size": 10, "axes.titlesize": 10, "legend.fontsize": 9,
+                         "xtick.labelsize": 9, "ytick.labelsize": 9})
+    return plt
+
+
+def plot_liveness(prof: dict, d: int = 256):
+    """Two panels over the program (x: position in the listing, 0 = first instruction):
+    (a) PTX, the demand before allocation (virtual registers); (b) SASS, what ptxas allocated,
+    with the 255-register limit. ``prof``: :func:`.report.profiles`."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, 1, figsize=(WIDTH, 5.6), sharex=True)
+    for ax, key, title in ((axes[0], "ptx", f"(a) PTX, before register allocation (d = {d})"),
+                           (axes[1], "sass", f"(b) SASS, after allocation by ptxas (d = {d})")):
+        for mode, p in prof.items():
+            y = np.asarray(p[key])
+            x = np.linspace(0, 1, len(y))
+            ax.plot(x, y, color=COLORS[mode], lw=1.2,
+                    label=f"{LABELS[mode]}: peak {y.max()}"
+                          + (f", ptxas {p['registers']} regs" if key == "sass" else ""))
+        ax.axhline(LIMIT, color="k", ls=":", lw=1)
+        ax.text(0.005, LIMIT + 4, "255: the most a thread may have", fontsize=9, va="bottom")
+        ax.set_ylabel("live 32-bit registers")
+        ax.set_title(title, loc="left")
+        ax.set_ylim(0, max(LIMIT, *(max(p[key]) for p in prof.values())) * 1.18)
+        ax.legend(loc="lower center", ncol=1, frameon=False)
+    axes[1].set_xlabel("position in the kernel's instruction listing (0 = start, 1 = end)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_throughput(doc: dict):
+    """TFLOP/s of each variant at d = 64, 128, 256 (non-causal, N = 4096, B*H = 32, f16), with
+    SDPA flash, as grouped bars."""
+    plt = _plt()
+    names = ["qreg", "qreload", "qglobal", "sdpa_flash"]
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.6))
+    x = np.arange(len(kernels.HEAD_DIMS))
+    w = 0.8 / len(names)
+    for i, name in enumerate(names):
+        vals = [throughput_at(doc, d).get(name, {}).get("tflops", np.nan) for d in kernels.HEAD_DIMS]
+        bars = ax.bar(x + (i - (len(names) - 1) / 2) * w, vals, w, label=name,
+                      color=COLORS.get(name, "C2" if name == "qglobal" else "0.5"))
+        for b, v in zip(bars, vals):
+            if np.isfinite(v):
+                ax.annotate(f"{v:.0f}", (b.get_x() + b.get_width() / 2, v), ha="center",
+                            va="bottom", fontsize=9)
+    ax.set_xticks(x, [f"d = {d}" for d in kernels.HEAD_DIMS])
+    ax.set_ylabel("TFLOP/s")
+    ax.legend(ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    top = max([b.get_height() for b in ax.patches if np.isfinite(b.get_height())] or [1])
+    ax.set_ylim(0, top * 1.15)
+    fig.tight_layout()
+    return fig
