@@ -286,37 +286,37 @@ def h_mma(ins, dc):
     return _product(ins, (fa, fb, fc, fd), shape, "satfinite" in md)
 
 
-def _matrix_lanes(ins, md):
-    """(x, trans, src lanes) of an ldmatrix / stmatrix .m8n8.x{1,2,4}.b16."""
+def _matrix_op(ins, dc, regs_i: int, access):
+    """What ldmatrix / stmatrix .m8n8.x{1,2,4}{.trans}.b16 share: the count x, the register
+    accessors of operand ``regs_i``, the space, the address (lanes 8i..8i+7 give the rows of
+    matrix i) and where each lane's low and high halves sit in an 8 x 8 matrix."""
+    md = mods(ins)
     if "m8n8" not in md or "b16" not in md:
         unsupported(ins, f"only {ins.base} .m8n8 .b16")
     x = next(int(v[1:]) for v in md if v in ("x1", "x2", "x4"))
-    return x, "trans" in md, np.arange(8 * x)
+    op = ins.operands[regs_i]
+    parts = op[1] if op[0] == "vec" else [op]
+    if len(parts) != x:
+        unsupported(ins)
+    space = space_of(ins, "generic")
+    addr = dc.address(ins.operands[1 - regs_i], space, ins)
+    g, c = LANES // 4, LANES % 4
+    halves = ((2 * c, g), (2 * c + 1, g)) if "trans" in md else ((g, 2 * c), (g, 2 * c + 1))
+    return x, [access(p, "b32", ins) for p in parts], space, addr, np.arange(8 * x), halves
 
 
 @handler("stmatrix")
 def h_stmatrix(ins, dc):
-    """stmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 [p], {r...}: the inverse of
-    ldmatrix; lanes 8i..8i+7 give the row addresses of matrix i."""
-    x, trans, src_lanes = _matrix_lanes(ins, mods(ins))
-    parts = ins.operands[1][1] if ins.operands[1][0] == "vec" else [ins.operands[1]]
-    if len(parts) != x:
-        unsupported(ins)
-    rds = [dc.reader(p, "b32", ins) for p in parts]
-    space = space_of(ins, "generic")
-    addr = dc.address(ins.operands[0], space, ins)
-    g, c = LANES // 4, LANES % 4
+    """stmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 [p], {r...}: ldmatrix reversed."""
+    x, rds, space, addr, src_lanes, (lo_at, hi_at) = _matrix_op(ins, dc, 1, dc.reader)
 
     def fn(w, m):
         _require_full(w, ins, m)
         mats = np.zeros((x, 8, 8), np.uint16)
         for i, rd in enumerate(rds):
             v = rd(w)
-            lo, hi = (v & np.uint32(0xFFFF)).astype(np.uint16), (v >> np.uint32(16)).astype(np.uint16)
-            if trans:
-                mats[i, 2 * c, g], mats[i, 2 * c + 1, g] = lo, hi
-            else:
-                mats[i, g, 2 * c], mats[i, g, 2 * c + 1] = lo, hi
+            mats[i][lo_at] = (v & np.uint32(0xFFFF)).astype(np.uint16)
+            mats[i][hi_at] = (v >> np.uint32(16)).astype(np.uint16)
         data = np.ascontiguousarray(mats.reshape(8 * x, 8)).view(np.uint8)
         w.mem.store(w, ins, space, addr(w)[src_lanes], src_lanes, data, 16)
     return fn
@@ -324,25 +324,13 @@ def h_stmatrix(ins, dc):
 
 @handler("ldmatrix")
 def h_ldmatrix(ins, dc):
-    x, trans, src_lanes = _matrix_lanes(ins, mods(ins))
-    dst = ins.operands[0]
-    parts = dst[1] if dst[0] == "vec" else [dst]
-    if len(parts) != x:
-        unsupported(ins)
-    wrs = [dc.writer(p, "b32", ins) for p in parts]
-    space = space_of(ins, "generic")
-    addr = dc.address(ins.operands[1], space, ins)
-    g, c = LANES // 4, LANES % 4
+    x, wrs, space, addr, src_lanes, (lo_at, hi_at) = _matrix_op(ins, dc, 0, dc.writer)
 
     def fn(w, m):
         _require_full(w, ins, m)
         raw = w.mem.load(w, ins, space, addr(w)[src_lanes], src_lanes, 16, 16)
         mats = np.ascontiguousarray(raw).view(np.uint16).reshape(x, 8, 8)
         for i, wr in enumerate(wrs):
-            M = mats[i]
-            if trans:
-                lo, hi = M[2 * c, g], M[2 * c + 1, g]
-            else:
-                lo, hi = M[g, 2 * c], M[g, 2 * c + 1]
+            lo, hi = mats[i][lo_at], mats[i][hi_at]
             wr(w, lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16)), m)
     return fn
