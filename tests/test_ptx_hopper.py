@@ -266,7 +266,8 @@ extern "C" __global__ void phases(const float* in, u32* rec, float* got) {
         rec[2] = try_parity(b, 0);                     // ... and so is parity 0's
         arrive_tx(b, 16); arrive(b);                   // phase 1: arrivals done, 16 bytes due
         bulk(smem_u32(buf), in, 16, b);
-        rec[3] = try_parity(b, 1);                     // the copy lands: phase 1 complete
+        wait(b, 1);                                    // the copy lands: phase 1 completes
+        rec[3] = try_parity(b, 1);
         for (int i = 0; i < 4; ++i) got[i] = buf[i];
     }
 #ifdef EXTRA_ARRIVAL
