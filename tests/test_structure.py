@@ -51,7 +51,10 @@ def import_graph() -> dict[str, set[str]]:
                     stem = ".".join(base + ([node.module] if node.module else []))
                 else:
                     stem = node.module or ""
-                targets = [f"{stem}.{a.name}" for a in node.names] + [stem]
+                targets = [f"{stem}.{a.name}" for a in node.names]
+                # `from . import kernels` names a submodule: no edge to the package itself
+                if not all(t in modules for t in targets):
+                    targets.append(stem)
             for t in targets:
                 if t.split(".")[0] != "fraglab":
                     continue
