@@ -66,6 +66,9 @@ _REFERENCE_TABLE = r"""
 07_register_reuse/2 | the course's counter | \bsass_counts\b|\brr_lab\b|\brr\b|\bcounts\s*\(|\bnapkin\b|\bregister_reuse\b
 07_register_reuse/3a | the course's tile choice | \brr_lab\b|\btile_choice\w*|\bTILES\b|\bautotuned\b
 07_register_reuse/3b | the course's check of the tile choice | \brr_lab\b|\btile_choice\w*
+09_instruction_diet/1 | the course's SASS counts | \bactual_directions\b|\bstep_counts\b|\bcounts\s*\(|\bclasses\b|\bdiet_lab\b
+09_instruction_diet/2 | the course's copies | \bcopy_whole\s*<|\bcopy_checked\b|\bcopy_tile\b
+09_instruction_diet/3 | the course's gap counter | \bldsm_gaps\b|\bregression_problems\b
 """
 
 #: ``{lab: {region: ((pattern, what), ...)}}``, read from the table above.

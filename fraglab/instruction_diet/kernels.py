@@ -49,6 +49,8 @@ CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=
           for i, step in enumerate(STEPS)}
 WARPS = 4
 HEAD_DIMS = (64, 128)
+#: The name the lab's sources compile under.
+LAB_FILE = "09_instruction_diet_lab"
 
 
 def check_step(step: str) -> str:
@@ -92,9 +94,11 @@ def build(step: str, arch=None) -> toolchain.Build:
 
 
 def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
-                       scale: float | None = None, out=None):
+                       scale: float | None = None, out=None, source: str | None = None):
     """Check everything (as :func:`fraglab.flash_attention.fa2`), allocate the poisoned output,
-    and return ``(run, out)``: ``run()`` launches the step's kernel once (for timing loops)."""
+    and return ``(run, out)``: ``run()`` launches the step's kernel once (for timing loops).
+    ``source`` (the lab): a CUDA source defining ``diet_lab_<dtype>_d<d>`` with ``step``'s
+    tiles, compiled under the name :data:`LAB_FILE` instead of the rung file."""
     check_step(step)
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
     if out is None:
@@ -102,7 +106,12 @@ def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
     else:
         launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
         launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
-    fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d))
+    if source is None:
+        fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d))
+    else:
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")
+        fn = launch.get_kernel(LAB_FILE, f"diet_lab_{dtype}_d{d}", source=source)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
     grid, smem = (-(-n // block_rows(step)), b * h), smem_bytes(step, d)
     return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out

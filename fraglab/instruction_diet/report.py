@@ -1,0 +1,174 @@
+"""The chapter's numbers and tables, from the H100 record (``book/data/09_instruction_diet/``)
+and from SASS compiled wherever the chapter runs.
+
+    doc = load()                 # the record written by ``python -m fraglab.instruction_diet bench``
+    glue_values(doc)             # {"ch09-final-of-sdpa": "1.07x", ...} (tests/test_book_record.py)
+    step_table(doc)              # the closing table: main-loop classes, TFLOP/s, x SDPA flash
+    sweep_table(doc)             # the final step over N, d, causal beside SDPA flash and cuDNN
+    stall_table(doc)             # ncu's stall reasons of the profiled steps
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import bench, report, tools
+from .classes import ORDER
+from .kernels import CHANGES, FINAL, STEPS
+
+#: The record of the H100 run the chapter reads.
+RESULTS = tools.REPO_ROOT / "book" / "data" / "09_instruction_diet" / "results.json"
+#: The headline configuration and the goals (ratios to SDPA's flash backend).
+HEADLINE = dict(N=4096, d=128, causal=False)
+GOAL_HEADLINE, GOAL_SWEEP = 1.05, 1.0
+#: Where the issue stood before the diet (chapter 05's kernel, one H100 run, TFLOP/s).
+BEFORE = {"fa2": 316.0, "sdpa_flash": 340.0}
+
+
+def load(path: str | Path = RESULTS) -> dict:
+    return bench.load_results(path)
+
+
+def _res(doc: dict) -> dict:
+    return doc.get("results") or {}
+
+
+def headline(doc: dict, causal: bool = False) -> dict:
+    """The headline record (N = 4096, d = 128, f16), non-causal or causal; ``{}`` if missing."""
+    for rec in _res(doc).get("headline") or []:
+        if isinstance(rec, dict) and bool(rec.get("causal")) == causal:
+            return rec
+    return {}
+
+
+def sweep_rows(doc: dict) -> list[dict]:
+    """Every timed configuration: the sweep and the headline ones, sorted by (d, causal, N)."""
+    rows = [r for r in (_res(doc).get("sweep") or []) + (_res(doc).get("headline") or [])
+            if isinstance(r, dict) and "tflops" in r]
+    return sorted(rows, key=lambda r: (r["d"], r["causal"], r["N"]))
+
+
+def best_step(rec: dict) -> str | None:
+    tf = {k: v for k, v in (rec.get("tflops") or {}).items() if k in STEPS}
+    return max(tf, key=tf.get) if tf else None
+
+
+def sass_rows(doc: dict, d: int = 128) -> list[dict]:
+    """The record's class counts (compiled on the GPU machine during the run)."""
+    s = _res(doc).get("sass")
+    return list(s.get(f"d{d}") or []) if isinstance(s, dict) else []
+
+
+def _x(v) -> str:
+    return report.fmt(v, "{:.2f}x")
+
+
+def glue_values(doc: dict) -> dict[str, str]:
+    """Every number the chapter's prose quotes from the record, by glue name (``ch09-...``)."""
+    dev, res = doc.get("device") or {}, _res(doc)
+    clocks = dev.get("clocks") or {}
+    h, hc = headline(doc), headline(doc, causal=True)
+    tf, tfc = h.get("tflops") or {}, hc.get("tflops") or {}
+    of = h.get("of_sdpa") or {}
+    f = {"gpu": report.fmt(dev.get("name")), "sm-clock": report.fmt(clocks.get("sm_mhz"), "{} MHz"),
+         "record-date": (doc.get("created_utc") or "")[:10],
+         "torch": report.fmt((res.get("baselines") or {}).get("sdpa_flash")),
+         "final": FINAL, "goal-headline": _x(GOAL_HEADLINE),
+         "before-fa2": report.fmt(BEFORE["fa2"], "{:.0f}"),
+         "before-sdpa": report.fmt(BEFORE["sdpa_flash"], "{:.0f}")}
+    for k in (*STEPS, "sdpa_flash", "cudnn"):
+        key = k.replace("_", "-")
+        f[f"tflops-{key}"] = report.fmt(tf.get(k), "{:.0f}")
+        f[f"tflops-causal-{key}"] = report.fmt(tfc.get(k), "{:.0f}")
+        if k in STEPS:
+            f[f"of-sdpa-{key}"] = _x(of.get(k))
+    f["final-of-sdpa"] = _x(of.get(FINAL))
+    f["final-of-cudnn"] = _x(tf.get(FINAL) / tf["cudnn"] if tf.get(FINAL) and tf.get("cudnn") else None)
+    f["final-of-sdpa-causal"] = _x((hc.get("of_sdpa") or {}).get(FINAL))
+    f["best-step"] = report.fmt(best_step(h))
+    f["best-of-sdpa"] = _x(of.get(best_step(h))) if best_step(h) else "n/a"
+    rows = sweep_rows(doc)
+    ratios = [r["of_sdpa"][FINAL] for r in rows if FINAL in (r.get("of_sdpa") or {})]
+    f["sweep-min"] = _x(min(ratios) if ratios else None)
+    f["sweep-max"] = _x(max(ratios) if ratios else None)
+    f["sweep-count"] = str(len(ratios))
+    f["sweep-at-goal"] = str(sum(x >= GOAL_SWEEP for x in ratios))
+    checks = res.get("check") if isinstance(res.get("check"), list) else []
+    f["checks"] = str(len(checks))
+    f["checks-pass"] = str(sum(bool(r.get("ok")) for r in checks))
+    worst = max((r.get("error", 0.0) for r in checks if r.get("ok")), default=None)
+    f["checks-worst"] = report.fmt(worst, "{:.1e}")
+    sr = {r["step"]: r for r in sass_rows(doc)}
+    for k in STEPS:
+        r = sr.get(k)
+        key = k.replace("_", "-")
+        f[f"loop-{key}"] = report.fmt(r and r["loop_instructions"])
+        f[f"share-{key}"] = report.fmt(r and r["hmma_share"], "{:.0%}")
+        f[f"int-{key}"] = report.fmt(r and r["loop"]["integer"])
+    return f
+
+
+def step_table(doc: dict, d: int = 128) -> report.Table:
+    """The closing table: per step, the main loop's class counts (from the record's SASS), its
+    HMMA share, registers, and TFLOP/s at N = 4096, d = 128, f16 with the ratio to SDPA flash."""
+    h = headline(doc)
+    tf, of = h.get("tflops") or {}, h.get("of_sdpa") or {}
+    rows_ = sass_rows(doc, d)
+    cols = [k for k in ORDER if any(r["loop"].get(k) for r in rows_)]
+    out = []
+    for r in rows_:
+        k = r["step"]
+        out.append({"step": k, **{c: r["loop"].get(c, 0) for c in cols},
+                    "loop": r["loop_instructions"], "HMMA share": f"{r['hmma_share']:.0%}",
+                    "regs": r["registers"], "TFLOP/s": report.fmt(tf.get(k), "{:.0f}"),
+                    "x SDPA": _x(of.get(k))})
+    for b in ("sdpa_flash", "cudnn"):
+        if b in tf:
+            out.append({"step": b, **{c: "" for c in cols}, "loop": "", "HMMA share": "",
+                        "regs": "", "TFLOP/s": report.fmt(tf[b], "{:.0f}"), "x SDPA": _x(of.get(b))})
+    return report.table(out, caption=f"Table: every step's main loop (sm_90, f16, d = {d}) and "
+                                     "its speed at N = 4096, B*H = 32, non-causal, on the H100.")
+
+
+def sweep_table(doc: dict, step: str = FINAL) -> report.Table:
+    """``step`` over N, d and causal: TFLOP/s beside SDPA flash and cuDNN, and the ratios."""
+    out = []
+    for r in sweep_rows(doc):
+        tf = r["tflops"]
+        out.append({"d": r["d"], "causal": "yes" if r["causal"] else "no", "N": r["N"],
+                    step: report.fmt(tf.get(step), "{:.0f}"),
+                    "SDPA flash": report.fmt(tf.get("sdpa_flash"), "{:.0f}"),
+                    "cuDNN": report.fmt(tf.get("cudnn"), "{:.0f}"),
+                    "x SDPA": _x(tf.get(step) / tf["sdpa_flash"] if tf.get(step) and tf.get("sdpa_flash") else None),
+                    "best step": report.fmt(best_step(r))})
+    return report.table(out, caption=f"Table: {step} against SDPA's flash and cuDNN backends "
+                                     "(TFLOP/s, f16, B*H = 32).")
+
+
+def changes_table() -> report.Table:
+    return report.table([{"step": k, "what changes": v} for k, v in CHANGES.items()],
+                        caption="Table: the ladder, one switch of 09_instruction_diet.cuh a step.")
+
+
+def stalls(doc: dict) -> dict[str, dict[str, float]]:
+    """``{step: {reason: cycles per issued instruction}}`` where ncu ran (``selected`` left out)."""
+    st = _res(doc).get("stalls") or {}
+    out = {}
+    for k in STEPS:
+        fams = (st.get(k) or {}).get("stalls") if isinstance(st.get(k), dict) else None
+        if fams:
+            fam = fams.get("smsp__average_warps") or next(iter(fams.values()), {})
+            out[k] = {r: v for r, v in fam.items() if isinstance(v, (int, float)) and r != "selected"}
+    return out
+
+
+def stall_table(doc: dict, top: int = 6) -> report.Table | str:
+    """The largest stall reasons over the profiled steps, one column per step."""
+    s = stalls(doc)
+    if not s:
+        why = (_res(doc).get("stalls") or {}).get("skipped", "no stall data in the record")
+        return f"[stalls] {why}"
+    reasons = sorted({r for v in s.values() for r in v}, key=lambda r: -max(v.get(r, 0) for v in s.values()))
+    rows = [{"reason": r.replace("_", " "), **{k: report.fmt(v.get(r), "{:.2f}") for k, v in s.items()}}
+            for r in reasons[:top]]
+    return report.table(rows, caption="Table: warp stall reasons (cycles per issued instruction, "
+                                      "ncu), N = 4096, d = 128, f16.")
