@@ -104,7 +104,7 @@ def glue_values(doc: dict) -> dict[str, str]:
         f[f"loop-{key}"] = report.fmt(r and r["loop_instructions"])
         f[f"share-{key}"] = report.fmt(r and r["hmma_share"], "{:.0%}")
         f[f"int-{key}"] = report.fmt(r and r["loop"]["integer"])
-    return f
+    return {"ch09-" + k: v for k, v in f.items()} | goal_glue(doc)
 
 
 def step_table(doc: dict, d: int = 128) -> report.Table:
@@ -172,3 +172,41 @@ def stall_table(doc: dict, top: int = 6) -> report.Table | str:
             for r in reasons[:top]]
     return report.table(rows, caption="Table: warp stall reasons (cycles per issued instruction, "
                                       "ncu), N = 4096, d = 128, f16.")
+
+
+def verdict(ratio, goal: float) -> str:
+    """``met`` or ``not met`` (``n/a`` without a measurement)."""
+    return "n/a" if ratio is None else ("met" if ratio >= goal else "not met")
+
+
+def goal_glue(doc: dict) -> dict[str, str]:
+    """The two performance goals' verdicts (``ch09-goal-...``)."""
+    of = headline(doc).get("of_sdpa") or {}
+    rows = [r for r in sweep_rows(doc) if FINAL in (r.get("of_sdpa") or {})]
+    worst = min((r["of_sdpa"][FINAL] for r in rows), default=None)
+    return {"ch09-goal-headline-verdict": verdict(of.get(FINAL), GOAL_HEADLINE),
+            "ch09-goal-sweep-verdict": verdict(worst, GOAL_SWEEP),
+            "ch09-goal-sweep": _x(GOAL_SWEEP)}
+
+
+def live_glue_values(rows: list[dict], evidence: list[dict]) -> dict[str, str]:
+    """The SASS numbers the prose quotes, from :func:`.classes.ladder` rows (and
+    :func:`.classes.seed_evidence`) compiled where the chapter runs (``ch09-live-...``)."""
+    f = {}
+    for r in rows:
+        key = r["step"].replace("_", "-")
+        loop = r["loop"]
+        f[f"loop-{key}"] = str(r["loop_instructions"])
+        f[f"share-{key}"] = f"{r['hmma_share']:.0%}"
+        for c in ("tensor", "shared", "global", "integer", "move", "float", "barrier"):
+            f[f"{c}-{key}"] = str(loop[c])
+        f[f"kernel-integer-{key}"] = str(r["kernel"]["integer"])
+        f[f"regs-{key}"] = str(r["registers"])
+        f[f"spill-{key}"] = str(r["spill_bytes"])
+        f[f"local-{key}"] = str(loop["local"])
+        f[f"shared-per-hmma-{key}"] = f"{loop['shared'] / max(1, loop['tensor']):.2f}"
+        f[f"per-hmma-{key}"] = f"{r['loop_instructions'] / max(1, loop['tensor']):.1f}"
+    names = ("moves", "f2fp", "cs2r", "rz")
+    for name, e in zip(names, evidence):
+        f[f"evidence-{name}"] = str(e["count"])
+    return {"ch09-live-" + k: v for k, v in f.items()}
