@@ -47,6 +47,9 @@ def attention_cases() -> tuple:
              Case("small f16 d64 causal N=130", shape=(1, 1, 130, 64), dtype="f16", causal=True,
                   edge=True),
              Case("small bf16 d64 peaky", shape=(1, 1, 72, 64), dtype="bf16", q_scale=8.0,
+                  edge=True),
+             # two key tiles for every row, the maximum moving between them
+             Case("small f16 d64 N=256 peaky", shape=(1, 1, 256, 64), dtype="f16", q_scale=4.0,
                   edge=True)]
     return (*grid, *edges, *small, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
                                         scale=0.5, slow=True))

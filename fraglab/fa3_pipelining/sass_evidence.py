@@ -45,7 +45,12 @@ def timeline(variant: str, dtype: str = "f16", d: int = 128) -> list[dict]:
     first ``WARPGROUP.ARRIVE`` to the last ``WARPGROUP.DEPBAR``: ``i`` (position), ``kind``
     (``hgmma``, ``wait``, ``exp2``, ``max``, ``mul``, ``fma`` or ``other``), ``in_flight``
     (commit groups of this warpgroup running beside it), ``text``."""
-    lines = sass_lines(variant, dtype, d)
+    return timeline_of(build(variant), kernels.kernel_name(variant, dtype, d))
+
+
+def timeline_of(b, kernel: str) -> list[dict]:
+    """:func:`timeline` of any build (the lab's) and kernel."""
+    lines = sass.listing(b.sass(kernel))
     start = next(i for i, l in enumerate(lines) if l.startswith("WARPGROUP.ARRIVE"))
     end = max(i for i, l in enumerate(lines) if "WARPGROUP.DEPBAR" in l)
     out, flight = [], 0
@@ -68,8 +73,11 @@ def timeline(variant: str, dtype: str = "f16", d: int = 128) -> list[dict]:
 
 def ptx_timeline(variant: str, dtype: str = "f16", d: int = 128) -> list[dict]:
     """The same walk over the kernel's PTX: the order the source asked for."""
-    ptx = build(variant).ptx
-    name = kernels.kernel_name(variant, dtype, d)
+    return ptx_timeline_of(build(variant), kernels.kernel_name(variant, dtype, d))
+
+
+def ptx_timeline_of(b, name: str) -> list[dict]:
+    ptx = b.ptx
     start = ptx.index(f".entry {name}(")
     end = ptx.find(".entry ", start + 10)
     body = [l.strip() for l in ptx[start:end if end > 0 else None].splitlines()]
@@ -109,9 +117,9 @@ def evidence(variant: str, dtype: str = "f16", d: int = 128) -> dict:
     every multiply is an HGMMA), the ptxas resources and its wgmma serialization notes."""
     b = build(variant)
     name = kernels.kernel_name(variant, dtype, d)
-    s, p = overlap(timeline(variant, dtype, d)), overlap(ptx_timeline(variant, dtype, d))
+    s, p = overlap(timeline_of(b, name)), overlap(ptx_timeline_of(b, name))
     res = b.resources[name]
-    notes = sorted({m for m in re.findall(r"\((C75\d\d)\)[^\n]*'" + re.escape(name) + "'", b.log)})
+    notes = ptxas_notes(b, name)
     ops = b.opcodes(name)
     return {"variant": variant, "dtype": dtype, "d": d, "key_tile": kernels.KEY_TILE[variant][d],
             "registers": res["registers"], "spill_bytes": res["spill_stores"] + res["spill_loads"],
@@ -120,6 +128,12 @@ def evidence(variant: str, dtype: str = "f16", d: int = 128) -> dict:
             "sass": s, "ptx": p,
             "exp2_beside_wgmma_sass": s["exp2_beside_wgmma"] / max(s["exp2"], 1),
             "exp2_beside_wgmma_ptx": p["exp2_beside_wgmma"] / max(p["exp2"], 1)}
+
+
+def ptxas_notes(b, name: str) -> list[str]:
+    """ptxas's wgmma notes on kernel ``name`` (``C7512``: serialized for lack of registers,
+    ``C7513``: serialized because other instructions write a wgmma's registers mid-stage, ...)."""
+    return sorted(set(re.findall(r"\((C75\d\d)\)[^\n]*'" + re.escape(name) + "'", b.log)))
 
 
 def all_evidence(dtypes=("f16",), dims=kernels.HEAD_DIMS) -> list[dict]:
