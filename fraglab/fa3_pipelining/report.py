@@ -20,6 +20,10 @@ BASELINE_LABELS = {"cudnn": "cuDNN SDPA", "sdpa_flash": "SDPA flash (FA-2)",
 
 
 def load(path: str | Path = RESULTS) -> dict:
+    """The record (``{"device", "results"}``); without one (before the H100 run), an empty one,
+    so that the cells computed from SASS still run."""
+    if not Path(path).is_file():
+        return {"results": {}, "missing": str(path)}
     return bench.load_results(path)
 
 
@@ -68,6 +72,8 @@ def glue_values(doc: dict) -> dict[str, str]:
     res = _res(doc)
     ok, n = checks(doc)
     out = {"ch10-checks": f"{ok} of {n}", "ch10-best-variant": best_variant(doc)}
+    if isinstance(doc.get("device"), dict) and doc["device"].get("name"):
+        out["ch10-gpu"] = str(doc["device"]["name"])
     h = headline(doc)
     if h:
         tf = tflops_of(h)
