@@ -22,6 +22,10 @@ HEADLINE = dict(N=4096, d=128, causal=False)
 GOAL_HEADLINE, GOAL_SWEEP = 1.05, 1.0
 #: Where the issue stood before the diet (chapter 05's kernel, one H100 run, TFLOP/s).
 BEFORE = {"fa2": 316.0, "sdpa_flash": 340.0}
+#: The seed's figures (part 8 of "Flash Attention from Scratch", A100): kernel 7 -> kernel 11,
+#: the reference kernel, and kernel 10's regression (book/references.md#fa-from-scratch).
+SEED = {"before": 149.71, "after": 177.40, "reference": 186.4, "kernel9": 177.68,
+        "kernel10": 175.10}
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -81,6 +85,11 @@ def glue_values(doc: dict) -> dict[str, str]:
         f[f"tflops-causal-{key}"] = report.fmt(tfc.get(k), "{:.0f}")
         if k in STEPS:
             f[f"of-sdpa-{key}"] = _x(of.get(k))
+    f["tflops-final"] = report.fmt(tf.get(FINAL), "{:.0f}")
+    f["seed-before"] = report.fmt(SEED["before"], "{:.1f}")
+    f["seed-after"] = report.fmt(SEED["after"], "{:.1f}")
+    f["seed-reference"] = report.fmt(SEED["reference"], "{:.1f}")
+    f["seed-regression"] = report.fmt(100 * (1 - SEED["kernel10"] / SEED["kernel9"]), "{:.2f} %")
     f["final-of-sdpa"] = _x(of.get(FINAL))
     f["final-of-cudnn"] = _x(tf.get(FINAL) / tf["cudnn"] if tf.get(FINAL) and tf.get("cudnn") else None)
     f["final-of-sdpa-causal"] = _x((hc.get("of_sdpa") or {}).get(FINAL))
