@@ -18,6 +18,7 @@ About 2-3 minutes on an H100 (``--quick``: less than one).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -82,7 +83,7 @@ def check(rng, log) -> list[dict]:
 
 class _Baselines:
     """SDPA's flash and cuDNN backends on torch tensors, and the CuPy views the kernels take.
-    Everything runs on torch's current stream (CuPy is pointed at it)."""
+    Everything runs on one stream (:meth:`stream`)."""
 
     def __init__(self, log):
         from ..flash_attention.torch_interop import sdpa_cudnn, sdpa_flash
@@ -91,11 +92,16 @@ class _Baselines:
         self.notes = {"sdpa_flash": note, "cudnn": note_cudnn}
         log(f"  SDPA flash: {note}; cuDNN: {note_cudnn}")
 
+    @contextlib.contextmanager
     def stream(self):
+        """One non-blocking CuPy stream, made torch's current stream too (as chapter 05's bench)."""
         import cupy as cp
-        if self.torch is None:
-            return cp.cuda.Stream(non_blocking=True)
-        return cp.cuda.ExternalStream(self.torch.cuda.current_stream().cuda_stream)
+        s = cp.cuda.Stream(non_blocking=True)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(s)
+            if self.torch is not None:
+                stack.enter_context(self.torch.cuda.stream(self.torch.cuda.ExternalStream(s.ptr)))
+            yield s
 
     def inputs(self, rng, shape, dtype="f16"):
         """(torch tensors or None, CuPy q, k, v) of ``shape``."""
@@ -123,7 +129,7 @@ class _Baselines:
                     return fn()
             try:                              # a backend that refuses this size is left out
                 call()
-                self.torch.cuda.synchronize()
+                self.torch.cuda.current_stream().synchronize()
             except Exception as exc:          # pragma: no cover - GPU machine only
                 self.notes[f"{name} refused"] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
