@@ -23,7 +23,7 @@ from functools import lru_cache
 import numpy as np
 
 from .decode import Op, mods, types_of, unsupported
-from .errors import WgmmaHazard, raise_at
+from .errors import WgmmaHazard, raise_at, source_of
 from .registry import handler
 from .tensor import Fragment, _require_full, _shape, decode_elems, mma_layout
 
@@ -143,8 +143,9 @@ def _release(w, st, upto: int, ins) -> None:
         if g < upto:
             now = w.mem.spaces["shared"].buf[addr]
             if not np.array_equal(now, data):
-                raise_at(WgmmaHazard, f"shared memory read by a wgmma.mma_async (PTX line "
-                         f"{where.ptx_line}) changed before the wgmma.wait_group that completes it: "
+                src = source_of(where, w.files) or f"PTX line {where.ptx_line}"
+                raise_at(WgmmaHazard, f"shared memory read by the wgmma.mma_async at {src} "
+                         "changed before the wgmma.wait_group that completes it: "
                          "the asynchronous tensor core may read its operands until then (refill a "
                          "stage only after waiting for the wgmmas that read it)", w, ins, lane=0)
         else:
