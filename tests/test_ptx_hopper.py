@@ -106,10 +106,10 @@ def _layout_offsets(rows, sw, mn, lbo, sbo):
     return group + p * sw + q * 16 + byte % 16
 
 
-def _wgmma_source(n, t, rs, trans_a, trans_b, neg):
-    nd = n // 2
+def _wgmma_source(n, t, rs, trans_a, trans_b, neg, dt="f32"):
+    nd, ct, cs = (n // 2, "float", "f") if dt == "f32" else (n // 4, "u32", "r")  # f16: 2 per reg
     regs = ", ".join(f"%{i}" for i in range(nd))
-    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nd))
+    outs = ", ".join(f'"+{cs}"(d[{i}])' for i in range(nd))
     if rs:
         a_ops, a_in = "{%s, %s, %s, %s}" % tuple(f"%{nd + i}" for i in range(4)), \
             '"r"(fa[0]), "r"(fa[1]), "r"(fa[2]), "r"(fa[3]), '
@@ -135,11 +135,11 @@ extern "C" __global__ void wg(const u16* a, const u16* b, const int* aoff, const
         int row = 16 * w + g + 8 * (j & 1), col = 2 * c + 8 * (j >> 1);
         fa[j] = a[row * 16 + col] | ((u32)a[row * 16 + col + 1] << 16);
     }}
-    float d[{nd}];
-    for (int i = 0; i < {nd}; ++i) d[i] = out[tid * {nd} + i];
+    {ct} d[{nd}];
+    for (int i = 0; i < {nd}; ++i) d[i] = (({ct}*)out)[tid * {nd} + i];
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
     asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, %{p_i}, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{regs}}}, {a_ops}, %{b_i}, p, {tail};\n}}"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.{dt}.{t}.{t} {{{regs}}}, {a_ops}, %{b_i}, p, {tail};\n}}"
         : {outs} : {a_in}"l"(db), "r"(acc));
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #ifdef EARLY_READ
@@ -149,7 +149,7 @@ extern "C" __global__ void wg(const u16* a, const u16* b, const int* aoff, const
     if (tid < 8) ((u16*)(base + 8192))[tid] = 0x7E00;   // a bug: the wgmma may still read B
 #endif
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    for (int i = 0; i < {nd}; ++i) out[tid * {nd} + i] = d[i];
+    for (int i = 0; i < {nd}; ++i) (({ct}*)out)[tid * {nd} + i] = d[i];
 }}
 """
 
@@ -162,9 +162,9 @@ def _values(rng, shape, t):
 
 
 def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, defines=None,
-               gpu=False):
+               gpu=False, dt="f32"):
     _need_sm90(gpu)
-    src = _wgmma_source(n, t, rs, ta, tb, neg)
+    src = _wgmma_source(n, t, rs, ta, tb, neg, dt)
     a_bits, A = _values(rng, (64, 16), t)
     b_bits, B = _values(rng, (n, 16), t)                              # B^T: (N, K)
     geo = {0: (128, 256), 32: (16, 256), 64: (16, 512), 128: (16, 1024)}
@@ -179,8 +179,8 @@ def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, 
             encode_descriptor(0, lbo, sbo, sw)
     a_in, aoff, desc_a = place(a_bits, A, 64, bool(ta))
     b_in, boff, desc_b = place(b_bits, B, n, bool(tb))
-    d0 = rng.integers(-4, 5, (128, n // 2)).astype(np.float32)
-    out = d0.copy()
+    d0 = rng.integers(-4, 5, (128, n // 2)).astype(np.float32 if dt == "f32" else np.float16)
+    out = d0.copy().view(np.float32)                    # f16 accumulators: as their bits
     run(src, "hopper.cu", "wg", 128, (a_in, b_in, aoff, boff, np.uint64(desc_a), np.uint64(desc_b),
                                       np.int32(acc), out),
         shared_mem=1024 + 8192 + n * 128, defines=defines, gpu=gpu)
@@ -190,7 +190,7 @@ def _run_wgmma(rng, n, t="f16", rs=False, sw=128, ta=0, tb=0, neg=False, acc=1, 
         + 8 * ((i % 4) // 2)[None, :]
     cols = 8 * (i // 4)[None, :] + 2 * C[np.arange(128) % 32][:, None] + (i % 2)[None, :]
     got = np.full((64, n), np.nan)
-    got[rows, cols] = out
+    got[rows, cols] = out.view(d0.dtype)
     init = np.zeros((64, n))
     init[rows, cols] = d0
     want = (-1 if neg else 1) * (A @ B.T) + (init if acc else 0)
@@ -215,11 +215,13 @@ def test_wgmma_mn_major_operands(rng, sw, gpu):
 
 
 @pytest.mark.parametrize("gpu", GPU)
-@pytest.mark.parametrize("n,t,rs,neg,acc", [(8, "f16", False, False, 1), (128, "bf16", False, True, 1),
-                                             (256, "f16", False, False, 0), (64, "f16", True, False, 1),
-                                             (128, "bf16", True, True, 0)])
-def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc, gpu):
-    got, want = _run_wgmma(rng, n, t=t, rs=rs, neg=neg, acc=acc, gpu=gpu)
+@pytest.mark.parametrize("n,t,rs,neg,acc,dt", [
+    (8, "f16", False, False, 1, "f32"), (128, "bf16", False, True, 1, "f32"),
+    (256, "f16", False, False, 0, "f32"), (64, "f16", True, False, 1, "f32"),
+    (128, "bf16", True, True, 0, "f32"), (64, "f16", False, False, 1, "f16"),
+    (32, "f16", True, True, 1, "f16")])
+def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc, dt, gpu):
+    got, want = _run_wgmma(rng, n, t=t, rs=rs, neg=neg, acc=acc, gpu=gpu, dt=dt)
     np.testing.assert_array_equal(got, want)           # integers / 4: every sum is exact in f32
 
 
