@@ -139,7 +139,11 @@ template <int D, int ROWS> __device__ __forceinline__ void load_rows(u32 dst, co
 }
 
 // ---- where Q's A fragment for columns 16 kk .. 16 kk + 15 comes from: THE difference ----------
-enum QMode { QREG, QRELOAD, QGLOBAL };
+enum QMode { QREG, QRELOAD, QGLOBAL, QLAB };
+
+// QLAB: lab 08's reload, defined by the learner's source after it includes this header
+// (fraglab.register_liveness.lab.lab_source).
+template <int D> __device__ __forceinline__ void lab_fetch(u32 (&a)[4], u32 sQ, int kk);
 
 template <int D, QMode M> struct QSource {
     // QREG only: every fragment, live for the whole sweep (D/16 x 4 registers).
@@ -185,7 +189,9 @@ template <int D, QMode M> struct QSource {
         if constexpr (M == QREG) use(frag[kk]);
         else {
             u32 a[4];
-            if constexpr (M == QRELOAD) fetch_smem(a, kk); else fetch_global(a, kk);
+            if constexpr (M == QRELOAD) fetch_smem(a, kk);
+            else if constexpr (M == QLAB) lab_fetch<D>(a, sQ, kk);
+            else fetch_global(a, kk);
             use(a);
         }
     }

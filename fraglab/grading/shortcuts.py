@@ -66,6 +66,10 @@ _REFERENCE_TABLE = r"""
 07_register_reuse/2 | the course's counter | \bsass_counts\b|\brr_lab\b|\brr\b|\bcounts\s*\(|\bnapkin\b|\bregister_reuse\b
 07_register_reuse/3a | the course's tile choice | \brr_lab\b|\btile_choice\w*|\bTILES\b|\bautotuned\b
 07_register_reuse/3b | the course's check of the tile choice | \brr_lab\b|\btile_choice\w*
+08_register_liveness/1a | the course's resource report | (?<!\.)\bresources\b|\bresource_report\b|\brl_lab\b
+08_register_liveness/1b | the course's resource report | (?<!\.)\bresources\b|\bresource_report\b|\brl_lab\b|\ball_rows\b
+08_register_liveness/2 | the course's Q reload | \bfetch_smem\b|\bfetch_global\b|\bQSource\b|\bwith\s*\(
+08_register_liveness/3 | the figure's data | \bfigure_data\b|\brl_lab\b|\bprofiles\b|\blive_counts\b|\bliveness\b
 09_instruction_diet/1 | the course's SASS counts | \bactual_directions\b|\bstep_counts\b|\bcounts\s*\(|\bclasses\b|\bdiet_lab\b
 09_instruction_diet/2 | the course's copies | \bcopy_whole\s*<|\bcopy_checked\b|\bcopy_tile\b
 09_instruction_diet/3 | the course's gap counter | \bldsm_gaps\b|\bregression_problems\b

@@ -33,6 +33,9 @@ BM = 16 * WARPS
 BN = {64: 64, 128: 64, 256: 32}
 BN_256_CHOICES = (32, 64)
 DEFAULT_MINB = 2
+#: Lab 08's kernels: the name learner sources compile under, and their head dimensions.
+LAB_NAME = "08_register_liveness_lab"
+LAB_HEAD_DIMS = (64, 128)
 #: What each variant does, one line (the chapter's tables).
 CHANGES = {
     "qreg": "Q's fragments in registers for the whole key sweep (chapter 05)",
@@ -90,9 +93,11 @@ def build(variant: str, dtype: str, d: int, arch=None, **knobs):
 
 def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "qreload",
                        scale: float | None = None, bn: int | None = None,
-                       maxrregcount: int | None = None, minb: int | None = None, out=None):
+                       maxrregcount: int | None = None, minb: int | None = None, out=None,
+                       source: str | None = None):
     """Check everything, allocate the (poisoned) output, return ``(launch, out)``:
-    ``launch()`` runs the kernel once (for :mod:`fraglab.bench`)."""
+    ``launch()`` runs the kernel once (for :mod:`fraglab.bench`). ``source``: a CUDA string
+    defining the ``fa08_lab_*`` kernels (lab 08: :func:`.lab.lab_source`) to run instead."""
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
     launch.check_choice("variant", variant, VARIANTS)
@@ -105,8 +110,16 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "qreload
     else:
         launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
         launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
-    fn = launch.get_kernel(spec["name"], spec["kernel"], defines=spec["defines"],
-                           options=spec["options"])
+    if source is not None:
+        if not isinstance(source, str):
+            raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")
+        if d not in LAB_HEAD_DIMS or spec["defines"] or spec["options"]:
+            raise ValueError(f"a lab source is compiled for d in {LAB_HEAD_DIMS} with the default "
+                             "tiles and bounds only")
+        spec = {**spec, "name": LAB_NAME, "kernel": spec["kernel"].replace(
+            f"fa08_{split(variant)[0]}_", "fa08_lab_")}
+    fn = launch.get_kernel(spec["name"], spec["kernel"], source=source,
+                           defines=spec["defines"], options=spec["options"])
     smem = smem_bytes(d, bn)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
     grid = (-(-n // BM), b * h)
