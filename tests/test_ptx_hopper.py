@@ -305,6 +305,19 @@ extern "C" __global__ void ring(const float* in, float* out, int n) {
     }
 }
 
+// cp.async into shared memory, then each lane reads its neighbour's 16 bytes
+extern "C" __global__ void cpasync(const float* in, float* out) {
+    __shared__ __align__(16) float s[128];
+    const int t = threadIdx.x;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem_u32(&s[4 * t])), "l"(in + 4 * t) : "memory");
+    asm volatile("cp.async.commit_group;" ::: "memory");
+#ifndef NO_CP_WAIT
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+    __syncwarp();
+    for (int i = 0; i < 4; ++i) out[4 * t + i] = s[4 * ((t + 1) % 32) + i];
+}
+
 // named barrier 1: warp 1 writes, arrives (ACOUNT threads); warp 0 waits (COUNT), reads
 extern "C" __global__ void named(float* out) {
     __shared__ float x[32];
@@ -358,6 +371,17 @@ def test_reading_a_stage_without_waiting_sees_no_data():
     with pytest.raises(ptx.UninitializedRead):
         ptx.launch(_sync(NO_WAIT=1), "ring", grid=1, block=64,
                    args=(np.zeros(64, np.float32), np.zeros(64, np.float32), np.int32(2)))
+
+
+def test_cp_async_lands_at_its_wait_group_on_sm90():
+    x = np.arange(128, dtype=np.float32)
+    out = np.zeros(128, np.float32)
+    ptx.launch(_sync(), "cpasync", grid=1, block=32, args=(x, out))
+    np.testing.assert_array_equal(out, np.roll(x, -4))
+    with pytest.raises(ptx.UninitializedRead):          # no wait: nothing has landed yet
+        ptx.launch(_sync(NO_CP_WAIT=1), "cpasync", grid=1, block=32, args=(x, out))
+    ptx.launch(_sync(NO_CP_WAIT=1), "cpasync", grid=1, block=32, args=(x, out),
+               lazy_copies=False)                        # sm_80's model: copies land at issue
 
 
 def test_a_wait_nobody_completes_is_a_deadlock():

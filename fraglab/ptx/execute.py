@@ -56,6 +56,7 @@ class Warp:
         self.timed_out = False                   # the mbarrier wait it retries returns false
         self.timeout_epoch = -1
         self.maxnreg = []                        # setmaxnreg values, in order (warpgroup check)
+        self.cp_open, self.cp_groups = [], []    # lazy cp.async: uncommitted, committed groups
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""

@@ -2,7 +2,10 @@
 
 ``cp.async`` copies at once when issued (commit_group/wait_group/wait_all are then no-ops): a
 valid execution of the asynchronous copy, since the PTX memory model lets the copy complete at
-any time before the wait.
+any time before the wait. With ``Launch.lazy_copies`` (the default for sm_90 programs) the copies
+land as late as allowed instead: when the issuing warp's ``cp.async.wait_group`` / ``wait_all``
+covers their group (or at ``cp.async.mbarrier.arrive``), so a read that does not wait for them
+sees the shared memory of before.
 """
 from __future__ import annotations
 
@@ -121,7 +124,7 @@ def h_cp(ins, dc):
     if md[1] == "mbarrier":
         return _cp_async_arrive(ins, dc)
     if md[1] in ("commit_group", "wait_group", "wait_all"):
-        return lambda w, m: None
+        return _cp_group(ins, md[1])
     ops = ins.operands
     if "ignore-src" in ins.opcode or len(ops) < 3 or ops[2][0] != "imm":
         unsupported(ins)
@@ -145,20 +148,49 @@ def h_cp(ins, dc):
             sel = sizes == k
             data[sel, :k] = w.mem.load(w, ins, "global", s[sel], lanes[sel], int(k),
                                        min(int(k), size))
+        if w.launch.lazy_copies:
+            w.cp_open.append((ins, d, lanes, data, size))
+            return
         w.mem.store(w, ins, "shared", d, lanes, data, size)
     return fn
 
 
+def land_copies(w, keep: int = -1) -> None:
+    """The warp's cp.async copies land: those of all but its ``keep`` most recent committed
+    groups (``keep`` < 0: every copy, the uncommitted ones too)."""
+    if keep < 0:
+        w.cp_groups.append(w.cp_open)
+        w.cp_open, keep = [], 0
+    while len(w.cp_groups) > keep:
+        for ins, d, lanes, data, size in w.cp_groups.pop(0):
+            w.mem.store(w, ins, "shared", d, lanes, data, size)
+
+
+def _cp_group(ins, what):
+    if what == "commit_group":
+        def commit(w, m):
+            w.cp_groups.append(w.cp_open)
+            w.cp_open = []
+        return commit
+    keep = -1 if what == "wait_all" else int(ins.operands[0][1])
+    return lambda w, m: land_copies(w, keep)
+
+
 def _cp_async_arrive(ins, dc):
-    """cp.async.mbarrier.arrive{.noinc}: the copies before it have already landed, so the arrival
-    happens at once; without .noinc the pending count was raised by one first (no net change)."""
+    """cp.async.mbarrier.arrive{.noinc}: the warp's copies land now, then the arrival happens;
+    without .noinc the pending count was raised by one first (no net change)."""
     if "noinc" not in mods(ins):
-        return lambda w, m: None
+        return lambda w, m: land_copies(w)
     from .mbarrier import h_mbarrier
     from .parse import Instr
     fake = Instr("mbarrier.arrive.shared.b64", [("sink",), ins.operands[0]], None, ins.text,
                  ins.ptx_line, ins.loc)
-    return h_mbarrier(fake, dc)
+    arrive = h_mbarrier(fake, dc)
+
+    def fn(w, m):
+        land_copies(w)
+        arrive(w, m)
+    return fn
 
 
 _ATOM = {

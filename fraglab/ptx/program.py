@@ -47,7 +47,8 @@ class Program:
             inline_calls(self.module, k)          # the module's .func device functions
         self.files = self.module.files
         target = self.module.target.split(",")[0].strip()
-        self.max_shared = MAX_SHARED_SM90 if target.startswith("sm_9") else MAX_SHARED
+        self.hopper = target.startswith("sm_9")
+        self.max_shared = MAX_SHARED_SM90 if self.hopper else MAX_SHARED
         self._infos: dict[str, KernelInfo] = {}
         # module-scope .global variables: mapped first in every launch, so their addresses are fixed
         self._globals_order = [v for v in self.module.vars.values() if v.space == "global"]
@@ -213,6 +214,7 @@ class Launch:
         self.printf: list[str] = []          # device printf output, in execution order
         self.echo_printf = True
         self.reverse_warps = False
+        self.lazy_copies = prog.hopper       # cp.async lands at its wait_group (ops_mem)
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
 
     def opcode_counts(self, base: bool = True):
@@ -253,13 +255,15 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
-           hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool = False) -> Launch:
+           hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool = False,
+           lazy_copies: bool | None = None) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
     place); value params take NumPy scalars or Python numbers. ``blocks`` (a list of block
     indices, e.g. ``[(3, 0, 0)]``) runs only those blocks of the grid: quicker when looking at
     one block of a large launch. ``reverse_warps`` runs a block's warps last to first (another
     valid schedule: a producer / consumer kernel whose result depends on it has a missing wait).
-    Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
+    ``lazy_copies`` lands ``cp.async`` copies at their wait_group instead of at issue (default:
+    on for sm_90 programs, off for sm_80 ones). Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
     if isinstance(prog, str):
         prog = Program(prog)
     info = prog.info(kernel)
@@ -278,6 +282,8 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
                dict(uninit=check_uninit, race=check_race), hook)
     L.echo_printf = echo_printf
     L.reverse_warps = bool(reverse_warps)
+    if lazy_copies is not None:
+        L.lazy_copies = bool(lazy_copies)
     for v in prog._globals_order:
         L.glob.map_bytes(v.init or bytes(v.size), v.name)
     pbuf = bytearray(info.param_size)
