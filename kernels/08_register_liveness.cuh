@@ -367,3 +367,21 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     FA08_KERNEL(MODE, QM, bf16, true, D, two, false)                                              \
     FA08_KERNEL(MODE, QM, f16, false, D, one, true)                                               \
     FA08_KERNEL(MODE, QM, bf16, true, D, one, true)
+
+// Every kernel of a Q mode: d = 64, 128, 256 (or only FA08_ONLY_D), f16 and bf16, two and one loops.
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 64
+#define FA08_D64(MODE, QM) FA08_KERNELS_D(MODE, QM, 64)
+#else
+#define FA08_D64(MODE, QM)
+#endif
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 128
+#define FA08_D128(MODE, QM) FA08_KERNELS_D(MODE, QM, 128)
+#else
+#define FA08_D128(MODE, QM)
+#endif
+#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 256
+#define FA08_D256(MODE, QM) FA08_KERNELS_D(MODE, QM, 256)
+#else
+#define FA08_D256(MODE, QM)
+#endif
+#define FA08_ALL_KERNELS(MODE, QM) FA08_D64(MODE, QM) FA08_D128(MODE, QM) FA08_D256(MODE, QM)

@@ -5,12 +5,4 @@
 //   fa08_qglobal_<f16|bf16>_d<64|128|256>_<two|one>(q, k, v, o, n, scale_log2, causal)
 #include "08_register_liveness.cuh"
 
-#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 64
-FA08_KERNELS_D(qglobal, QGLOBAL, 64)
-#endif
-#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 128
-FA08_KERNELS_D(qglobal, QGLOBAL, 128)
-#endif
-#if !defined(FA08_ONLY_D) || FA08_ONLY_D == 256
-FA08_KERNELS_D(qglobal, QGLOBAL, 256)
-#endif
+FA08_ALL_KERNELS(qglobal, QGLOBAL)

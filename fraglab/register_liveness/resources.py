@@ -14,7 +14,7 @@ from ..register_reuse.sass_counts import occupancy
 from . import kernels
 
 #: The register caps of the sweep (None: ptxas's own choice under __launch_bounds__(128, 2)).
-SWEEP_CAPS = (None, 200, 168, 128)
+SWEEP_CAPS = (None, 168, 128)
 SWEEP_VARIANTS = ("qreg", "qreload")
 SWEEP_DIMS = (128, 256)
 
