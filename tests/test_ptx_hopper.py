@@ -138,6 +138,9 @@ extern "C" __global__ void wg(const u16* a, const u16* b, const int* aoff, const
     {ct} d[{nd}];
     for (int i = 0; i < {nd}; ++i) d[i] = (({ct}*)out)[tid * {nd} + i];
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#ifdef SKIP_WARP1
+    if (w != 1)                                // a bug: the warpgroup must issue it together
+#endif
     asm volatile("{{\n.reg .pred p;\nsetp.ne.b32 p, %{p_i}, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n{n}k16.{dt}.{t}.{t} {{{regs}}}, {a_ops}, %{b_i}, p, {tail};\n}}"
         : {outs} : {a_in}"l"(db), "r"(acc));
@@ -228,6 +231,11 @@ def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc, dt, gpu):
 def test_reading_an_accumulator_before_wait_group_is_reported(rng):
     with pytest.raises(ptx.WgmmaHazard, match="still in flight.*wait_group"):
         _run_wgmma(rng, 64, defines={"EARLY_READ": 1})
+
+
+def test_a_wgmma_skipped_by_one_warp_of_the_warpgroup_is_reported(rng):
+    with pytest.raises(ptx.WgmmaHazard, match="aligned: all 4 warps of a warpgroup"):
+        _run_wgmma(rng, 64, defines={"SKIP_WARP1": 1})
 
 
 def test_overwriting_an_operand_before_wait_group_is_reported(rng):

@@ -19,7 +19,7 @@ from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
 from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at
 from .memory import BlockMemory, LocalMemory, SharedMemory
 from .mbarrier import BlockSync, deadlock
-from .wgmma import check_inflight
+from .wgmma import check_inflight, check_warpgroups
 
 _BIG = np.int64(1 << 60)
 LANES = np.arange(32)
@@ -230,6 +230,7 @@ def run_block(launch, block_idx, code, kinfo):
         waiting = sum(int(w.waiting.sum()) for w in warps)
         if waiting == 0:
             mem.sync.finish(warps)
+            check_warpgroups(warps)
             return warps
         live = sum(int(w.live.sum()) for w in warps)
         if live < nthreads:

@@ -105,6 +105,7 @@ class WgState:
         self.open = 0            # the group that uncommitted wgmmas belong to
         self.done = 0            # groups [0, done) are complete
         self.reads = []          # (group, addresses, bytes, instr)
+        self.trace = []          # PTX lines of the wgmma.mma_async it executed, in order
 
 
 def _state(w) -> WgState:
@@ -131,6 +132,21 @@ def check_inflight(w, op) -> None:
              f"flight (commit group {w.inflight[reg]}): its accumulators (and A fragment) may be "
              "used only after a wgmma.wait_group that covers its group (wgmma.commit_group, "
              "then wgmma.wait_group N)", w, ins, lane=0)
+
+
+def check_warpgroups(warps) -> None:
+    """End of a block: ``wgmma.mma_async`` is ``.aligned`` over the warpgroup, so its 4 warps
+    must have executed the same wgmma instructions in the same order."""
+    for g in range(0, len(warps), 4):
+        group = warps[g:g + 4]
+        traces = [w.wg.trace if w.wg is not None else [] for w in group]
+        if any(traces) and (len(group) < 4 or any(t != traces[0] for t in traces)):
+            w = next(w for w, t in zip(group, traces) if t)
+            raise_at(WgmmaHazard, "wgmma.mma_async is .aligned: all 4 warps of a warpgroup must "
+                     "execute the same wgmma instructions; warps "
+                     f"{[x.index for x in group]} executed {[len(t) for t in traces]} of them"
+                     + ("" if len(group) == 4 else " (the block ends inside this warpgroup)"),
+                     w, None)
 
 
 def _release(w, st, upto: int, ins) -> None:
@@ -261,6 +277,7 @@ def _mma_async(ins, dc, md):
         fd.write_matrix(w, prod, m)
         for r in touched:
             w.inflight[r] = st.open
+        st.trace.append(ins.ptx_line)
         addrs = b_addr if a_addr is None else np.concatenate([a_addr, b_addr])
         byte_addr = (addrs[:, None] + np.arange(es)).ravel()
         st.reads.append((st.open, byte_addr, w.mem.spaces["shared"].buf[byte_addr].copy(), ins))
