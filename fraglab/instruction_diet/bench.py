@@ -276,8 +276,15 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
     def headline():
         base.append(_Baselines(log))
         results["baselines"] = base[0].notes
+        rows = []
         with base[0].stream():
-            return [timed(base[0], rng, HEADLINE_N, 128, c, STEPS, quick, log) for c in (False, True)]
+            for c in (False, True):
+                try:
+                    rows.append(timed(base[0], rng, HEADLINE_N, 128, c, STEPS, quick, log))
+                except Exception as exc:              # the other mode still runs
+                    results["failures"][f"headline causal={c}"] = f"{type(exc).__name__}: {exc}"[:500]
+                    log(f"  headline causal={c} FAILED: {exc}")
+        return rows
 
     def sweep():
         b = base[0] if base else _Baselines(log)
