@@ -128,8 +128,11 @@ def check_inflight(w, op) -> None:
         return
     reg = min(hit)
     name = w.launch.info.kernel.regs[reg][0]
+    group = w.inflight[reg]
+    why = " (not committed yet: wgmma.wait_group waits only for committed groups)" \
+        if group == _state(w).open else ""
     raise_at(WgmmaHazard, f"register {name} belongs to a wgmma.mma_async that is still in "
-             f"flight (commit group {w.inflight[reg]}): its accumulators (and A fragment) may be "
+             f"flight (commit group {group}{why}): its accumulators (and A fragment) may be "
              "used only after a wgmma.wait_group that covers its group (wgmma.commit_group, "
              "then wgmma.wait_group N)", w, ins, lane=0)
 
