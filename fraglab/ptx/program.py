@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -255,7 +256,7 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
-           hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool = False,
+           hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool | None = None,
            lazy_copies: bool | None = None) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
     place); value params take NumPy scalars or Python numbers. ``blocks`` (a list of block
@@ -263,7 +264,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     one block of a large launch. ``reverse_warps`` runs a block's warps last to first (another
     valid schedule: a producer / consumer kernel whose result depends on it has a missing wait).
     ``lazy_copies`` lands ``cp.async`` copies at their wait_group instead of at issue (default:
-    on for sm_90 programs, off for sm_80 ones). Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
+    on for sm_90 programs, off for sm_80 ones). Both default to :func:`options`. Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
     if isinstance(prog, str):
         prog = Program(prog)
     info = prog.info(kernel)
@@ -281,7 +282,9 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     L = Launch(prog, info, grid, block, int(shared_mem), int(max_steps),
                dict(uninit=check_uninit, race=check_race), hook)
     L.echo_printf = echo_printf
-    L.reverse_warps = bool(reverse_warps)
+    L.reverse_warps = bool(_OPTIONS.get("reverse_warps", False) if reverse_warps is None
+                           else reverse_warps)
+    lazy_copies = _OPTIONS.get("lazy_copies") if lazy_copies is None else lazy_copies
     if lazy_copies is not None:
         L.lazy_copies = bool(lazy_copies)
     for v in prog._globals_order:
@@ -324,7 +327,26 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     return L
 
 
-__all__ = ["Program", "launch", "load", "Launch", "KernelFunction"]
+__all__ = ["Program", "launch", "load", "Launch", "KernelFunction", "options"]
+
+_OPTIONS: dict = {}
+
+
+@contextmanager
+def options(**kw):
+    """Defaults for :func:`launch` inside a ``with`` block, for launches made through a topic's
+    wrapper: ``with ptx.options(reverse_warps=True): fa3.attention(...)`` (``reverse_warps``,
+    ``lazy_copies``)."""
+    bad = set(kw) - {"reverse_warps", "lazy_copies"}
+    if bad:
+        raise TypeError(f"ptx.options takes reverse_warps and lazy_copies, not {sorted(bad)}")
+    saved = dict(_OPTIONS)
+    _OPTIONS.update(kw)
+    try:
+        yield
+    finally:
+        _OPTIONS.clear()
+        _OPTIONS.update(saved)
 
 
 _CACHE: dict[str, Program] = {}
