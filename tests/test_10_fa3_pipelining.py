@@ -66,6 +66,11 @@ def test_pipelined_loops_put_exp2_beside_wgmma():
     assert ev[("threestage", 64)]["sass"]["exp2_beside_wgmma"] == 0
 
 
+def test_consumers_stay_within_setmaxnreg():
+    for r in sass_evidence.all_evidence():
+        assert 150 < r["consumer_registers"] <= 232, r       # setmaxnreg.inc 232
+
+
 def test_ptx_order_is_the_source_order():
     tl = sass_evidence.ptx_timeline("twostage", "f16", 64)
     kinds = [r["kind"] for r in tl]

@@ -119,7 +119,9 @@ def variant_table(doc: dict, *, live: list[dict] | None = None):
     for r in rows:
         s = r["sass"]
         out.append({"variant": r["variant"], "d": r["d"], "key tile": r["key_tile"],
-                    "registers": r["registers"], "spill bytes": r["spill_bytes"],
+                    "registers (ptxas)": r["registers"],
+                    "consumer registers": r.get("consumer_registers", ""),
+                    "spill bytes": r["spill_bytes"],
                     "ptxas": ", ".join(r["ptxas_notes"]) or "-",
                     "EX2 beside wgmma": f"{s['exp2_beside_wgmma']}/{s['exp2']}",
                     "TFLOP/s": (f"{tf[f'fa3_' + r['variant']]:.0f}"

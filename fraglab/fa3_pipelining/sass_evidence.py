@@ -112,17 +112,25 @@ def overlap(tl: list[dict]) -> dict:
     return res
 
 
+def registers_touched(tl: list[dict]) -> int:
+    """Highest general register the consumer path names, plus one: what it uses of the
+    ``setmaxnreg.inc`` budget (ptxas reports only the cap at entry, 168)."""
+    return 1 + max((int(x) for r in tl for x in re.findall(r"\bR(\d+)\b", r["text"])), default=-1)
+
+
 def evidence(variant: str, dtype: str = "f16", d: int = 128) -> dict:
     """One row of the chapter's table: SASS and PTX overlap counts, the HMMA count (0 expected:
     every multiply is an HGMMA), the ptxas resources and its wgmma serialization notes."""
     b = build(variant)
     name = kernels.kernel_name(variant, dtype, d)
-    s, p = overlap(timeline_of(b, name)), overlap(ptx_timeline_of(b, name))
+    tl = timeline_of(b, name)
+    s, p = overlap(tl), overlap(ptx_timeline_of(b, name))
     res = b.resources[name]
     notes = ptxas_notes(b, name)
     ops = b.opcodes(name)
     return {"variant": variant, "dtype": dtype, "d": d, "key_tile": kernels.KEY_TILE[variant][d],
-            "registers": res["registers"], "spill_bytes": res["spill_stores"] + res["spill_loads"],
+            "registers": res["registers"], "consumer_registers": registers_touched(tl),
+            "spill_bytes": res["spill_stores"] + res["spill_loads"],
             "stack_frame": res["stack_frame"], "ptxas_notes": notes,
             "hmma": ops.get("HMMA", 0), "hgmma": ops.get("HGMMA", 0),
             "sass": s, "ptx": p,
