@@ -3,7 +3,8 @@
     bench --out DIR [--quick] [--no-stalls]   the H100 run -> DIR/results.json, DIR/log.txt
     classes [--d 128] [--dtype f16] [--arch sm_90] [--scope loop|kernel]
                                               class counts of every step (CPU; no GPU needed)
-    profile --step S [--n 4096] [--d 128]     run one step twice (the child ncu profiles)
+    profile --step S|all [--n 4096] [--d 128] [--causal]
+                                              run steps twice (the child ncu/compute-sanitizer watch)
 """
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
     c.add_argument("--arch", default="sm_90")
     c.add_argument("--scope", default="loop", choices=("loop", "kernel"))
-    p = sub.add_parser("profile", help="run one step twice (for ncu)")
-    p.add_argument("--step", required=True)
+    p = sub.add_parser("profile", help="run one step (or all) twice (for ncu, compute-sanitizer)")
+    p.add_argument("--step", required=True, help="a step, or all")
+    p.add_argument("--causal", action="store_true")
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--d", type=int, default=128, choices=(64, 128))
     return ap
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
         print(classes.text_table(rows, args.scope))
     else:
         from . import bench
-        bench.profile(args.step, args.n, args.d)
+        bench.profile(args.step, args.n, args.d, causal=args.causal)
     return 0
 
 

@@ -12,7 +12,8 @@ c. ``headline``: every step, SDPA's flash backend and cuDNN's SDPA, interleaved 
 d. ``sweep``: the same for N in 1k .. 16k, d 64 and 128, causal and not (every step, so the
    chapter can show where each one pays), with the final step's error against SDPA's output;
 e. ``stalls``: Nsight Compute's warp-stall reasons of :data:`STALL_STEPS` (when ``ncu`` is
-   there), through :mod:`fraglab.register_reuse.ncu`'s parser, in child processes.
+   there), through :mod:`fraglab.register_reuse.ncu`'s parser, in child processes;
+f. ``sanitizer``: compute-sanitizer's memcheck and racecheck over every step (N = 200, causal).
 
 About 2-3 minutes on an H100 (``--quick``: less than one).
 """
@@ -240,15 +241,52 @@ def stalls(log, steps=STALL_STEPS, n: int = HEADLINE_N, budget_s: float = 120.0)
     return out
 
 
-def profile(step: str, n: int, d: int) -> None:
-    """Run ``step`` twice at (B, H, n, d), f16, non-causal (the child ncu profiles)."""
+def profile(step: str, n: int, d: int, causal: bool = False) -> None:
+    """Run ``step`` (or every step: ``all``) twice at (B, H, n, d), f16 (the child that ncu or
+    compute-sanitizer watches)."""
     import cupy as cp
     from ..flash_attention.kernels import random_qkv
     raw, _ = random_qkv(np.random.default_rng(0), (B, H, n, d), "f16")
-    run, _ = attention_launcher(*(cp.asarray(a) for a in raw), step=step)
-    for _ in range(2):
-        run()
+    q, k, v = (cp.asarray(a) for a in raw)
+    for s in (STEPS if step == "all" else (step,)):
+        run, _ = attention_launcher(q, k, v, step=s, causal=causal)
+        for _ in range(2):
+            run()
     cp.cuda.get_current_stream().synchronize()
+
+
+#: compute-sanitizer tools run over every step (one child each), ragged N, causal, both d.
+SANITIZERS = ("memcheck", "racecheck")
+
+
+def sanitize(log, budget_s: float = 100.0) -> dict:
+    """compute-sanitizer's verdict on every step (N = 200, causal, d = 64 and 128), one child per
+    tool and head dimension, within ``budget_s``."""
+    path = tools.find_tool("compute-sanitizer", required=False)
+    if path is None:
+        log("  compute-sanitizer not found: skipped")
+        return {"skipped": "compute-sanitizer not found on this machine"}
+    out, t0 = {"tool": str(path)}, time.perf_counter()
+    for tool in SANITIZERS:
+        for d in (64, 128):
+            key = f"{tool} d{d}"
+            left = budget_s - (time.perf_counter() - t0)
+            if left < 15:
+                out[key] = {"skipped": f"the section's {budget_s:.0f} s were spent"}
+                continue
+            cmd = [str(path), "--tool", tool, "--error-exitcode", "3",
+                   *child.python_command("fraglab.instruction_diet", "profile", "--step", "all",
+                                         "--n", "200", "--d", str(d), "--causal")]
+            try:
+                r = child.run(cmd, timeout_s=min(60.0, left), check=False)
+                summary_line = [ln for ln in (r.stdout + r.stderr).splitlines() if "ERROR SUMMARY" in ln]
+                out[key] = {"returncode": r.returncode, "clean": r.returncode == 0,
+                            "summary": summary_line[-1] if summary_line else child.tail(r, 3),
+                            "wall_s": r.wall_s}
+            except Exception as exc:
+                out[key] = {"clean": False, "failure": f"{type(exc).__name__}: {exc}"[:500]}
+            log(f"  {key}: " + ("clean" if out[key].get("clean") else f"NOT clean: {out[key]}"[:300]))
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,6 +345,8 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
                 ("headline", headline), ("sweep", sweep)]
     if stall and not quick:
         sections.append(("stalls", lambda: stalls(log)))
+        sections.append(("sanitizer", lambda: sanitize(
+            log, budget_s=min(100.0, 330.0 - (time.perf_counter() - t0)))))
     for name, fn in sections:
         log.phase(name)
         try:
