@@ -106,6 +106,7 @@ def glue_values(doc: dict) -> dict[str, str]:
     f["checks-pass"] = str(sum(bool(r.get("ok")) for r in checks))
     worst = max((r.get("error", 0.0) for r in checks if r.get("ok")), default=None)
     f["checks-worst"] = report.fmt(worst, "{:.1e}")
+    f["sanitizer"] = sanitizer_verdict(doc)
     sr = {r["step"]: r for r in sass_rows(doc)}
     for k in STEPS:
         r = sr.get(k)
@@ -219,3 +220,13 @@ def live_glue_values(rows: list[dict], evidence: list[dict]) -> dict[str, str]:
     for name, e in zip(names, evidence):
         f[f"evidence-{name}"] = str(e["count"])
     return {"ch09-live-" + k: v for k, v in f.items()}
+
+
+def sanitizer_verdict(doc: dict) -> str:
+    """``clean`` when every compute-sanitizer run of the record reported no error, ``not clean``
+    when one did, ``not run`` when the tool was missing or the section did not run."""
+    san = _res(doc).get("sanitizer")
+    runs = [v for v in (san or {}).values() if isinstance(v, dict) and "clean" in v]
+    if not runs:
+        return "not run"
+    return "clean" if all(v["clean"] for v in runs) else "not clean"
