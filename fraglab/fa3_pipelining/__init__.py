@@ -10,8 +10,9 @@ Modules: :mod:`.kernels` (wrappers, the swizzle model), :mod:`.problems` (Proble
 from .kernels import (ARCH, DESCRIPTIONS, HEAD_DIMS, KEY_TILE, VARIANTS, attention,
                       attention_launcher, mbarrier_ring, require_hopper, sw128_image,
                       sw128_offset, swizzle_tile, warpspec_rowsum, wgmma_gemm)
+from .problems import PROBLEMS
 from .report import glue_values
 
-__all__ = ["ARCH", "DESCRIPTIONS", "HEAD_DIMS", "KEY_TILE", "VARIANTS", "attention",
+__all__ = ["PROBLEMS", "ARCH", "DESCRIPTIONS", "HEAD_DIMS", "KEY_TILE", "VARIANTS", "attention",
            "attention_launcher", "glue_values", "mbarrier_ring", "require_hopper", "sw128_image",
            "sw128_offset", "swizzle_tile", "warpspec_rowsum", "wgmma_gemm"]
