@@ -138,6 +138,9 @@ extern "C" __global__ void wg(const u16* a, const u16* b, const int* aoff, const
     {ct} d[{nd}];
     for (int i = 0; i < {nd}; ++i) d[i] = (({ct}*)out)[tid * {nd} + i];
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#ifdef COPY                                    // a bug: a copy into B in flight (0: before, 1: after)
+    if (tid == 0 && COPY == 0) asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(sB), "l"(b) : "memory");
+#endif
 #ifdef SKIP_WARP1
     if (w != 1)                                // a bug: the warpgroup must issue it together
 #endif
@@ -147,6 +150,9 @@ extern "C" __global__ void wg(const u16* a, const u16* b, const int* aoff, const
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #ifdef EARLY_READ
     out[tid] = d[0];                           // a bug: the accumulators are still in flight
+#endif
+#if COPY == 1
+    if (tid == 0) asm volatile("cp.async.ca.shared.global [%0], [%1], 16;" :: "r"(sB), "l"(b) : "memory");
 #endif
 #ifdef EARLY_REFILL
     if (tid < 8) ((u16*)(base + 8192))[tid] = 0x7E00;   // a bug: the wgmma may still read B
@@ -231,6 +237,12 @@ def test_wgmma_shapes_types_and_scales(rng, n, t, rs, neg, acc, dt, gpu):
 def test_reading_an_accumulator_before_wait_group_is_reported(rng):
     with pytest.raises(ptx.WgmmaHazard, match="still in flight.*wait_group"):
         _run_wgmma(rng, 64, defines={"EARLY_READ": 1})
+
+
+@pytest.mark.parametrize("when,what", [(0, "has not finished writing"), (1, "target of a cp.async")])
+def test_a_copy_in_flight_into_a_wgmma_operand_is_reported(rng, when, what):
+    with pytest.raises(ptx.WgmmaHazard, match=what):
+        _run_wgmma(rng, 64, defines={"COPY": when})
 
 
 def test_a_wgmma_skipped_by_one_warp_of_the_warpgroup_is_reported(rng):

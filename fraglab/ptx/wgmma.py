@@ -152,20 +152,41 @@ def check_warpgroups(warps) -> None:
                      w, None)
 
 
+def pending_copy(w, byte_addr) -> str | None:
+    """Where a copy into shared memory that is still in flight (a lazy cp.async of any warp of the
+    block, or a bulk copy) writes some of ``byte_addr``, a phrase naming it; else None."""
+    if not w.mem.sync.copies and not any(x.cp_open or x.cp_groups for x in w.launch.current_warps):
+        return None
+    sh = w.mem.spaces["shared"]
+    hit = np.zeros(sh.size, bool)
+    hit[byte_addr] = True
+    for x in w.launch.current_warps:
+        for group in x.cp_groups + [x.cp_open]:
+            for ins, d, _, _, size in group:
+                if hit[d.astype(np.int64)[:, None] + np.arange(size)].any():
+                    return f"a cp.async of warp {x.index} ({source_of(ins, w.files) or ins.text})"
+    for d, data, _, x, ins in w.mem.sync.copies:
+        if hit[d:d + len(data)].any():
+            return f"a bulk copy of warp {x.index} ({source_of(ins, w.files) or ins.text})"
+    return None
+
+
 def _release(w, st, upto: int, ins) -> None:
     """Groups [st.done, upto) complete: their registers become available; the shared memory they
-    read must not have changed since they issued."""
+    read must not have changed since they issued, nor be the target of a copy in flight."""
     if upto <= st.done:
         return
     keep = []
     for g, addr, data, where in st.reads:
         if g < upto:
             now = w.mem.spaces["shared"].buf[addr]
-            if not np.array_equal(now, data):
+            copy = pending_copy(w, addr)
+            if not np.array_equal(now, data) or copy:
                 src = source_of(where, w.files) or f"PTX line {where.ptx_line}"
+                what = f"is the target of {copy}, still in flight," if copy else "changed"
                 raise_at(WgmmaHazard, f"shared memory read by the wgmma.mma_async at {src} "
-                         "changed before the wgmma.wait_group that completes it: "
-                         "the asynchronous tensor core may read its operands until then (refill a "
+                         f"{what} before the wgmma.wait_group that completes it: the "
+                         "asynchronous tensor core may read its operands until then (refill a "
                          "stage only after waiting for the wgmmas that read it)", w, ins, lane=0)
         else:
             keep.append((g, addr, data, where))
@@ -259,6 +280,11 @@ def _mma_async(ins, dc, md):
                      "its swizzle pattern)", w, ins, lane=0)
         addr = operand_offsets(rows, k_, es, bool(mn_major), d)[sel]
         flat = addr.ravel()
+        copy = pending_copy(w, (flat[:, None] + np.arange(es)).ravel())
+        if copy:
+            raise_at(WgmmaHazard, f"this wgmma.mma_async reads shared memory that {copy} has not "
+                     "finished writing: wait for the copy (its mbarrier, or cp.async.wait_group "
+                     "and a barrier) before issuing the wgmma", w, ins, lane=0)
         raw = w.mem.load(w, ins, "shared", flat.astype(np.uint64), np.zeros(len(flat), np.int64),
                          es, es)
         return decode_elems(raw.reshape(addr.shape + (es,)), itype), flat
