@@ -5,8 +5,8 @@ Two backends behind one interface, chosen by :func:`fraglab.device.mode`:
 * ``gpu``: the kernel is compiled for the GPU in use and launched through CuPy; wrappers take and
   return CuPy arrays.
 * ``cpu`` (no GPU, or ``FRAGLAB_MODE=cpu``): the same source is compiled for ``sm_80``
-  (:data:`INTERPRETER_ARCH`) and its PTX runs on the course's interpreter (:mod:`fraglab.ptx`);
-  wrappers take and return NumPy arrays.
+  (:data:`INTERPRETER_ARCH`; or ``sm_90a`` where :func:`get_kernel` is asked for it) and its PTX
+  runs on the course's interpreter (:mod:`fraglab.ptx`); wrappers take and return NumPy arrays.
 
 Every Python wrapper validates its arrays with :func:`check_array` and friends *before* calling
 :func:`launch`, with the same checks in both modes, so a bad argument raises a clear
