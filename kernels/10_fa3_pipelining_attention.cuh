@@ -3,8 +3,8 @@
 // One CTA = 3 warpgroups (384 threads) and 128 query rows of one head:
 //   warpgroup 0, the producer: gives registers away (setmaxnreg.dec), then copies Q once and
 //     the K tiles (warps 0-1) and V tiles (warps 2-3) of BC keys with cp.async into two rings
-//     of STAGES = 2 shared-memory stages, one warp per stage, each copy signalled on an
-//     mbarrier "full" once it landed;
+//     of STAGES = 3 shared-memory stages, each copy signalled on an mbarrier "full" once it
+//     landed;
 //   warpgroups 1 and 2, the consumers: take registers (setmaxnreg.inc); each owns 64 query
 //     rows and runs a variant's main loop (kernels/10_fa3_pipelining_<variant>.cu) over the key
 //     tiles with wgmma: S = Q K_j^T (m64nBCk16, both operands from shared memory), softmax in
@@ -22,9 +22,8 @@
 #include "10_fa3_pipelining.cuh"
 
 constexpr int FA3_BR = 128;               // query rows per CTA (two consumer warpgroups x 64)
-constexpr int FA3_STAGES = 2;             // K/V ring depth (one producer warp per stage)
+constexpr int FA3_STAGES = 3;             // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
 constexpr int FA3_THREADS = 384;
-static_assert(FA3_STAGES == 2, "the producer gives each of its 2 warps per operand one stage");
 constexpr int FA3_PRODUCER_REGS = 40;     // 128 x 40 + 256 x 232 = 64512 <= 65536 registers
 constexpr int FA3_CONSUMER_REGS = 232;
 
@@ -205,30 +204,29 @@ __device__ void fa3_attention(const Fa3Args a) {
     }
     __syncthreads();
     if (threadIdx.x < 128) {
-        // ---- producer: Q by all 128 threads, then one warp per (operand, stage): warps 0-1
-        // copy K tiles, warps 2-3 V tiles, warp 2s+t taking the tiles j with j % 2 == t (so
-        // stage t of its ring). Each warp copies its tile with cp.async, waits for it
+        // ---- producer: Q by all 128 threads, then two warps per operand: warps 0-1 copy the
+        // K tiles, warps 2-3 the V tiles, warp w taking the tiles j with j % 2 == w % 2 into
+        // stage j % STAGES of its ring. Each warp copies its tile with cp.async, waits for it
         // (wait_group 0), fences it into the async proxy and announces it on the stage's full
         // barrier before it waits for its next free stage: a warp never blocks while holding a
         // tile it has not announced, and K never waits for V (the three-stage loop needs K_{j+1}
         // before it releases V_{j-1}; one K,V,K,V stream deadlocks there). Two tiles of each
-        // operand are in flight at a time.
+        // operand are in flight, up to STAGES in the ring.
         regs_dealloc<FA3_PRODUCER_REGS>();
         const int t = threadIdx.x;
         load_tile_sw128<FA3_BR, D>(base, a.q + head, q0, a.n, t, 128);
         cp_async_commit();
         cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(fullQ);
         const bool is_k = t < 64;
-        const int s = (t >> 5) & 1;                       // this warp's stage
-        const u32 full = (is_k ? fullK : fullV) + 8 * s, empty = (is_k ? emptyK : emptyV) + 8 * s;
-        const u32 stage = base + (is_k ? C::K_OFF : C::V_OFF) + s * C::KV_BYTES;
+        const u32 full = is_k ? fullK : fullV, empty = is_k ? emptyK : emptyV;
+        const u32 ring = base + (is_k ? C::K_OFF : C::V_OFF);
         const u16* src = (is_k ? a.k : a.v) + head;
-        for (int j = s; j < tiles; j += FA3_STAGES) {
-            const int u = j / FA3_STAGES;
-            if (u > 0) mbar_wait(empty, (u - 1) & 1);
-            load_tile_sw128<BC, D>(stage, src, j * BC, a.n, t & 31, 32);
+        for (int j = (t >> 5) & 1; j < tiles; j += 2) {
+            const int s = j % FA3_STAGES, u = j / FA3_STAGES;
+            if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);
+            load_tile_sw128<BC, D>(ring + s * C::KV_BYTES, src, j * BC, a.n, t & 31, 32);
             cp_async_commit();
-            cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(full);
+            cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(full + 8 * s);
         }
     } else {
         // ---- consumers

@@ -21,7 +21,7 @@ ARCH = "sm_90a"
 VARIANTS = ("nooverlap", "twostage", "threestage", "pingpong")
 HEAD_DIMS = (64, 128)
 BR = 128                      # query rows per CTA: two consumer warpgroups of 64
-STAGES = 2                    # K/V ring depth
+STAGES = 3                    # K/V ring depth (FA3_STAGES)
 THREADS = 384                 # producer + two consumer warpgroups
 #: Keys per K/V tile, by variant and d (FA3_KERNELS(..., BC64, BC128) in each file).
 KEY_TILE = {"nooverlap": {64: 128, 128: 128}, "twostage": {64: 128, 128: 128},
