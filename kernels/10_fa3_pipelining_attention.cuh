@@ -22,7 +22,10 @@
 #include "10_fa3_pipelining.cuh"
 
 constexpr int FA3_BR = 128;               // query rows per CTA (two consumer warpgroups x 64)
-constexpr int FA3_STAGES = 3;             // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
+#ifndef FA3_STAGES_DEF
+#define FA3_STAGES_DEF 3                   // -DFA3_STAGES_DEF=2: the bench's shallower ring
+#endif
+constexpr int FA3_STAGES = FA3_STAGES_DEF; // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
 constexpr int FA3_THREADS = 384;
 constexpr int FA3_PRODUCER_REGS = 40;     // 128 x 40 + 256 x 232 = 64512 <= 65536 registers
 constexpr int FA3_CONSUMER_REGS = 232;

@@ -127,7 +127,7 @@ class Baselines:
 
 
 def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
-          variants=kernels.VARIANTS) -> dict:
+          variants=kernels.VARIANTS, two_stage_rings=()) -> dict:
     """Every variant and every baseline that runs, interleaved, at (B, H, n, d), f16."""
     shape = (B, H, n, d)
     rec = {"N": n, "d": d, "causal": causal, "dtype": "f16", "B": B, "H": H,
@@ -139,6 +139,12 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
             runs[f"fa3_{v}"], out = kernels.attention_launcher(*qkv, causal=causal, variant=v)
         except Exception as exc:
             rec["refused"][f"fa3_{v}"] = f"{type(exc).__name__}: {exc}"[:300]
+    for v in two_stage_rings:                 # the same kernels with 2-stage K/V rings
+        try:
+            runs[f"fa3_{v}_ring2"] = kernels.attention_launcher(*qkv, causal=causal, variant=v,
+                                                                stages=2)[0]
+        except Exception as exc:
+            rec["refused"][f"fa3_{v}_ring2"] = f"{type(exc).__name__}: {exc}"[:300]
     for name, fn in base.callables(ts, qkv, causal, rec["refused"]).items():
         try:                                  # a baseline that refuses this size is left out
             fn()
@@ -147,7 +153,7 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
             rec["refused"][name] = f"{type(exc).__name__}: {exc}"[:300]
     import cupy as cp
     cp.cuda.get_current_stream().synchronize()
-    last = [k for k in runs if k.startswith("fa3_")][-1:]
+    last = [k for k in runs if k.startswith("fa3_") and not k.endswith("_ring2")][-1:]
     if ts is not None and base.flash is not None and last:   # its output beside SDPA's
         try:
             from ..flash_attention.torch_interop import cupy_to_torch
@@ -206,7 +212,8 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
         results["baseline_notes"] = base.notes
         import cupy as cp
         with base.stream():
-            section("headline", lambda: timed(base, rng, quick=quick, log=log, **HEADLINE))
+            section("headline", lambda: timed(base, rng, quick=quick, log=log,
+                                              two_stage_rings=("nooverlap", "twostage"), **HEADLINE))
             rows = results["sweep"] = []
             for n in (QUICK_SIZES if quick else SIZES):
                 for d in kernels.HEAD_DIMS:

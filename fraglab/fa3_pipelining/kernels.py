@@ -48,11 +48,11 @@ def kernel_name(variant: str, dtype: str, d: int) -> str:
     return f"fa3_{variant}_{dtype}_d{d}"
 
 
-def smem_bytes(variant: str, d: int) -> int:
+def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
-    Q (128 x d), STAGES K and V tiles (BC x d), 16-bit values, and 9 mbarriers."""
+    Q (128 x d), ``stages`` K and V tiles (BC x d), 16-bit values, and 1 + 4 x stages mbarriers."""
     bc = KEY_TILE[variant][d]
-    return 1024 + BR * d * 2 + 2 * STAGES * bc * d * 2 + 8 * (1 + 4 * STAGES)
+    return 1024 + BR * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
 
 
 def require_hopper(what: str = "this kernel") -> None:
@@ -71,8 +71,8 @@ def require_hopper(what: str = "this kernel") -> None:
                                "Hopper's wgmma / mbarrier PTX yet, and there is no GPU")
 
 
-def _kernel(name: str, kernel: str, source: str | None = None):
-    return launch.get_kernel(name, kernel, arch=ARCH, source=source)
+def _kernel(name: str, kernel: str, source: str | None = None, defines: dict | None = None):
+    return launch.get_kernel(name, kernel, arch=ARCH, source=source, defines=defines)
 
 
 # --------------------------------------------------------------------------------------------
@@ -80,11 +80,14 @@ def _kernel(name: str, kernel: str, source: str | None = None):
 # --------------------------------------------------------------------------------------------
 
 def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostage",
-                       scale: float | None = None, out=None, source: str | None = None):
+                       scale: float | None = None, out=None, source: str | None = None,
+                       stages: int = STAGES):
     """Check the arguments of :func:`attention`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
-    :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab)."""
+    :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab);
+    ``stages``: the K/V ring depth, 2 or 3 (the bench compares them)."""
     launch.check_choice("variant", variant, VARIANTS)
+    launch.check_choice("stages", stages, (2, 3))
     require_hopper(f"the FA-3 kernel {variant!r}")
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
     if out is None:
@@ -93,10 +96,11 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
         launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
         launch.check_aligned("out", out, 16, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
-    fn = _kernel(name if source is None else name, kernel_name(variant, dtype, d), source)
+    fn = _kernel(name, kernel_name(variant, dtype, d), source,
+                 None if stages == STAGES else {"FA3_STAGES_DEF": stages})
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
     grid = (-(-n // BR), b * h)
-    smem = smem_bytes(variant, d)
+    smem = smem_bytes(variant, d, stages)
     return (lambda: launch.launch(fn, grid, THREADS, args, shared_mem=smem)), out
 
 
