@@ -86,3 +86,12 @@ def test_the_record_when_there_is_one():
     doc = json.loads(dr.RESULTS.read_text())
     g = dr.glue_values(doc)
     assert g["ch09-checks"] == g["ch09-checks-pass"], "a step failed its check on the H100"
+
+
+def test_an_empty_record_reads_n_a(tmp_path):
+    doc = dr.load(tmp_path / "missing.json")
+    assert "missing" in doc and dr.glue_values(doc)["ch09-tflops-final"] == "n/a"
+    assert dr.sweep_table(doc).startswith("[record]")
+    rows = dr.sass_rows(fake_record())
+    assert len(dr.step_table(doc, rows).rows) == len(STEPS)
+    assert report.smallest_text_px(plots.plot_sweep(doc)) >= report.MIN_TEXT_PX

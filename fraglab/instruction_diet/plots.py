@@ -65,6 +65,9 @@ def plot_sweep(doc: dict, step: str = FINAL):
         ax.set_xscale("log", base=2)
         ax.set_title(f"d = {d}")
         ax.set_xlabel("N (keys = queries)")
+    if not rows:
+        for ax in axes:
+            ax.text(0.5, 0.5, "not recorded yet", ha="center", va="center", transform=ax.transAxes)
     axes[0].set_ylabel("TFLOP/s (f16, B*H = 32)")
     handles, labels = axes[1].get_legend_handles_labels()
     if handles:
