@@ -61,3 +61,17 @@ def cupy_to_torch(a, dtype: str):
     if dtype == "f16":
         return torch.from_dlpack(a)
     return torch.from_dlpack(a.view(np.int16)).view(torch.bfloat16)
+
+
+def attention_inputs(torch, rng, shape, dtype: str = "f16"):
+    """``(torch tensors or None, [q, k, v] as CuPy arrays)`` of ``shape``: standard-normal torch
+    tensors on the GPU viewed by CuPy (zero copy), or, without torch (``torch=None``), NumPy draws
+    from ``rng`` copied to the GPU. For timing the course's kernels beside SDPA on equal inputs."""
+    import cupy as cp
+    if torch is None:
+        from .kernels import random_qkv
+        raw, _ = random_qkv(rng, shape, dtype)
+        return None, [cp.asarray(a) for a in raw]
+    tdt = torch.float16 if dtype == "f16" else torch.bfloat16
+    ts = [torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
+    return ts, [torch_to_cupy(t, dtype) for t in ts]

@@ -107,15 +107,8 @@ class _Baselines:
 
     def inputs(self, rng, shape, dtype="f16"):
         """(torch tensors or None, CuPy q, k, v) of ``shape``."""
-        import cupy as cp
-        from ..flash_attention.kernels import random_qkv
-        from ..flash_attention.torch_interop import torch_to_cupy
-        if self.torch is None:
-            raw, _ = random_qkv(rng, shape, dtype)
-            return None, [cp.asarray(a) for a in raw]
-        tdt = self.torch.float16 if dtype == "f16" else self.torch.bfloat16
-        ts = [self.torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
-        return ts, [torch_to_cupy(t, dtype) for t in ts]
+        from ..flash_attention.torch_interop import attention_inputs
+        return attention_inputs(self.torch, rng, shape, dtype)
 
     def variants(self, ts, causal) -> dict:
         """Callables for the baselines that are there (each enters its backend per call)."""
