@@ -118,6 +118,8 @@ def throughput(d: int, causal: bool, names: list, ctx: dict, knobs: dict | None 
             runs[name], outs[name] = run, out
         except Exception as exc:
             skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
+    if not runs:
+        raise RuntimeError(f"nothing ran at d = {d}: {skipped}")
     base = "sdpa_flash" if "sdpa_flash" in runs else next(iter(runs))
     cmp = _compare(runs, torch, ext, ctx["rep"], base, ctx["sdpa_ctx"])
     rows = _timed(cmp, attention_flops(B, H, N, d, causal))
