@@ -130,6 +130,17 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
                  "@!done bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
 }
 
+// Plain shared-memory accesses by address (the kernels keep shared addresses as u32).
+__device__ __forceinline__ void st_shared_u32(u32 addr, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" :: "r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(u32 addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+    return v;
+}
+
 // ------------------------------------------------------------------------------------------
 // Copies. cp.async (sm_80): 16 bytes global -> shared per thread, `src_bytes` of them read and
 // the rest zero-filled (0 past the last row). cp.async.bulk (sm_90): one thread moves a

@@ -163,6 +163,10 @@ template <int D, int BC, bool BF16> struct Consumer {
     __device__ __forceinline__ void turn_wait() const { named_sync(1 + wg, 256); }
     __device__ __forceinline__ void turn_pass() const { named_arrive(2 - wg, 256); }
 
+    // Epilogue: O / l, as 16-bit values, staged in this warpgroup's own 64 rows of the Q tile
+    // (no wgmma of the warpgroup is in flight any more, and the other warpgroup never reads
+    // them), in the same swizzled layout (conflict-free: the 8 rows a store instruction writes
+    // land in 8 different chunks), then written to global memory in 16-byte coalesced pieces.
     __device__ __forceinline__ void store(u16* og) {
         float inv[2];
 #pragma unroll
@@ -172,13 +176,22 @@ template <int D, int BC, bool BF16> struct Consumer {
             t += __shfl_xor_sync(FULL_MASK, t, 2);
             inv[h] = t > 0.f ? 1.f / t : 0.f;
         }
+        const u32 qtile = sQ - wg * 64 * 128;              // row 0 of the Q tile
+        const int r0 = row[0] - q0;                         // row in the tile (0..127)
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)
 #pragma unroll
             for (int h = 0; h < 2; ++h)
-                if (row[h] < n)
-                    *(u32*)(og + (long)row[h] * D + 8 * i + 2 * quad) =
-                        pack2<BF16>(o[4 * i + 2 * h] * inv[h], o[4 * i + 2 * h + 1] * inv[h]);
+                st_shared_u32(qtile + sw128_offset(r0 + 8 * h, i, FA3_BR) + 4 * quad,
+                              pack2<BF16>(o[4 * i + 2 * h] * inv[h], o[4 * i + 2 * h + 1] * inv[h]));
+        named_sync(3 + wg, 128);                            // this warpgroup's rows are staged
+        const int ct = (threadIdx.x - 128) & 127;
+#pragma unroll 4
+        for (int idx = ct; idx < 64 * D / 8; idx += 128) {
+            const int r = 64 * wg + idx / (D / 8), ch = idx % (D / 8);
+            if (q0 + r < n)
+                *(uint4*)(og + (long)(q0 + r) * D + ch * 8) = ld_shared_v4(qtile + sw128_offset(r, ch, FA3_BR));
+        }
     }
 };
 
