@@ -163,3 +163,35 @@ def test_cli_parses():
     from fraglab.fa3_pipelining.__main__ import main
     with pytest.raises(SystemExit):
         main(["bench"])                      # --out is required
+
+
+def test_bench_timed_records_every_callable_on_fakes(monkeypatch):
+    """bench.timed's bookkeeping without a GPU: fake launchers, baselines and timer."""
+    import sys
+    import types
+    from fraglab import bench as timing
+
+    calls = []
+    monkeypatch.setattr(kernels, "attention_launcher",
+                        lambda *a, variant, stages=3, **k: ((lambda: calls.append(variant)), None))
+    fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        get_current_stream=lambda: types.SimpleNamespace(synchronize=lambda: None)))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cp)
+    real = timing.compare
+    monkeypatch.setattr(timing, "compare", lambda runs, **kw: real(
+        runs, baseline=kw.get("baseline"), warmup=0, repeat=4, rounds=2, progress=False,
+        _timer=lambda fn, n, flush: [1.0 + 0.1 * len(fn.__name__ if hasattr(fn, "__name__") else "")] * n))
+
+    class Base:
+        flash = None
+
+        def inputs(self, rng, shape, dtype="f16"):
+            return None, [None, None, None]
+
+        def callables(self, ts, qkv, causal, refused):
+            refused["ch09"] = "not here"
+            return {"cudnn": lambda: None, "fa2": lambda: None}
+    rec = bench.timed(Base(), None, 1024, 128, False, True, lambda *a: None,
+                      two_stage_rings=("twostage",))
+    assert set(rec["tflops"]) == {f"fa3_{v}" for v in fa3.VARIANTS} | {"fa3_twostage_ring2", "cudnn", "fa2"}
+    assert rec["refused"] == {"ch09": "not here"} and rec["comparison"].baseline == "cudnn"
