@@ -195,3 +195,14 @@ def test_bench_timed_records_every_callable_on_fakes(monkeypatch):
                       two_stage_rings=("twostage",))
     assert set(rec["tflops"]) == {f"fa3_{v}" for v in fa3.VARIANTS} | {"fa3_twostage_ring2", "cudnn", "fa2"}
     assert rec["refused"] == {"ch09": "not here"} and rec["comparison"].baseline == "cudnn"
+
+
+def test_chapter_cites_only_names_glue_values_always_gives():
+    import json
+    import re
+    from fraglab.tools import REPO_ROOT
+    nb = json.loads((REPO_ROOT / "book" / "10_fa3_pipelining.ipynb").read_text())
+    md = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    cited = set(re.findall(r"\{glue:text\}`([\w-]+)`", md))
+    assert cited == set(report.CITED)
+    assert cited <= set(report.glue_values({"results": {}}))      # even without a record
