@@ -204,6 +204,7 @@ struct Ctx {
     const u16* k;
     const u16* v;
     int n, n_tiles, row0;            // row0: query row of this lane's first row (g)
+    int warp_last;                   // query row of this warp's last row
     float scale_log2;
     bool causal;
 };
@@ -259,6 +260,14 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
             copy_tile<D>(c, c.sV + (C::KV - buf), c.v, j + 1, whole);
         }
         commit();
+    }
+
+    // SKIP_RESCALE skips work that changes nothing here too. With two buffers nothing follows the
+    // compute of a tile, so a warp whose rows all come before the tile's first key (causal,
+    // 128-row blocks: the last diagonal tile for the first warps) leaves now: its S would be all
+    // -inf, P all 0 and O unchanged.
+    if constexpr (SKIP_RESCALE && MASK && STAGES == 2 && MT == 2) {
+        if (c.causal && k0 > c.warp_last) return;
     }
 
     // S = Q K^T: per m-tile 16 rows x 64 keys = 8 accumulators of 16 x 8.
@@ -399,6 +408,7 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     c.cp_src = (threadIdx.x / C::CPR) * D + (threadIdx.x % C::CPR) * 8;
     c.k = k; c.v = v; c.n = n; c.scale_log2 = scale_log2; c.causal = causal;
     c.row0 = q0 + 16 * MT * warp + g;
+    c.warp_last = q0 + 16 * MT * (warp + 1) - 1;
 
     // Key tiles [0, n_full) need no mask; [n_full, n_tiles) are masked (causal diagonal, ragged end).
     const int last_key = causal ? min(q0 + C::BM, n) : n;

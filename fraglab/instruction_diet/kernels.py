@@ -28,7 +28,7 @@ CHANGES = {
     "rows32": "32 query rows a warp: each K/V fragment feeds 4 HMMAs (d=128: 32-key tiles)",
     "two_stage": "two K/V buffers: tile j+1 copied during all of tile j, one barrier a tile",
     "wide_keys": "64-key tiles at d=128 too: twice the HMMAs per tile's fixed work",
-    "skip_rescale": "O rescaled only when a row's running max moved (one warp vote)",
+    "skip_rescale": "no-op work skipped: O rescale unless a row max moved, unseen causal tiles",
 }
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
