@@ -22,6 +22,9 @@
 #include "10_fa3_pipelining.cuh"
 
 constexpr int FA3_BR = 128;               // query rows per CTA (two consumer warpgroups x 64)
+#ifndef FA3_ONE_SOFTMAX
+#define FA3_ONE_SOFTMAX 0
+#endif
 #ifndef FA3_STAGES_DEF
 #define FA3_STAGES_DEF 3                   // -DFA3_STAGES_DEF=2: the bench's shallower ring
 #endif
@@ -131,9 +134,16 @@ template <int D, int BC, bool BF16> struct Consumer {
 #pragma unroll
             for (int r = 0; r < 4; ++r) p[kk][r] = pack2<BF16>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
     }
+    // Two copies of the softmax, masked and not, so that the tiles inside the sequence pay no
+    // mask; -DFA3_ONE_SOFTMAX=1 keeps one masked copy (half the code of a loop unrolled twice:
+    // the bench times it, the instruction cache being a suspect).
     __device__ __forceinline__ void softmax(S& s, P& p, int j, float (&corr)[2]) {
+#if FA3_ONE_SOFTMAX
+        softmax_<true>(s, p, j, corr);
+#else
         if (needs_mask(j)) softmax_<true>(s, p, j, corr);
         else softmax_<false>(s, p, j, corr);
+#endif
     }
     __device__ __forceinline__ void rescale(const float (&corr)[2]) {
 #pragma unroll

@@ -173,7 +173,7 @@ def test_bench_timed_records_every_callable_on_fakes(monkeypatch):
 
     calls = []
     monkeypatch.setattr(kernels, "attention_launcher",
-                        lambda *a, variant, stages=3, **k: ((lambda: calls.append(variant)), None))
+                        lambda *a, variant, stages=3, one_softmax=False, **k: ((lambda: calls.append(variant)), None))
     fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
         get_current_stream=lambda: types.SimpleNamespace(synchronize=lambda: None)))
     monkeypatch.setitem(sys.modules, "cupy", fake_cp)
@@ -193,7 +193,7 @@ def test_bench_timed_records_every_callable_on_fakes(monkeypatch):
             return {"cudnn": lambda: None, "fa2": lambda: None}
     rec = bench.timed(Base(), None, 1024, 128, False, True, lambda *a: None,
                       two_stage_rings=("twostage",))
-    assert set(rec["tflops"]) == {f"fa3_{v}" for v in fa3.VARIANTS} | {"fa3_twostage_ring2", "cudnn", "fa2"}
+    assert set(rec["tflops"]) == {f"fa3_{v}" for v in fa3.VARIANTS} | {"fa3_twostage_ring2", "fa3_twostage_onesoftmax", "cudnn", "fa2"}
     assert rec["refused"] == {"ch09": "not here"} and rec["comparison"].baseline == "cudnn"
 
 

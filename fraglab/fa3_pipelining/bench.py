@@ -139,6 +139,12 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
             runs[f"fa3_{v}"], out = kernels.attention_launcher(*qkv, causal=causal, variant=v)
         except Exception as exc:
             rec["refused"][f"fa3_{v}"] = f"{type(exc).__name__}: {exc}"[:300]
+    for v in two_stage_rings:                 # one softmax copy instead of two
+        try:
+            runs[f"fa3_{v}_onesoftmax"] = kernels.attention_launcher(
+                *qkv, causal=causal, variant=v, one_softmax=True)[0]
+        except Exception as exc:
+            rec["refused"][f"fa3_{v}_onesoftmax"] = f"{type(exc).__name__}: {exc}"[:300]
     for v in two_stage_rings:                 # the same kernels with 2-stage K/V rings
         try:
             runs[f"fa3_{v}_ring2"] = kernels.attention_launcher(*qkv, causal=causal, variant=v,
@@ -153,7 +159,7 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
             rec["refused"][name] = f"{type(exc).__name__}: {exc}"[:300]
     import cupy as cp
     cp.cuda.get_current_stream().synchronize()
-    last = [k for k in runs if k.startswith("fa3_") and not k.endswith("_ring2")][-1:]
+    last = [k for k in runs if k.startswith("fa3_") and k[4:] in kernels.VARIANTS][-1:]
     if ts is not None and base.flash is not None and last:   # its output beside SDPA's
         try:
             from ..flash_attention.torch_interop import cupy_to_torch
