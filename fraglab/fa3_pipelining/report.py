@@ -26,7 +26,8 @@ CITED = ("ch10-checks", "ch10-best-variant", "ch10-gpu", "ch10-best-tflops", "ch
          "ch10-sweep-sdpa-flash-min", "ch10-sweep-sdpa-flash-max", "ch10-threestage-d64-note",
          "ch10-tflops-cudnn", "ch10-tflops-sdpa-flash", "ch10-tflops-fa2",
          *(f"ch10-tflops-{v}" for v in kernels.VARIANTS),
-         "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2")
+         "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2",
+         "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax")
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -105,8 +106,9 @@ def glue_values(doc: dict) -> dict[str, str]:
         if tf.get("fa3_twostage") and tf.get("fa3_nooverlap"):
             out["ch10-twostage-gain"] = f"{tf['fa3_twostage'] / tf['fa3_nooverlap']:.2f}x"
         for v in ("nooverlap", "twostage"):
-            if tf.get(f"fa3_{v}_ring2"):
-                out[f"ch10-tflops-{v}-ring2"] = f"{tf[f'fa3_{v}_ring2']:.0f}"
+            for tag in ("ring2", "onesoftmax"):
+                if tf.get(f"fa3_{v}_{tag}"):
+                    out[f"ch10-tflops-{v}-{tag}"] = f"{tf[f'fa3_{v}_{tag}']:.0f}"
     for other in ("cudnn", "sdpa_flash"):
         r = ratios(doc, other)
         if r:
