@@ -95,3 +95,11 @@ def test_an_empty_record_reads_n_a(tmp_path):
     rows = dr.sass_rows(fake_record())
     assert len(dr.step_table(doc, rows).rows) == len(STEPS)
     assert report.smallest_text_px(plots.plot_sweep(doc)) >= report.MIN_TEXT_PX
+
+
+def test_sanitizer_verdicts():
+    doc = lambda runs: {"results": {"sanitizer": {f"r{i}": {"clean": c} for i, c in enumerate(runs)}}}
+    assert dr.sanitizer_verdict(doc([True, True])) == "clean"
+    assert dr.sanitizer_verdict(doc([True, False, None])) == "not clean"
+    assert dr.sanitizer_verdict(doc([True, None])) == "incomplete"
+    assert dr.sanitizer_verdict({"results": {"sanitizer": {"skipped": "no tool"}}}) == "not run"

@@ -29,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("profile", help="run one step (or all) twice (for ncu, compute-sanitizer)")
     p.add_argument("--step", required=True, help="a step, or all")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--heads", type=int, default=32, help="B*H")
     p.add_argument("--n", type=int, default=4096)
     p.add_argument("--d", type=int, default=128, choices=(64, 128))
     return ap
@@ -46,7 +47,7 @@ def main(argv=None) -> int:
         print(classes.text_table(rows, args.scope))
     else:
         from . import bench
-        bench.profile(args.step, args.n, args.d, causal=args.causal)
+        bench.profile(args.step, args.n, args.d, causal=args.causal, heads=args.heads)
     return 0
 
 

@@ -231,9 +231,12 @@ def live_glue_values(rows: list[dict], evidence: list[dict]) -> dict[str, str]:
 
 def sanitizer_verdict(doc: dict) -> str:
     """``clean`` when every compute-sanitizer run of the record reported no error, ``not clean``
-    when one did, ``not run`` when the tool was missing or the section did not run."""
+    when one reported some, ``incomplete`` when a run did not finish, ``not run`` when the tool
+    was missing or the section did not run."""
     san = _res(doc).get("sanitizer")
-    runs = [v for v in (san or {}).values() if isinstance(v, dict) and "clean" in v]
+    runs = [v["clean"] for v in (san or {}).values() if isinstance(v, dict) and "clean" in v]
     if not runs:
         return "not run"
-    return "clean" if all(v["clean"] for v in runs) else "not clean"
+    if False in runs:
+        return "not clean"
+    return "clean" if all(r is True for r in runs) else "incomplete"
