@@ -57,9 +57,9 @@ def check(rng, log, quick: bool) -> list[dict]:
 class Inputs:
     """q, k, v as torch tensors (for SDPA and Triton) and CuPy views of the same memory."""
 
-    def __init__(self, torch, stream, ext, d: int, dtype: str = "f16", n: int = N):
+    def __init__(self, torch, stream, ext, d: int, dtype: str = "f16"):
         self.torch, self.dtype = torch, dtype
-        shape = (B, H, n, d)
+        shape = (B, H, N, d)
         if torch is not None:
             tdt = torch.float16 if dtype == "f16" else torch.bfloat16
             with torch.cuda.stream(ext):
