@@ -24,6 +24,14 @@
 //   DIET_WIDE_KEYS        64-key tiles at d = 128 with 32 rows a warp too (else 32 keys there):
 //                         ptxas then spills a little, outside the main loop
 //   DIET_SKIP_RESCALE     O is rescaled only when a row's running max moved (a warp vote)
+//   DIET_ROWSUM_MMA       d = 128: the row sums l by the tensor cores, P times a B fragment of
+//                         ones (one HMMA per 16 keys and m-tile) instead of one FADD per score,
+//                         no shuffles in the epilogue (the HMMA sums across the quad); l's
+//                         rescale and the factors 2^(m_old - m_new) (MUFU.EX2) go behind the
+//                         vote, and unmasked tiles drop the max's -inf guard
+//   DIET_SHORT_CAUSAL     a second kernel of 16 rows a warp (64-row blocks) beside each 32-row
+//                         one, diet_<step>_m16_*: the wrapper launches it for short causal
+//                         problems, where 128-row blocks leave the SMs unevenly loaded
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
 #pragma once
 #include <cuda_fp16.h>
@@ -51,6 +59,12 @@
 #ifndef DIET_SKIP_RESCALE
 #define DIET_SKIP_RESCALE 0
 #endif
+#ifndef DIET_SHORT_CAUSAL
+#define DIET_SHORT_CAUSAL 0
+#endif
+#ifndef DIET_ROWSUM_MMA
+#define DIET_ROWSUM_MMA 0
+#endif
 #ifndef DIET_LAB_COPY
 #define DIET_LAB_COPY 0
 #endif
@@ -66,14 +80,16 @@ typedef unsigned short u16;            // f16 and bf16 values travel as raw 16-b
 constexpr bool STRIDED = DIET_STRIDED_SWIZZLE, STRIDED_STORE = DIET_STRIDED_STORE;
 constexpr bool POINTER = DIET_POINTER_LOADS;
 constexpr int W = 4, THREADS = 32 * W; // warps per block
-constexpr int MT = DIET_ROWS / 16;     // 16-row m-tiles per warp
+constexpr int MT_DEF = DIET_ROWS / 16; // 16-row m-tiles per warp (the templates' MT)
 constexpr int STAGES = DIET_STAGES;
 constexpr bool WIDE = DIET_WIDE_KEYS;
 constexpr bool SKIP_RESCALE = DIET_SKIP_RESCALE;
-static_assert(MT == 1 || MT == 2, "16 or 32 query rows per warp");
+// ROWSUM_MMA at d = 128 only: at d = 64 the H100 measured the 8 extra HMMAs a tile a loss.
+template <int D> constexpr bool ROWSUM = DIET_ROWSUM_MMA && D == 128;
+static_assert(MT_DEF == 1 || MT_DEF == 2, "16 or 32 query rows per warp");
 static_assert(STAGES == 1 || STAGES == 2, "one or two K/V buffers");
 
-template <int D> struct Cfg {
+template <int D, int MT = MT_DEF> struct Cfg {
     static constexpr int BM = 16 * MT * W;             // query rows per block
     // Keys per K/V tile: 64, or 32 with 32 rows a warp at d = 128 (unless WIDE), where O (128
     // registers) and S of 32 x 64 (64 more) leave ptxas too few registers and it spills.
@@ -214,9 +230,10 @@ template <int D, int ROWS> __device__ __forceinline__ void copy_whole_lab(u32 ds
 #endif
 
 // K or V tile t into dst: the checked copy unless POINTER and the tile is whole.
-template <int D> __device__ __forceinline__ void copy_tile(const Ctx& c, u32 dst, const u16* src, int t, bool whole)
+template <int D, int MT = MT_DEF>
+__device__ __forceinline__ void copy_tile(const Ctx& c, u32 dst, const u16* src, int t, bool whole)
 {
-    constexpr int BN = Cfg<D>::BN;
+    constexpr int BN = Cfg<D, MT>::BN;
     if (POINTER && whole) {
 #if DIET_LAB_COPY
         copy_whole_lab<D, BN>(dst + c.cp_dst, src + (size_t)t * BN * D + c.cp_src);
@@ -228,19 +245,23 @@ template <int D> __device__ __forceinline__ void copy_tile(const Ctx& c, u32 dst
         copy_checked<D, BN>(dst, src, t * BN, c.n);
 }
 
-template <int D> struct Regs {
-    static constexpr int QM = Cfg<D>::Q_IN_REGS ? MT : 1, QK = Cfg<D>::Q_IN_REGS ? D / 16 : 1;
+template <int D, int MT = MT_DEF> struct Regs {
+    static constexpr int QM = Cfg<D, MT>::Q_IN_REGS ? MT : 1, QK = Cfg<D, MT>::Q_IN_REGS ? D / 16 : 1;
     u32 q[QM][QK][4];         // A fragments of Q (when they stay in registers)
     float o[MT][D / 8][4];    // O: per m-tile D/8 accumulators of 16 rows x 8 columns
-    float m[MT][2], l[MT][2]; // rows g and g + 8: running max (log2 domain), partial row sum
+    float m[MT][2];           // rows g and g + 8: running max (log2 domain)
+    // Row sums: this lane's partial sums of rows g, g + 8 (FADDs), or with ROWSUM_MMA an HMMA
+    // accumulator of P x ones: registers 0, 1 hold row g's whole sum, 2, 3 row g + 8's.
+    float l[MT][ROWSUM<D> ? 4 : 2];
 };
 
 // One key tile j: S = Q K^T, mask (MASK), online softmax, O += P V (chapter 05's comments say
 // why P goes from the accumulators straight into the A operand).
-template <int D, bool BF16, bool MASK>
-__device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
+template <int D, bool BF16, bool MASK, int MT = MT_DEF>
+__device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, MT>;
+    constexpr bool ROWSUM_MMA = ROWSUM<D>, LEAN = ROWSUM<D>;
     constexpr int BN = C::BN;
     const int lane = lane_id(), c4 = lane & 3, k0 = j * BN;
     const u32 buf = STAGES == 2 ? (u32)(j & 1) * C::KV : 0u;
@@ -249,15 +270,15 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
     // tile j + 1 exists and is whole, and the copies need no check at all.
     constexpr bool CLEAN = POINTER && !MASK;
     if constexpr (STAGES == 1) {          // V_j arrives while S and the softmax run
-        copy_tile<D>(c, c.sV, c.v, j, !MASK || k0 + BN <= c.n);
+        copy_tile<D, MT>(c, c.sV, c.v, j, !MASK || k0 + BN <= c.n);
         commit();
     } else {                              // tile j has landed; tile j - 1's buffer is free
         wait_all();
         __syncthreads();
         if (CLEAN || j + 1 < c.n_tiles) {
             const bool whole = CLEAN || k0 + 2 * BN <= c.n;
-            copy_tile<D>(c, c.sK + (C::KV - buf), c.k, j + 1, whole);
-            copy_tile<D>(c, c.sV + (C::KV - buf), c.v, j + 1, whole);
+            copy_tile<D, MT>(c, c.sK + (C::KV - buf), c.k, j + 1, whole);
+            copy_tile<D, MT>(c, c.sV + (C::KV - buf), c.v, j + 1, whole);
         }
         commit();
     }
@@ -289,7 +310,7 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
             ldsm4<false>(b, sK + frag_off<D>(c.k_row, c.k_lo, kk, 16 * np));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                const u32 (&a)[4] = C::Q_IN_REGS ? R.q[mt % Regs<D>::QM][kk % Regs<D>::QK] : qf[mt];
+                const u32 (&a)[4] = C::Q_IN_REGS ? R.q[mt % Regs<D, MT>::QM][kk % Regs<D, MT>::QK] : qf[mt];
                 mma<BF16>(s[mt][2 * np], a, b[0], b[1]);
                 mma<BF16>(s[mt][2 * np + 1], a, b[2], b[3]);
             }
@@ -317,23 +338,35 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
             mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
             mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
         }
-        float alpha[2];
+        float alpha[2], m_old[2];
         bool moved = false;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
             const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
-            m_use[r] = m_new == DIET_NEG_INF ? 0.0f : m_new;   // no -inf - (-inf) = NaN
-            alpha[r] = exp2a(R.m[mt][r] - m_use[r]);
+            // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
+            m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
+            m_old[r] = R.m[mt][r];
+            if constexpr (!LEAN) {
+                alpha[r] = exp2a(m_old[r] - m_use[r]);
+#pragma unroll
+                for (int i = 0; i < (ROWSUM_MMA ? 2 : 1); ++i) R.l[mt][ROWSUM_MMA ? 2 * r + i : r] *= alpha[r];
+            }
             moved |= m_new != R.m[mt][r];
             R.m[mt][r] = m_new;
-            R.l[mt][r] *= alpha[r];
         }
         // O *= alpha: D/4 FMULs a row pair. SKIP_RESCALE: only when some row of the warp has a
         // new maximum (a warp-uniform branch); once the maxima settle, most tiles skip it. At
         // d = 64 the H100 measured the vote and branch costing more than the 32 FMULs they save.
+        // LEAN: the factors themselves (2 MUFU.EX2) and l's rescale are only computed here.
         if (!SKIP_RESCALE || D < 128 || __any_sync(FULL_MASK, moved)) {
+            if constexpr (LEAN) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) alpha[r] = exp2a(m_old[r] - m_use[r]);
+#pragma unroll
+                for (int i = 0; i < (ROWSUM_MMA ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM_MMA ? i >> 1 : i];
+            }
 #pragma unroll
             for (int t = 0; t < D / 8; ++t)
 #pragma unroll
@@ -344,7 +377,7 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {   // the scale is folded into the FFMA that feeds MUFU.EX2
                 s[mt][t][i] = exp2a(fmaf(s[mt][t][i], c.scale_log2, -m_use[i >> 1]));
-                R.l[mt][i >> 1] += s[mt][t][i];
+                if constexpr (!ROWSUM_MMA) R.l[mt][i >> 1] += s[mt][t][i];
             }
         // P as A fragments (16 keys each): a0 = keys 2c, 2c+1 of row g, a1 = row g + 8, a2, a3 =
         // keys 2c+8, 2c+9. Packed here, P takes half the registers S took.
@@ -361,7 +394,7 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
         wait_all();          // V_j has landed (every thread's part, after the barrier) ...
         __syncthreads();     // ... and every warp is done reading K_j
         if (CLEAN || j + 1 < c.n_tiles)                                   // K_{j+1} during P V
-            copy_tile<D>(c, c.sK, c.k, j + 1, CLEAN || k0 + 2 * BN <= c.n);
+            copy_tile<D, MT>(c, c.sK, c.k, j + 1, CLEAN || k0 + 2 * BN <= c.n);
         commit();
     }
 
@@ -378,6 +411,11 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
                 mma<BF16>(R.o[mt][2 * dp + 1], p[mt][kk], b[2], b[3]);
             }
         }
+        if constexpr (ROWSUM_MMA) {   // l += P x ones: every column of the result is the row sum
+            const u32 one2 = BF16 ? 0x3f803f80u : 0x3c003c00u;   // two 1.0s, bf16 or f16
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) mma<BF16>(R.l[mt], p[mt][kk], one2, one2);
+        }
     }
     if constexpr (STAGES == 1) {
         wait_all();          // K_{j+1} has landed ...
@@ -385,13 +423,14 @@ __device__ __forceinline__ void tile(Regs<D>& R, const Ctx& c, int j)
     }
 }
 
-template <int D, bool BF16>
+template <int D, bool BF16, int MT = MT_DEF>
 __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* __restrict__ k,
                                           const u16* __restrict__ v, u16* __restrict__ o, int n,
                                           float scale_log2, int causal)
 {
-    using C = Cfg<D>;
+    using C = Cfg<D, MT>;
     constexpr int BN = C::BN;
+    constexpr bool ROWSUM_MMA = ROWSUM<D>;
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 base = (u32)__cvta_generic_to_shared(smem);
     const int lane = lane_id(), warp = threadIdx.x >> 5, g = lane >> 2, c4 = lane & 3;
@@ -418,13 +457,13 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     const int n_clean = POINTER ? max(0, min(n_full, n / BN - 1)) : n_full;   // see tile's CLEAN
 
     copy_checked<D, C::BM>(c.sQ, q, q0, n);
-    copy_tile<D>(c, c.sK, k, 0, BN <= n);
-    if constexpr (STAGES == 2) copy_tile<D>(c, c.sV, v, 0, BN <= n);
+    copy_tile<D, MT>(c, c.sK, k, 0, BN <= n);
+    if constexpr (STAGES == 2) copy_tile<D, MT>(c, c.sV, v, 0, BN <= n);
     commit();
     wait_all();
     __syncthreads();
 
-    Regs<D> R;
+    Regs<D, MT> R;
     if constexpr (C::Q_IN_REGS) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -437,12 +476,13 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
 #pragma unroll
         for (int t = 0; t < D / 8; ++t) R.o[mt][t][0] = R.o[mt][t][1] = R.o[mt][t][2] = R.o[mt][t][3] = 0.0f;
         R.m[mt][0] = R.m[mt][1] = DIET_NEG_INF;
-        R.l[mt][0] = R.l[mt][1] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < (ROWSUM_MMA ? 4 : 2); ++i) R.l[mt][i] = 0.0f;
     }
 
     int j = 0;
-    for (; j < n_clean; ++j) tile<D, BF16, false>(R, c, j);
-    for (; j < c.n_tiles; ++j) tile<D, BF16, true>(R, c, j);
+    for (; j < n_clean; ++j) tile<D, BF16, false, MT>(R, c, j);
+    for (; j < c.n_tiles; ++j) tile<D, BF16, true, MT>(R, c, j);
 
     // Epilogue: finish the row sums, normalize, stage O through this warp's own rows of sQ and
     // store whole 16-byte chunks. A row that saw no key (rows past n) gets 0, not NaN.
@@ -453,9 +493,11 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
         float inv[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float l = R.l[mt][r];
-            l += __shfl_xor_sync(FULL_MASK, l, 1);
-            l += __shfl_xor_sync(FULL_MASK, l, 2);
+            float l = R.l[mt][ROWSUM_MMA ? 2 * r : r];
+            if constexpr (!ROWSUM_MMA) {
+                l += __shfl_xor_sync(FULL_MASK, l, 1);
+                l += __shfl_xor_sync(FULL_MASK, l, 2);
+            }
             inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
         }
 #pragma unroll
@@ -492,10 +534,24 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
                                 const unsigned short* v, unsigned short* o, int n,                 \
                                 float scale_log2, int causal)                                      \
     { SM80_ONLY(diet::attention<D, BF16>(q, k, v, o, n, scale_log2, causal)); }
+#if DIET_SHORT_CAUSAL   // the same with 16 rows a warp: diet_<step>_m16_<type>_d<d>
+#define DIET_KERNEL_M16(STEP, TYPE, D, BF16)                                                       \
+    extern "C" __global__ void __launch_bounds__(diet::THREADS, DIET_MINB)                         \
+    diet_##STEP##_m16_##TYPE##_d##D(const unsigned short* q, const unsigned short* k,              \
+                                    const unsigned short* v, unsigned short* o, int n,             \
+                                    float scale_log2, int causal)                                  \
+    { SM80_ONLY((diet::attention<D, BF16, 1>(q, k, v, o, n, scale_log2, causal))); }
+#else
+#define DIET_KERNEL_M16(STEP, TYPE, D, BF16)
+#endif
 
 // The four kernels of a rung: f16 and bf16, d = 64 and 128.
 #define DIET_KERNELS(STEP)                                                                         \
     DIET_KERNEL(STEP, f16, 64, false)                                                              \
     DIET_KERNEL(STEP, f16, 128, false)                                                             \
     DIET_KERNEL(STEP, bf16, 64, true)                                                              \
-    DIET_KERNEL(STEP, bf16, 128, true)
+    DIET_KERNEL(STEP, bf16, 128, true)                                                             \
+    DIET_KERNEL_M16(STEP, f16, 64, false)                                                          \
+    DIET_KERNEL_M16(STEP, f16, 128, false)                                                         \
+    DIET_KERNEL_M16(STEP, bf16, 64, true)                                                          \
+    DIET_KERNEL_M16(STEP, bf16, 128, true)

@@ -16,7 +16,7 @@ from ..flash_attention.kernels import check_fa2_arguments
 #: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
 STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
-         "wide_keys", "skip_rescale")
+         "wide_keys", "skip_rescale", "rowsum_mma", "short_causal")
 FINAL = STEPS[-1]
 
 #: What each step changes, one line each (the chapter's table).
@@ -29,6 +29,8 @@ CHANGES = {
     "two_stage": "two K/V buffers: tile j+1 copied during all of tile j, one barrier a tile",
     "wide_keys": "64-key tiles at d=128 too: twice the HMMAs per tile's fixed work",
     "skip_rescale": "no-op work skipped: O rescale unless a row max moved, unseen causal tiles",
+    "rowsum_mma": "d=128: row sums l as P x ones on the tensor cores, no FADD per score",
+    "short_causal": "16 rows a warp again, for causal problems of few 128-row blocks",
 }
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
@@ -45,10 +47,13 @@ SEED_STEPS = {
 }
 
 #: Per step: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
-CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6)
-          for i, step in enumerate(STEPS)}
+CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6,
+                    m16=step == "short_causal") for i, step in enumerate(STEPS)}
 WARPS = 4
 HEAD_DIMS = (64, 128)
+#: ``short_causal``: causal problems of at most this many 128-row blocks (ceil(N / 128) B H) run
+#: the 16-rows-a-warp kernel: 512 is about two waves of 2 blocks on an H100's 132 SMs.
+M16_MAX_BLOCKS = 512
 #: The name the lab's sources compile under.
 LAB_FILE = "09_instruction_diet_lab"
 
@@ -63,29 +68,36 @@ def kernel_file(step: str) -> str:
     return f"09_instruction_diet_{check_step(step)}"
 
 
-def kernel_name(step: str, dtype: str, d: int) -> str:
-    """The kernel's name in its rung file: ``diet_<step>_<dtype>_d<d>``."""
+def kernel_name(step: str, dtype: str, d: int, m16: bool = False) -> str:
+    """The kernel's name in its rung file: ``diet_<step>_<dtype>_d<d>`` (``m16``: the 16-row
+    kernel of a step whose config has one, ``diet_<step>_m16_<dtype>_d<d>``)."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("head dimension d", d, HEAD_DIMS)
-    return f"diet_{check_step(step)}_{dtype}_d{d}"
+    return f"diet_{check_step(step)}{'_m16' if m16 else ''}_{dtype}_d{d}"
 
 
-def block_rows(step: str) -> int:
+def uses_m16(step: str, n: int, causal: bool, heads: int) -> bool:
+    """Whether ``step`` runs its 16-row kernel at this size (see :data:`M16_MAX_BLOCKS`)."""
+    return bool(CONFIG[check_step(step)]["m16"] and causal
+                and -(-n // 128) * heads <= M16_MAX_BLOCKS)
+
+
+def block_rows(step: str, m16: bool = False) -> int:
     """Query rows per block (BM): 16 or 32 per warp, 4 warps."""
-    return CONFIG[check_step(step)]["rows"] * WARPS
+    return (16 if m16 else CONFIG[check_step(step)]["rows"]) * WARPS
 
 
-def keys_per_tile(step: str, d: int) -> int:
+def keys_per_tile(step: str, d: int, m16: bool = False) -> int:
     """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 unless the step is
     ``wide`` (``Cfg::BN``)."""
     cfg = CONFIG[check_step(step)]
-    return 32 if cfg["rows"] == 32 and d == 128 and not cfg["wide"] else 64
+    return 32 if cfg["rows"] == 32 and not m16 and d == 128 and not cfg["wide"] else 64
 
 
-def smem_bytes(step: str, d: int) -> int:
+def smem_bytes(step: str, d: int, m16: bool = False) -> int:
     """Dynamic shared memory of a block: Q (BM rows) and ``stages`` K and V tiles, 2 d bytes a row."""
     stages = CONFIG[check_step(step)]["stages"]
-    return (block_rows(step) + 2 * stages * keys_per_tile(step, d)) * 2 * d
+    return (block_rows(step, m16) + 2 * stages * keys_per_tile(step, d, m16)) * 2 * d
 
 
 def build(step: str, arch=None) -> toolchain.Build:
@@ -106,14 +118,15 @@ def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
     else:
         launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
         launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    m16 = source is None and uses_m16(step, n, causal, b * h)
     if source is None:
-        fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d))
+        fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d, m16))
     else:
         if not isinstance(source, str):
             raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")
         fn = launch.get_kernel(LAB_FILE, f"diet_lab_{dtype}_d{d}", source=source)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
-    grid, smem = (-(-n // block_rows(step)), b * h), smem_bytes(step, d)
+    grid, smem = (-(-n // block_rows(step, m16)), b * h), smem_bytes(step, d, m16)
     return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out
 
 
