@@ -27,7 +27,7 @@ CITED = ("ch10-checks", "ch10-best-variant", "ch10-gpu", "ch10-best-tflops", "ch
          "ch10-tflops-cudnn", "ch10-tflops-sdpa-flash", "ch10-tflops-fa2",
          *(f"ch10-tflops-{v}" for v in kernels.VARIANTS),
          "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2",
-         "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax")
+         "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax", "ch10-kv-tbs")
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -78,6 +78,15 @@ def ratios(doc: dict, other: str = "cudnn") -> list[float]:
     return out
 
 
+def kv_stream_tbs(row: dict, tflops: float) -> float:
+    """TB/s at which the CTAs read K and V (every CTA streams its head's whole K and V once
+    into shared memory, mostly from L2) when the kernel runs at ``tflops`` on ``row``'s size."""
+    n, d, heads = row["N"], row["d"], row["B"] * row["H"]
+    ctas = -(-n // kernels.BR) * heads
+    kv_bytes = 2 * n * d * 2 * ctas * (0.5 if row.get("causal") else 1.0)
+    return kv_bytes / (row["flops"] / (tflops * 1e12)) / 1e12
+
+
 def glue_values(doc: dict) -> dict[str, str]:
     """Every number the chapter's prose cites, as text."""
     res = _res(doc)
@@ -97,6 +106,7 @@ def glue_values(doc: dict) -> dict[str, str]:
                 out[f"ch10-tflops-{k.replace('_', '-')}"] = f"{tf[k]:.0f}"
         if best:
             out["ch10-best-tflops"] = f"{best:.0f}"
+            out["ch10-kv-tbs"] = f"{kv_stream_tbs(h, best):.1f}"
             out["ch10-best-share-peak"] = report.share(best, report.H100_SXM["dense_f16_tflops"])
             for k in ("cudnn", "sdpa_flash", "fa2"):
                 if tf.get(k):
