@@ -123,6 +123,40 @@ def test_each_step_moves_its_classes(ladder):
     assert ladder["wide_keys"]["hmma_share"] > ladder["fa2"]["hmma_share"] + 0.05
     # skip rescale: the rescale's FMULs go behind a vote and a branch
     assert loop["skip_rescale"]["control"] > loop["wide_keys"]["control"]
+    # row sums by HMMA: 8 more HMMAs a tile (2 m-tiles x 4 k-steps of 16 keys), 64 FADDs fewer
+    assert loop["rowsum_mma"]["tensor"] == loop["skip_rescale"]["tensor"] + 8
+    assert loop["rowsum_mma"]["float"] <= loop["skip_rescale"]["float"] - 48
+    # short causal: a second kernel; the 32-row one is rung 8's
+    assert loop["short_causal"] == loop["rowsum_mma"]
+
+
+def test_rowsum_mma_leaves_d64_as_it_was():
+    a, b = (classes.step_counts(s, "f16", 64, "sm_90") for s in ("skip_rescale", "rowsum_mma"))
+    assert a["loop"] == b["loop"] and a["registers"] == b["registers"]
+
+
+def test_short_causal_picks_its_16_row_kernel():
+    assert kernels.uses_m16("short_causal", 1024, True, 32)
+    assert kernels.uses_m16("short_causal", 2048, True, 32)
+    assert not kernels.uses_m16("short_causal", 4096, True, 32)
+    assert not kernels.uses_m16("short_causal", 1024, False, 32)
+    assert not kernels.uses_m16("rowsum_mma", 1024, True, 32)
+    assert kernels.block_rows("short_causal", m16=True) == 64
+    assert kernels.smem_bytes("short_causal", 128, m16=True) == (64 + 256) * 256
+    names = set(kernels.build("short_causal", "sm_90").resources)
+    assert {kernels.kernel_name("short_causal", t, d, m16=True)
+            for t in ("f16", "bf16") for d in (64, 128)} <= names
+    r = kernels.build("short_causal", "sm_90").resources
+    assert all(r[kernels.kernel_name("short_causal", "f16", d, m16=True)]["spill_stores"] == 0
+               for d in (64, 128))
+
+
+def test_short_causal_32_row_path_matches_float64(monkeypatch, rng):
+    """The interpreter's causal cases are short, so they run the 16-row kernel; this one forces
+    the 32-row kernel of the same rung."""
+    monkeypatch.setattr(kernels, "M16_MAX_BLOCKS", 0)
+    assert not kernels.uses_m16("short_causal", 33, True, 1)
+    diet.PROBLEMS["short_causal"].check("small f16 d128 causal N=33", rng)
 
 
 def test_the_seeds_kernels_9_and_10_do_not_apply():
