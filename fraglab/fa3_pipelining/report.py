@@ -106,7 +106,8 @@ def glue_values(doc: dict) -> dict[str, str]:
                 out[f"ch10-tflops-{k.replace('_', '-')}"] = f"{tf[k]:.0f}"
         if best:
             out["ch10-best-tflops"] = f"{best:.0f}"
-            out["ch10-kv-tbs"] = f"{kv_stream_tbs(h, best):.1f}"
+            if all(k in h for k in ("N", "d", "B", "H", "flops")):
+                out["ch10-kv-tbs"] = f"{kv_stream_tbs(h, best):.1f}"
             out["ch10-best-share-peak"] = report.share(best, report.H100_SXM["dense_f16_tflops"])
             for k in ("cudnn", "sdpa_flash", "fa2"):
                 if tf.get(k):
