@@ -24,14 +24,10 @@
 //   DIET_WIDE_KEYS        64-key tiles at d = 128 with 32 rows a warp too (else 32 keys there):
 //                         ptxas then spills a little, outside the main loop
 //   DIET_SKIP_RESCALE     O is rescaled only when a row's running max moved (a warp vote)
-//   DIET_ROWSUM_MMA       d = 128: the row sums l by the tensor cores, P times a B fragment of
-//                         ones (one HMMA per 16 keys and m-tile) instead of one FADD per score,
-//                         no shuffles in the epilogue (the HMMA sums across the quad); l's
-//                         rescale and the factors 2^(m_old - m_new) (MUFU.EX2) go behind the
-//                         vote, and unmasked tiles drop the max's -inf guard
-//   DIET_SHORT_CAUSAL     a second kernel of 16 rows a warp (64-row blocks) beside each 32-row
-//                         one, diet_<step>_m16_*: the wrapper launches it for short causal
-//                         problems, where 128-row blocks leave the SMs unevenly loaded
+//   DIET_ROWSUM_MMA       d = 128: row sums l = P x ones by HMMA, not one FADD per score; l's
+//                         rescale and its factors (MUFU.EX2) go behind the vote too
+//   DIET_SHORT_CAUSAL     beside each kernel, diet_<step>_m16_*: 16 rows a warp, 64-row blocks
+//                         (the wrapper launches it for short causal problems)
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
 #pragma once
 #include <cuda_fp16.h>
@@ -59,11 +55,11 @@
 #ifndef DIET_SKIP_RESCALE
 #define DIET_SKIP_RESCALE 0
 #endif
-#ifndef DIET_SHORT_CAUSAL
-#define DIET_SHORT_CAUSAL 0
-#endif
 #ifndef DIET_ROWSUM_MMA
 #define DIET_ROWSUM_MMA 0
+#endif
+#ifndef DIET_SHORT_CAUSAL
+#define DIET_SHORT_CAUSAL 0
 #endif
 #ifndef DIET_LAB_COPY
 #define DIET_LAB_COPY 0
@@ -250,8 +246,7 @@ template <int D, int MT = MT_DEF> struct Regs {
     u32 q[QM][QK][4];         // A fragments of Q (when they stay in registers)
     float o[MT][D / 8][4];    // O: per m-tile D/8 accumulators of 16 rows x 8 columns
     float m[MT][2];           // rows g and g + 8: running max (log2 domain)
-    // Row sums: this lane's partial sums of rows g, g + 8 (FADDs), or with ROWSUM_MMA an HMMA
-    // accumulator of P x ones: registers 0, 1 hold row g's whole sum, 2, 3 row g + 8's.
+    // Row sums of rows g, g + 8: this lane's part, or (ROWSUM) a P x ones accumulator: 0, 1 row g.
     float l[MT][ROWSUM<D> ? 4 : 2];
 };
 
@@ -348,10 +343,9 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
             // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
             m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
             m_old[r] = R.m[mt][r];
-            if constexpr (!LEAN) {
+            if constexpr (!LEAN) {   // (LEAN is ROWSUM_MMA: l has one register a row here)
                 alpha[r] = exp2a(m_old[r] - m_use[r]);
-#pragma unroll
-                for (int i = 0; i < (ROWSUM_MMA ? 2 : 1); ++i) R.l[mt][ROWSUM_MMA ? 2 * r + i : r] *= alpha[r];
+                R.l[mt][r] *= alpha[r];
             }
             moved |= m_new != R.m[mt][r];
             R.m[mt][r] = m_new;
@@ -359,9 +353,8 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
         // O *= alpha: D/4 FMULs a row pair. SKIP_RESCALE: only when some row of the warp has a
         // new maximum (a warp-uniform branch); once the maxima settle, most tiles skip it. At
         // d = 64 the H100 measured the vote and branch costing more than the 32 FMULs they save.
-        // LEAN: the factors themselves (2 MUFU.EX2) and l's rescale are only computed here.
         if (!SKIP_RESCALE || D < 128 || __any_sync(FULL_MASK, moved)) {
-            if constexpr (LEAN) {
+            if constexpr (LEAN) {   // the factors (2 MUFU.EX2) and l's rescale: here only
 #pragma unroll
                 for (int r = 0; r < 2; ++r) alpha[r] = exp2a(m_old[r] - m_use[r]);
 #pragma unroll
