@@ -158,6 +158,9 @@ __device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 byte
                  :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 
+#ifndef FA3_FAST_LOAD
+#define FA3_FAST_LOAD 1                    // 0: every tile through the general loop below
+#endif                                     // (H100: 1.13-1.25x, /work/notes/ch10_tuning.md)
 // Copies rows [row0, row0 + R) of a (n x D) matrix into a swizzled tile at `tile` (shared),
 // `threads` threads with index t. Rows >= n are zero-filled (their source address is clamped
 // to row 0, which stays inside the allocation, and 0 bytes of it are read).
@@ -165,6 +168,20 @@ template <int R, int D>
 __device__ __forceinline__ void load_tile_sw128(u32 tile, const u16* __restrict__ g, int row0,
                                                 int n, int t, int threads) {
     constexpr int CH = D / 8;                 // 16-byte chunks per row
+#if FA3_FAST_LOAD
+    // A full tile copied by one warp: lane t keeps its chunk column c = t % CH and walks the
+    // rows r = t / CH + k * (32 / CH); no bounds test, a few integer ops per 16-byte chunk.
+    if (threads == 32 && row0 + R <= n) {
+        constexpr int STEP = 32 / CH;
+        const int c = t % CH;
+        const u32 col = tile + (c >> 3) * R * 128;
+        const u16* src = g + (long)(row0 + t / CH) * D + c * 8;
+#pragma unroll 8
+        for (int r = t / CH; r < R; r += STEP, src += STEP * D)
+            cp_async16(col + r * 128 + (((c & 7) ^ (r & 7)) << 4), src, 16);
+        return;
+    }
+#endif
 #pragma unroll 4
     for (int i = t; i < R * CH; i += threads) {
         const int r = i / CH, c = i % CH, row = row0 + r;

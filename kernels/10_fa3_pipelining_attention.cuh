@@ -30,8 +30,14 @@ constexpr int FA3_BR = 128;               // query rows per CTA (two consumer wa
 #endif
 constexpr int FA3_STAGES = FA3_STAGES_DEF; // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
 constexpr int FA3_THREADS = 384;
-constexpr int FA3_PRODUCER_REGS = 40;     // 128 x 40 + 256 x 232 = 64512 <= 65536 registers
-constexpr int FA3_CONSUMER_REGS = 232;
+#ifndef FA3_PRODUCER_REGS_DEF
+#define FA3_PRODUCER_REGS_DEF 40           // tuning knobs (the bench's -D experiments,
+#endif                                     // /work/notes/ch10_tuning.md)
+#ifndef FA3_CONSUMER_REGS_DEF
+#define FA3_CONSUMER_REGS_DEF 232
+#endif
+constexpr int FA3_PRODUCER_REGS = FA3_PRODUCER_REGS_DEF;  // 128 x 40 + 256 x 232 = 64512 <= 65536
+constexpr int FA3_CONSUMER_REGS = FA3_CONSUMER_REGS_DEF;
 
 template <int D, int BC> struct Fa3Config {
     static constexpr int Q_BYTES = FA3_BR * D * 2;

@@ -81,12 +81,14 @@ def _kernel(name: str, kernel: str, source: str | None = None, defines: dict | N
 
 def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostage",
                        scale: float | None = None, out=None, source: str | None = None,
-                       stages: int = STAGES, one_softmax: bool = False):
+                       stages: int = STAGES, one_softmax: bool = False,
+                       defines: dict | None = None):
     """Check the arguments of :func:`attention`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
     :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab);
     ``stages``: the K/V ring depth, 2 or 3; ``one_softmax``: one masked softmax instead of a
-    masked and an unmasked copy (the bench compares them)."""
+    masked and an unmasked copy (the bench compares them); ``defines``: more -D tuning knobs
+    (``FA3_FAST_LOAD``, ``FA3_CONSUMER_REGS_DEF``, ``FA3_PRODUCER_REGS_DEF``)."""
     launch.check_choice("variant", variant, VARIANTS)
     launch.check_choice("stages", stages, (2, 3))
     require_hopper(f"the FA-3 kernel {variant!r}")
@@ -98,7 +100,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
         launch.check_aligned("out", out, 16, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
     defines = {**({} if stages == STAGES else {"FA3_STAGES_DEF": stages}),
-               **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {})}
+               **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}
     fn = _kernel(name, kernel_name(variant, dtype, d), source, defines or None)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
     grid = (-(-n // BR), b * h)
