@@ -44,14 +44,9 @@
 // groups, and so do the cp.async writes, without padding. Loads are cp.async (16 bytes each,
 // zero-filled past row N). The next K tile is fetched while P V runs, and V_j while S and the
 // softmax run (the FA-2 pipeline with one buffer per operand).
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include "common.cuh"
+#include "fa2_mma.cuh"     // the PTX helpers, the swizzle and the per-tile steps shared with chapter 08
 
-#define NEG_INF (-__int_as_float(0x7f800000))   // NVRTC has no <math.h> and so no INFINITY
-
-typedef unsigned int u32;              // NVRTC has no <cstdint>
-typedef unsigned short u16;            // f16 and bf16 values travel as raw 16-bit patterns
+using namespace fa2mma;
 
 constexpr int FA2_BN = 64;            // keys per K/V tile
 
@@ -68,70 +63,7 @@ template <int D, int W> struct Fa2Config {
     static_assert((BM * CPR) % THREADS == 0 && (FA2_BN * CPR) % THREADS == 0, "whole tiles per thread");
 };
 
-// Byte offset of chunk `c` (8 values) of row `r` in a swizzled tile with D values per row.
-template <int D> __device__ __forceinline__ u32 swz(int r, int c)
-{
-    return (u32)(r * (D * 2) + ((c ^ (r & 7)) << 4));
-}
-
 #if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
-
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, bool valid)
-{
-    // src-size 0 writes 16 zero bytes and reads nothing (rows past N).
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-// Four 8x8 matrices of 16-bit values; lanes 8i .. 8i+7 give the row addresses of matrix i, and
-// register i of every lane receives (row g, cols 2c, 2c+1) of matrix i (.trans: of its transpose).
-__device__ __forceinline__ void ldmatrix_x4(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 (&r)[4], u32 addr)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-template <bool BF16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
-{
-    if constexpr (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats -> one register of two 16-bit values, `lo` in the low half.
-template <bool BF16> __device__ __forceinline__ u32 pack2(float lo, float hi)
-{
-    if constexpr (BF16) {
-        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-        return *reinterpret_cast<u32*>(&h);
-    } else {
-        __half2 h = __floats2half2_rn(lo, hi);
-        return *reinterpret_cast<u32*>(&h);
-    }
-}
-
-// 2^x with the single MUFU.EX2 instruction (flush-to-zero; 2^-inf = +0).
-__device__ __forceinline__ float fast_exp2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // ROWS x D tile, global rows r0 .. r0 + ROWS - 1 (zeros past row n), into swizzled shared memory.
 // Thread i copies chunks i, i + THREADS, ...: consecutive threads read consecutive 16-byte chunks.
@@ -165,37 +97,20 @@ __device__ __forceinline__ void fa2_tile(Fa2Regs<D>& R, int j, int n_tiles, u32 
     load_tile<D, W, FA2_BN>(sV, v, k0, n);          // V_j arrives while S and the softmax run
     cp_async_commit();
 
-    // S = Q K^T: 16 rows x 64 keys = 8 accumulators of 16 x 8. B = K^T, and a B fragment holds
-    // (d = 2c, 2c+1; key g), two consecutive values of a row of K: plain ldmatrix on rows of K.
-    // x4: matrix 0 = keys 0-7 / cols 0-7, 1 = keys 0-7 / cols 8-15, 2 and 3 = keys 8-15.
+    // S = Q K^T: 16 rows x 64 keys = 8 accumulators of 16 x 8 (fa2_mma.cuh: qk_block); then the
+    // mask, keys past n and (causal) keys after the query row get -inf (MASK only).
     float s[FA2_BN / 8][4];
 #pragma unroll
     for (int t = 0; t < FA2_BN / 8; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-        for (int np = 0; np < FA2_BN / 16; ++np) {
-            u32 b[4];
-            ldmatrix_x4(b, sK + swz<D>(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
-            mma16816<BF16>(s[2 * np], R.q[kk], b[0], b[1]);
-            mma16816<BF16>(s[2 * np + 1], R.q[kk], b[2], b[3]);
-        }
-    }
-    if (MASK) {   // keys past n, and (causal) keys after the query row, get -inf
-#pragma unroll
-        for (int t = 0; t < FA2_BN / 8; ++t)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int key = k0 + 8 * t + 2 * c4 + (i & 1), row = row0 + 8 * (i >> 1);
-                if (key >= n || (causal && key > row)) s[t][i] = NEG_INF;
-            }
-    }
+    for (int kk = 0; kk < D / 16; ++kk) qk_block<D, FA2_BN, BF16>(s, R.q[kk], sK, kk, lane);
+    if (MASK) mask_tile<FA2_BN>(s, k0, n, causal, row0, c4);
 
     // Online softmax on the accumulators (Alg. 4 of the in-register paper, FA-2 form): registers
     // 0, 1 of each accumulator are row g, registers 2, 3 row g + 8; the quad (lanes 4g .. 4g+3)
     // holds the whole row, so two xor-shuffles finish each row reduction. The row sum l stays a
     // per-lane partial sum until the end (every lane of a quad scales it by the same factor).
-    float mx[2] = {NEG_INF, NEG_INF};
+    float mx[2] = {FA2MMA_NEG_INF, FA2MMA_NEG_INF};
 #pragma unroll
     for (int t = 0; t < FA2_BN / 8; ++t) {
         mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
@@ -209,7 +124,7 @@ __device__ __forceinline__ void fa2_tile(Fa2Regs<D>& R, int j, int n_tiles, u32 
         const float m_new = fmaxf(R.m[r], mx[r] * scale_log2);
         // A row with no visible key yet has m_new = -inf; subtract 0 instead, so that every
         // exponent is -inf - 0 = -inf -> 0 and never -inf - (-inf) = NaN.
-        m_use[r] = m_new == NEG_INF ? 0.0f : m_new;
+        m_use[r] = m_new == FA2MMA_NEG_INF ? 0.0f : m_new;
         const float alpha = fast_exp2(R.m[r] - m_use[r]);
         R.m[r] = m_new;
         R.l[r] *= alpha;
@@ -241,7 +156,7 @@ __device__ __forceinline__ void fa2_tile(Fa2Regs<D>& R, int j, int n_tiles, u32 
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
             u32 b[4];
-            ldmatrix_x4_trans(b, sV + swz<D>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
+            ldsm4<true>(b, sV + swz<D>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
             mma16816<BF16>(R.o[2 * dp], p, b[0], b[1]);
             mma16816<BF16>(R.o[2 * dp + 1], p, b[2], b[3]);
         }
@@ -282,10 +197,10 @@ __device__ __forceinline__ void fa2(const u16* __restrict__ q, const u16* __rest
     // cols 8-15, 3 = rows 8-15 / cols 8-15 (= a0, a1, a2, a3).
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-        ldmatrix_x4(R.q[kk], sQ + swz<D>(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
+        ldsm4<false>(R.q[kk], sQ + swz<D>(16 * warp + (lane & 15), 2 * kk + (lane >> 4)));
 #pragma unroll
     for (int t = 0; t < D / 8; ++t) R.o[t][0] = R.o[t][1] = R.o[t][2] = R.o[t][3] = 0.0f;
-    R.m[0] = R.m[1] = NEG_INF;
+    R.m[0] = R.m[1] = FA2MMA_NEG_INF;
     R.l[0] = R.l[1] = 0.0f;
 
     const int row0 = q0 + 16 * warp + g;         // query index of this lane's row g (and +8)
@@ -299,12 +214,7 @@ __device__ __forceinline__ void fa2(const u16* __restrict__ q, const u16* __rest
     // (no other warp reads them after the Q fragments were loaded), so that the global stores
     // are whole 16-byte chunks of rows. A row that saw no key (only rows past n) gets 0, not NaN.
     float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        R.l[r] += __shfl_xor_sync(FULL_MASK, R.l[r], 1);
-        R.l[r] += __shfl_xor_sync(FULL_MASK, R.l[r], 2);
-        inv[r] = R.l[r] > 0.0f ? 1.0f / R.l[r] : 0.0f;
-    }
+    row_inverses(R.l, inv);
 #pragma unroll
     for (int t = 0; t < D / 8; ++t)
 #pragma unroll

@@ -27,9 +27,7 @@
 // FA08_MINB (blocks per SM asked of ptxas through __launch_bounds__, default 2), or NVRTC's
 // --maxrregcount=N with FA08_NO_BOUNDS=1. FA08_ONLY_D=d compiles the kernels of one head dimension only (sweeps).
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include "common.cuh"
+#include "fa2_mma.cuh"     // chapter 05's PTX helpers, swizzle and per-tile steps (shared)
 
 #ifndef FA08_BN256
 #define FA08_BN256 32
@@ -47,9 +45,7 @@
 
 namespace fa08 {
 
-typedef unsigned int u32;
-typedef unsigned short u16;
-#define kNegInf (-__int_as_float(0x7f800000))   // -inf (NVRTC has no <math.h>)
+using namespace fa2mma;   // u32, u16, swz, cp_async16, ldsm4, mma16816, pack2, fast_exp2, the tile steps
 constexpr int W = 4;                       // warps per block, 16 query rows each
 constexpr int BM = 16 * W, THREADS = 32 * W;
 
@@ -61,49 +57,7 @@ template <int D> struct Cfg {
     static_assert(BN == 32 || BN == 64, "32 or 64 keys a tile");
 };
 
-// Byte offset of 16-byte chunk c of row r: chunk positions XOR-swizzled by r % 8 (chapter 05).
-template <int D> __device__ __forceinline__ u32 swz(int r, int c)
-{
-    return (u32)(r * D * 2 + ((c ^ (r & 7)) << 4));
-}
-
 #if FRAGLAB_SM80
-
-// ---- the PTX instructions, one helper each ---------------------------------------------------
-__device__ __forceinline__ void copy16(u32 dst, const void* src, bool ok)   // zero-fills if !ok
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void wait_copies() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-template <bool TRANS> __device__ __forceinline__ void ldsm4(u32 (&r)[4], u32 addr)
-{
-    if constexpr (TRANS)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-#define FA08_MMA(T) "mma.sync.aligned.m16n8k16.row.col.f32." T "." T ".f32 {%0,%1,%2,%3}, " \
-                    "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#define FA08_MMA_ARGS : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
-                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1)
-template <bool BF16> __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
-{
-    if constexpr (BF16) asm volatile(FA08_MMA("bf16") FA08_MMA_ARGS);
-    else asm volatile(FA08_MMA("f16") FA08_MMA_ARGS);
-}
-
-template <bool BF16> __device__ __forceinline__ u32 pack(float lo, float hi)   // lo in the low half
-{
-    u32 r;
-    if constexpr (BF16) { __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); r = *reinterpret_cast<u32*>(&h); }
-    else { __half2 h = __floats2half2_rn(lo, hi); r = *reinterpret_cast<u32*>(&h); }
-    return r;
-}
 
 // x, hidden from the optimizer: addresses derived from it are recomputed in every key tile instead
 // of being hoisted above the loops and kept live across both (which made the two-loop kernels
@@ -112,13 +66,6 @@ __device__ __forceinline__ u32 opaque(u32 x)
 {
     asm volatile("mov.b32 %0, %0;" : "+r"(x));
     return x;
-}
-
-__device__ __forceinline__ float exp2_fast(float x)   // MUFU.EX2; 2^-inf = 0
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
 }
 
 // ROWS x D rows r0.. of src (zeros past n) into a swizzled tile. Thread t copies chunk t % CPR of
@@ -134,7 +81,7 @@ template <int D, int ROWS> __device__ __forceinline__ void load_rows(u32 dst, co
     for (int it = 0; it < ROWS / RPI; ++it) {
         const int rr = r + it * RPI;
         const bool ok = r0 + rr < n;
-        copy16(dst + swz<D>(rr, c), ok ? first + rr * D : first, ok);
+        cp_async16(dst + swz<D>(rr, c), ok ? first + rr * D : first, ok);
     }
 }
 
@@ -214,7 +161,7 @@ __device__ __forceinline__ void tile(Acc<D>& R, const QSource<D, M>& Q, int j, i
     sK = opaque(sK);
     sV = opaque(sV);
     load_rows<D, BN>(sV, v, k0, n);     // V_j lands while S and the softmax run
-    commit();
+    cp_async_commit();
 
     float s[BN / 8][4];
 #pragma unroll
@@ -223,23 +170,10 @@ __device__ __forceinline__ void tile(Acc<D>& R, const QSource<D, M>& Q, int j, i
     for (int kk = 0; kk < D / 16; ++kk)
         Q.with(kk, [&](const u32 (&a)[4]) {
 #pragma unroll
-            for (int np = 0; np < BN / 16; ++np) {
-                u32 b[4];
-                ldsm4<false>(b, sK + swz<D>(16 * np + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1)));
-                mma<BF16>(s[2 * np], a, b[0], b[1]);
-                mma<BF16>(s[2 * np + 1], a, b[2], b[3]);
-            }
+            qk_block<D, BN, BF16>(s, a, sK, kk, lane);
         });
-    if (MASK) {
-#pragma unroll
-        for (int t = 0; t < BN / 8; ++t)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-                const int key = k0 + 8 * t + 2 * c4 + (i & 1), row = row0 + 8 * (i >> 1);
-                if (key >= n || (causal && key > row)) s[t][i] = kNegInf;
-            }
-    }
-    float mx[2] = {kNegInf, kNegInf}, mu[2];
+    if (MASK) mask_tile<BN>(s, k0, n, causal, row0, c4);
+    float mx[2] = {FA2MMA_NEG_INF, FA2MMA_NEG_INF}, mu[2];
 #pragma unroll
     for (int t = 0; t < BN / 8; ++t) {
         mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
@@ -250,8 +184,8 @@ __device__ __forceinline__ void tile(Acc<D>& R, const QSource<D, M>& Q, int j, i
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
         const float m_new = fmaxf(R.m[r], mx[r] * sl2);
-        mu[r] = m_new == kNegInf ? 0.0f : m_new;     // no visible key yet: never -inf - -inf
-        const float alpha = exp2_fast(R.m[r] - mu[r]);
+        mu[r] = m_new == FA2MMA_NEG_INF ? 0.0f : m_new;     // no visible key yet: never -inf - -inf
+        const float alpha = fast_exp2(R.m[r] - mu[r]);
         R.m[r] = m_new;
         R.l[r] *= alpha;
 #pragma unroll
@@ -261,27 +195,27 @@ __device__ __forceinline__ void tile(Acc<D>& R, const QSource<D, M>& Q, int j, i
     for (int t = 0; t < BN / 8; ++t)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            s[t][i] = exp2_fast(fmaf(s[t][i], sl2, -mu[i >> 1]));
+            s[t][i] = fast_exp2(fmaf(s[t][i], sl2, -mu[i >> 1]));
             R.l[i >> 1] += s[t][i];
         }
-    wait_copies();
+    cp_async_wait_all();
     __syncthreads();                    // V_j is in; every warp is done with K_j
     if (j + 1 < n_tiles) load_rows<D, BN>(sK, k, k0 + BN, n);   // K_{j+1} during P V
-    commit();
+    cp_async_commit();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {   // P straight from S's accumulators (chapter 05)
-        const u32 p[4] = {pack<BF16>(s[2 * kk][0], s[2 * kk][1]), pack<BF16>(s[2 * kk][2], s[2 * kk][3]),
-                          pack<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                          pack<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const u32 p[4] = {pack2<BF16>(s[2 * kk][0], s[2 * kk][1]), pack2<BF16>(s[2 * kk][2], s[2 * kk][3]),
+                          pack2<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                          pack2<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
         for (int dp = 0; dp < D / 16; ++dp) {
             u32 b[4];
             ldsm4<true>(b, sV + swz<D>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
-            mma<BF16>(R.o[2 * dp], p, b[0], b[1]);
-            mma<BF16>(R.o[2 * dp + 1], p, b[2], b[3]);
+            mma16816<BF16>(R.o[2 * dp], p, b[0], b[1]);
+            mma16816<BF16>(R.o[2 * dp + 1], p, b[2], b[3]);
         }
     }
-    wait_copies();
+    cp_async_wait_all();
     __syncthreads();                    // K_{j+1} is in; every warp is done with V_j
 }
 
@@ -304,8 +238,8 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
 
     load_rows<D, BM>(sQ, q, q0, n);     // every variant stages Q (the epilogue reuses the tile)
     load_rows<D, C::BN>(sK, k, 0, n);
-    commit();
-    wait_copies();
+    cp_async_commit();
+    cp_async_wait_all();
     __syncthreads();
 
     QSource<D, M> Q;
@@ -313,7 +247,7 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     Acc<D> R;
 #pragma unroll
     for (int t = 0; t < D / 8; ++t) R.o[t][0] = R.o[t][1] = R.o[t][2] = R.o[t][3] = 0.0f;
-    R.m[0] = R.m[1] = kNegInf;
+    R.m[0] = R.m[1] = FA2MMA_NEG_INF;
     R.l[0] = R.l[1] = 0.0f;
     const int row0 = q0 + 16 * warp + g;
     int j = 0;
@@ -324,18 +258,13 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     // Epilogue: row sums, normalize, stage this warp's rows in its own rows of the Q tile (no
     // other warp reads them), then whole 16-byte chunks to global. Rows that saw no key get 0.
     float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        R.l[r] += __shfl_xor_sync(FULL_MASK, R.l[r], 1);
-        R.l[r] += __shfl_xor_sync(FULL_MASK, R.l[r], 2);
-        inv[r] = R.l[r] > 0.0f ? 1.0f / R.l[r] : 0.0f;
-    }
+    row_inverses(R.l, inv);
     __syncwarp();   // QRELOAD/QGLOBAL: every lane has read its last Q fragment from these rows
 #pragma unroll
     for (int t = 0; t < D / 8; ++t)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const u32 val = pack<BF16>(R.o[t][2 * r] * inv[r], R.o[t][2 * r + 1] * inv[r]);
+            const u32 val = pack2<BF16>(R.o[t][2 * r] * inv[r], R.o[t][2 * r + 1] * inv[r]);
             asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + swz<D>(16 * warp + g + 8 * r, t) + 4 * c4),
                          "r"(val) : "memory");
         }
