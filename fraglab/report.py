@@ -93,6 +93,21 @@ def table(rows: Iterable[Mapping[str, Any]] | Sequence[Sequence[Any]], header=No
     return Table(header, rows, caption, align)
 
 
+def text_grid(corner: str, heads: Sequence[str], sections: Sequence[Mapping[str, Any]],
+              names: Iterable[str], cell, *, first: int = 20, width: int = 20) -> list[str]:
+    """Lines of a fixed-width text table for a run's closing summary: a header (``corner``, then
+    ``heads``), then a line per name with one cell a section: ``cell(section["rows"][name])``,
+    or ``-`` where the section has no (or an empty) row of that name."""
+    lines = [f"{corner:<{first}}" + "".join(f"{h:>{width}}" for h in heads)]
+    for name in names:
+        cells = []
+        for s in sections:
+            row = s["rows"].get(name)
+            cells.append(cell(row) if row else "-")
+        lines.append(f"{name:<{first}}" + "".join(f"{c:>{width}}" for c in cells))
+    return lines
+
+
 # --- the prose-vs-record contract -----------------------------------------------------------------
 #
 # A chapter's numbers reach its prose one way: the notebook calls ``report.glue_all(values)`` with

@@ -63,3 +63,15 @@ def rng():
     seed = np.random.SeedSequence().entropy % 2**32
     print(f"rng seed {seed}")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def check_supported(rng):
+    """``check_supported(problem, case)``: ``problem.check(case)`` on fresh random inputs, or a
+    skip that says why this machine cannot run the case (``problem.supported``)."""
+    def check(problem, case):
+        ok, why = problem.supported(case)
+        if not ok:
+            pytest.skip(why)
+        return problem.check(case, rng)
+    return check

@@ -344,15 +344,11 @@ def test_gpu_runs_nearly_every_kind():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, case", _CASES, ids=_IDS)
-def test_gpu_kernels_match_numpy(name, case, rng):
+def test_gpu_kernels_match_numpy(name, case, check_supported):
     """Every kind and operator on 37 tiles (the last block partly empty), outputs poisoned:
     reductions exact for max, min and s32 sums, float sums within a tolerance of sum |x|; the
     store exact. The -user_layout cases generate and compile code for this GPU's layout table."""
-    problem = lc.PROBLEMS[name]
-    ok, why = problem.supported(case)
-    if not ok:
-        pytest.skip(why)
-    problem.check(case, rng)
+    check_supported(lc.PROBLEMS[name], case)
 
 
 @pytest.mark.gpu

@@ -20,12 +20,8 @@ def test_small_cases_match_float64(variant, case, rng):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("variant, case", FULL, ids=[f"{v}-{c}" for v, c in FULL])
-def test_every_variant_matches_float64(variant, case, rng):
-    p = rl.PROBLEMS[variant]
-    ok, why = p.supported(case)
-    if not ok:
-        pytest.skip(why)
-    p.check(case, rng)
+def test_every_variant_matches_float64(variant, case, check_supported):
+    check_supported(rl.PROBLEMS[variant], case)
 
 
 @pytest.mark.gpu

@@ -122,6 +122,16 @@ def check_fa2_arguments(q, k, v, causal, scale):
 # FA-1
 # -------------------------------------------------------------------------------------------------
 
+def fa2_output(q, out=None):
+    """The output of an FA-2 style kernel for ``q``: a new poisoned array, or ``out`` checked
+    (dtype and shape of ``q``; 16-byte aligned, for the epilogue's 16-byte stores)."""
+    if out is None:
+        return launch.poisoned(q.shape, q.dtype)
+    launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
+    launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    return out
+
+
 def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = None, out=None,
                  softmax_source: str | None = None):
     """Check the arguments of :func:`fa1`, allocate the (poisoned) output, and return
@@ -183,11 +193,7 @@ def fa2_launcher(q, k, v, *, causal: bool = False, scale: float | None = None, w
     dtype, (b, h, n, d) = _check_qkv(q, k, v, FA2_HEAD_DIMS, 16, "cp.async copies 16 bytes")
     sc = _check_scale(scale, d)
     _require_fa2_gpu(dtype)
-    if out is None:
-        out = launch.poisoned(q.shape, q.dtype)
-    else:
-        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
-        launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    out = fa2_output(q, out)
     warps = int(warps)
     fn = launch.get_kernel(KERNELS_FA2, fa2_kernel(dtype, d, warps))
     smem = fa2_smem_bytes(d, warps)

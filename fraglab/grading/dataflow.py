@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ..ptx.parse import split_operands
+
 _REG = re.compile(r"%[a-z]+\d+")
 _LABEL = re.compile(r"^(\$?[\w$]+):")
 
@@ -59,7 +61,7 @@ class Instr:
         rest = parts[1] if len(parts) > 1 else ""
         self.guard = guard
         self.target = rest.strip() if self.op.startswith("bra") else None
-        ops = _split_operands(rest)
+        ops = split_operands(rest)
         writes = not (self.op.startswith(("st.", "bra", "bar", "ret", "exit", "red.", "membar"))
                       or self.op.startswith("wmma.store"))
         if writes and ops:
@@ -70,23 +72,6 @@ class Instr:
         if guard:
             self.src.append(guard)
         self.special = re.findall(r"%clock64|%clock\b", rest)
-
-
-def _split_operands(rest: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in rest:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur)
-    return out
 
 
 def instructions(ptx: str, kernel: str) -> list[Instr]:

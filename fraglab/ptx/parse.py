@@ -126,6 +126,12 @@ def _split_top(s: str, sep: str = ",") -> list[str]:
     return out
 
 
+def split_operands(text: str) -> list[str]:
+    """An instruction's top-level comma-separated operands, stripped (commas inside {...}, [...]
+    and (...) do not split): ``"%r1, [%rd2+4], {%f1, %f2}"`` -> three operands. PTX or SASS."""
+    return _split_top(text, ",")
+
+
 def _parse_int(tok: str) -> int:
     t = tok.rstrip("Uu")
     neg = t.startswith("-")

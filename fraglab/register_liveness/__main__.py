@@ -7,24 +7,28 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from ..cli import subcommands
+
+
+#: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
+COMMANDS = {
+    "bench": ("the H100 measurement run", [
+        ("--out", dict(required=True, help="folder for results.json and log.txt")),
+        ("--quick", dict(action="store_true", help="fewer cases, sizes and repeats")),
+        ("--seed", dict(type=int, default=0))]),
+    "sass": ("registers, spills and occupancy from the compiler", [
+        ("--arch", dict(default="sm_90")),
+        ("--sweep", dict(action="store_true", help="the register-cap sweep instead")),
+        ("--json", dict(action="store_true"))]),
+}
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fraglab.register_liveness",
-                                 description="Q's liveness in the FA-2 kernel (topic 08_register_liveness)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="the H100 measurement run")
-    b.add_argument("--out", required=True, help="folder for results.json and log.txt")
-    b.add_argument("--quick", action="store_true", help="fewer cases, sizes and repeats")
-    b.add_argument("--seed", type=int, default=0)
-    s = sub.add_parser("sass", help="registers, spills and occupancy from the compiler")
-    s.add_argument("--arch", default="sm_90")
-    s.add_argument("--sweep", action="store_true", help="the register-cap sweep instead")
-    s.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
+    args = subcommands("python -m fraglab.register_liveness",
+                       "Q's liveness in the FA-2 kernel (topic 08_register_liveness)", COMMANDS).parse_args(argv)
     if args.cmd == "bench":
         from . import bench
         bench.run(args.out, quick=args.quick, seed=args.seed)

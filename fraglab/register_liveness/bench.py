@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import bench, device
+from .. import bench, device, report
 from ..flash_attention.kernels import attention_flops, fa2_launcher
 from ..flash_attention.torch_interop import cupy_to_torch, sdpa_flash, torch_to_cupy
 from ..progress import Log
@@ -267,13 +267,9 @@ def summary(results: dict) -> str:
         names = []
         for r in tp:
             names += [k for k in r["rows"] if k not in names]
-        lines.append(f"{'TFLOP/s (of SDPA)':<26}" + "".join(f"{'d=' + str(r['d']):>14}" for r in tp))
-        for name in names:
-            cells = []
-            for r in tp:
-                row = r["rows"].get(name)
-                cells.append(f"{row['tflops']:.0f} ({row['of_baseline']:.0%})" if row else "-")
-            lines.append(f"{name:<26}" + "".join(f"{c:>14}" for c in cells))
+        lines += report.text_grid("TFLOP/s (of SDPA)", [f"d={r['d']}" for r in tp], tp, names,
+                                  lambda row: f"{row['tflops']:.0f} ({row['of_baseline']:.0%})",
+                                  first=26, width=14)
     chk = results.get("check")
     if isinstance(chk, list):
         bad = sorted({f"{r['variant']}/{r['case']}" for r in chk if not r.get("ok")})

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import launch, toolchain
 from ..flash_attention.constants import LOG2E
-from ..flash_attention.kernels import check_qkv, check_scale, require_fa2_gpu
+from ..flash_attention.kernels import check_qkv, check_scale, fa2_output, require_fa2_gpu
 
 MODES = ("qreg", "qreload", "qglobal")
 VARIANTS = (*MODES, *(f"{m}_oneloop" for m in MODES))
@@ -105,11 +105,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "qreload
     sc = check_scale(scale, d)
     spec = build_spec(variant, dtype, d, bn=bn, maxrregcount=maxrregcount, minb=minb)
     require_fa2_gpu(dtype)
-    if out is None:
-        out = launch.poisoned(q.shape, q.dtype)
-    else:
-        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
-        launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    out = fa2_output(q, out)
     if source is not None:
         if not isinstance(source, str):
             raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")

@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..ptx.parse import split_operands
+
 #: Bit sets hold 32-bit registers in bits 0 .. PRED_SHIFT - 1 and predicates above.
 PRED_SHIFT = 1 << 15
 PRED_BASE = 1 << PRED_SHIFT
@@ -52,24 +54,6 @@ class Instr:
 # ------------------------------------------------------------------------------------------------
 # Splitting a line
 # ------------------------------------------------------------------------------------------------
-
-def _operands(text: str) -> list[str]:
-    """Top-level comma-separated operands (commas inside {...} and [...] do not split)."""
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
 
 def _clean(line: str) -> str:
     line = re.sub(r"/\*.*?\*/", " ", line.split("//")[0])
@@ -167,7 +151,7 @@ def parse_sass(text: str) -> list[Instr]:
     for label, line in _lines(text, "//"):
         guard, body = _guard(line)
         op, _, rest = body.partition(" ")
-        ops = _operands(rest)
+        ops = split_operands(rest)
         widths = _sass_widths(op, len(ops))
         base = op.split(".")[0]
         ins = Instr(line, op, guarded=guard is not None, label=label)
@@ -212,7 +196,7 @@ def parse_ptx(text: str) -> list[Instr]:
         if op.startswith("$") or op in ("{", "}"):
             continue
         base = op.split(".")[0]
-        ops = _operands(rest)
+        ops = split_operands(rest)
         ins = Instr(line, op, guarded=guard is not None, label=label, names=names)
         if guard:
             ins.uses |= _ptx_bits(guard.lstrip("!"), names)

@@ -6,9 +6,10 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
+
+from ..cli import subcommands
 
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
@@ -26,14 +27,8 @@ COMMANDS = {
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fraglab.register_reuse",
-                                 description="FP32 SGEMM ladder (topic 07_register_reuse)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    for name, (text, options) in COMMANDS.items():
-        parser = sub.add_parser(name, help=text)
-        for flag, kw in options:
-            parser.add_argument(flag, **kw)
-    args = ap.parse_args(argv)
+    args = subcommands("python -m fraglab.register_reuse", "FP32 SGEMM ladder (topic 07_register_reuse)",
+                       COMMANDS).parse_args(argv)
 
     if args.cmd == "bench":
         from . import bench

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import bench, launch
+from .. import bench, launch, report
 from ..problem import Case
 from ..progress import Log, Progress
 from . import kernels, ncu, problems, sass_counts
@@ -237,13 +237,8 @@ def summary(results: dict) -> str:
         return "no ladder results"
     names = ["cublas", *kernels.LADDER]
     heads = ["x".join(map(str, r["shape"])) for r in ladder]
-    lines = [f"{'TFLOP/s (of cuBLAS)':<20}" + "".join(f"{h:>20}" for h in heads)]
-    for name in names:
-        cells = []
-        for r in ladder:
-            row = r["rows"].get(name)
-            cells.append(f"{row['tflops']:.1f} ({row['of_cublas']:.0%})" if row else "-")
-        lines.append(f"{name:<20}" + "".join(f"{c:>20}" for c in cells))
+    lines = report.text_grid("TFLOP/s (of cuBLAS)", heads, ladder, names,
+                             lambda row: f"{row['tflops']:.1f} ({row['of_cublas']:.0%})")
     best = (results.get("sweep") or {}).get("best")
     if best:
         lines.append(f"autotuned tiles: {best}")
