@@ -68,7 +68,7 @@ def test_pipelined_loops_put_exp2_beside_wgmma():
 
 def test_consumers_stay_within_setmaxnreg():
     for r in sass_evidence.all_evidence():
-        assert 150 < r["consumer_registers"] <= 232, r       # setmaxnreg.inc 232
+        assert 150 < r["consumer_registers"] <= 240, r       # setmaxnreg.inc 240
 
 
 def test_ptx_order_is_the_source_order():
