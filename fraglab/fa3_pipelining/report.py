@@ -27,7 +27,9 @@ CITED = ("ch10-checks", "ch10-best-variant", "ch10-gpu", "ch10-best-tflops", "ch
          "ch10-tflops-cudnn", "ch10-tflops-sdpa-flash", "ch10-tflops-fa2",
          *(f"ch10-tflops-{v}" for v in kernels.VARIANTS),
          "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2",
-         "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax", "ch10-kv-tbs")
+         "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax", "ch10-kv-tbs",
+         "ch10-pingpong-gain", "ch10-throttled", "ch10-comparisons", "ch10-sm-mhz-min",
+         "ch10-sm-mhz-max", "ch10-headline-sm-mhz")
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -87,6 +89,39 @@ def kv_stream_tbs(row: dict, tflops: float) -> float:
     return kv_bytes / (row["flops"] / (tflops * 1e12)) / 1e12
 
 
+def comparison_clocks(doc: dict) -> list[dict]:
+    """The SM clocks (``fraglab.bench`` ``clocks``: ``sm_mhz``, ``sm_max_mhz``, ``throttled``,
+    ``reasons``) of every timed comparison of the record, headline first."""
+    res = _res(doc)
+    rows = [res.get("headline")] + list(res.get("sweep") or [])
+    out = []
+    for r in rows:
+        cmp = r.get("comparison") if isinstance(r, dict) else None
+        clocks = cmp.get("clocks") if isinstance(cmp, dict) else None
+        if isinstance(clocks, dict) and clocks.get("sm_mhz"):
+            out.append(clocks)
+    return out
+
+
+def _clock_values(doc: dict) -> dict[str, str]:
+    """How many comparisons ran throttled (the power cap lowers the SM clock), and the clocks."""
+    clocks = comparison_clocks(doc)
+    if not clocks:
+        return {}
+    out = {"ch10-throttled": str(sum(bool(c.get("throttled")) for c in clocks)),
+           "ch10-comparisons": str(len(clocks)),
+           "ch10-sm-mhz-min": f"{min(c['sm_mhz'] for c in clocks):.0f}"}
+    top = [c["sm_max_mhz"] for c in clocks if c.get("sm_max_mhz")]
+    if top:
+        out["ch10-sm-mhz-max"] = f"{max(top):.0f}"
+    h = headline(doc)
+    if h and isinstance(h.get("comparison"), dict):
+        hc = h["comparison"].get("clocks") or {}
+        if hc.get("sm_mhz"):
+            out["ch10-headline-sm-mhz"] = f"{hc['sm_mhz']:.0f}"
+    return out
+
+
 def glue_values(doc: dict) -> dict[str, str]:
     """Every number the chapter's prose cites, as text."""
     res = _res(doc)
@@ -116,6 +151,8 @@ def glue_values(doc: dict) -> dict[str, str]:
                 else "not met"
         if tf.get("fa3_twostage") and tf.get("fa3_nooverlap"):
             out["ch10-twostage-gain"] = f"{tf['fa3_twostage'] / tf['fa3_nooverlap']:.2f}x"
+        if tf.get("fa3_pingpong") and tf.get("fa3_nooverlap"):
+            out["ch10-pingpong-gain"] = f"{tf['fa3_pingpong'] / tf['fa3_nooverlap']:.2f}x"
         for v in ("nooverlap", "twostage"):
             for tag in ("ring2", "onesoftmax"):
                 if tf.get(f"fa3_{v}_{tag}"):
@@ -131,6 +168,7 @@ def glue_values(doc: dict) -> dict[str, str]:
         ts = regs.get(("threestage", 64))
         if ts:
             out["ch10-threestage-d64-note"] = ", ".join(ts["ptxas_notes"]) or "none"
+    out.update(_clock_values(doc))
     # a record without a section (an older or a failed run) still gives every name the
     # chapter cites: "n/a" says so in the text, and the book builds
     return {**{k: "n/a" for k in CITED}, **out}
