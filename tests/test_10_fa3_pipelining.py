@@ -206,3 +206,17 @@ def test_chapter_cites_only_names_glue_values_always_gives():
     cited = set(re.findall(r"\{glue:text\}`([\w-]+)`", md))
     assert cited == set(report.CITED)
     assert cited <= set(report.glue_values({"results": {}}))      # even without a record
+
+
+def test_glue_counts_power_capped_comparisons():
+    def row(mhz, capped):
+        return {"N": 4096, "d": 128, "causal": False,
+                "tflops": {"fa3_nooverlap": 500.0, "fa3_pingpong": 600.0, "cudnn": 640.0},
+                "comparison": {"clocks": {"sm_mhz": mhz, "sm_max_mhz": 1980, "throttled": capped,
+                                          "reasons": ["sw_power_cap"] if capped else []}}}
+    res = {"headline": row(1845, True), "sweep": [row(1980, False), row(1755, True)]}
+    g = report.glue_values({"results": res})
+    assert (g["ch10-throttled"], g["ch10-comparisons"]) == ("2", "3")
+    assert (g["ch10-sm-mhz-min"], g["ch10-sm-mhz-max"], g["ch10-headline-sm-mhz"]) == ("1755", "1980", "1845")
+    assert g["ch10-pingpong-gain"] == "1.20x"
+    assert report.glue_values({"results": {}})["ch10-throttled"] == "n/a"
