@@ -44,7 +44,7 @@ def foreign():
     """``(make, words)``: ``make(array)`` turns a NumPy array into what this mode's wrappers must
     refuse (a NumPy array on a GPU, a list on the interpreter), ``words`` what the error says."""
     if device.gpu_available():
-        return (lambda a: np.asarray(a)), "cupy.asarray"
+        return (lambda a: a.get() if hasattr(a, "get") else np.asarray(a)), "cupy.asarray"
     return (lambda a: np.asarray(a).tolist()), "must be a numpy.ndarray"
 
 

@@ -227,6 +227,8 @@ def _qkv(shape=(1, 1, 16, 64), dtype=np.float16):
     return [np.zeros(shape, dtype) for _ in range(3)]
 
 
+# NumPy inputs, moved to this mode's arrays (CuPy on a GPU) inside the test: the argument checks,
+# not the array type, must be what fails
 @pytest.mark.parametrize("kwargs, args, exc, msg", [
     (dict(step="nope"), _qkv(), ValueError, "step"),
     (dict(causal=1), _qkv(), TypeError, "causal"),
@@ -237,9 +239,9 @@ def _qkv(shape=(1, 1, 16, 64), dtype=np.float16):
     ({}, [np.zeros((1, 1, 16, 64), np.float16), np.zeros((1, 1, 8, 64), np.float16),
           np.zeros((1, 1, 16, 64), np.float16)], ValueError, "k"),
 ])
-def test_bad_arguments_are_rejected(kwargs, args, exc, msg):
+def test_bad_arguments_are_rejected(kwargs, args, exc, msg, xp):
     with pytest.raises(exc, match=msg):
-        diet.attention(*args, **kwargs)
+        diet.attention(*[xp.asarray(a) for a in args], **kwargs)
 
 
 def test_tiles_and_shared_memory():

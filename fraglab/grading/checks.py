@@ -53,11 +53,13 @@ def each_mode(body: Callable[[], object]) -> list:
     (:func:`fraglab.launch.to_device`, :func:`fraglab.launch.poisoned`), and may size its inputs
     by :func:`fraglab.device.gpu_available` (False on the interpreter). Returns the results of
     ``body``, one per mode; :func:`places` says where they ran."""
-    results = [body()]
-    if device.gpu_available():
-        with on_interpreter():
-            results.append(body())
-    return results
+    if not device.gpu_available():
+        return [body()]
+    # the interpreter first: an out-of-bounds access is reported there before it can reach the
+    # GPU, where it would leave the process's CUDA context broken for every later check
+    with on_interpreter():
+        interpreted = body()
+    return [body(), interpreted]
 
 
 def places() -> str:
@@ -89,14 +91,18 @@ def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
     (rows7, inf_nan) on the PTX interpreter (no GPU)"``, or on a GPU ``"... on NVIDIA H100 and 3
     cases (random, rows7, inf_nan) on the PTX interpreter"``."""
     cases = tuple(problem.cases_here() if cases is None else cases)
-    n_random, n_edge = _run_cases(exercise, problem, run, rng, cases, repeats)
-    names = ", ".join(c.name for c in cases)
-    text = f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}"
+    small = ()
     if device.gpu_available():
+        # the interpreter first: an out-of-bounds access is reported there before it can reach
+        # the GPU, where it would leave the process's CUDA context broken for later checks
         small = tuple(c for c in cases if not c.slow) if interpreter_cases is None \
             else tuple(interpreter_cases)
         with on_interpreter():
             _run_cases(exercise, problem, run, rng, small, 1)
+    n_random, n_edge = _run_cases(exercise, problem, run, rng, cases, repeats)
+    names = ", ".join(c.name for c in cases)
+    text = f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}"
+    if small:
         text += (f" and {len(small)} case{'s' * (len(small) != 1)} "
                  f"({', '.join(c.name for c in small)}) {INTERPRETER}")
     return text
