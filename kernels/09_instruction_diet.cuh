@@ -30,9 +30,7 @@
 //                         (the wrapper launches it for short causal problems)
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
-#include "common.cuh"
+#include "fa2_mma.cuh"     // chapter 05's PTX helpers and swizzle (shared with 05 and 08)
 
 #ifndef DIET_STRIDED_SWIZZLE
 #define DIET_STRIDED_SWIZZLE 0
@@ -70,8 +68,7 @@
 
 namespace diet {
 
-typedef unsigned int u32;              // NVRTC has no <cstdint>
-typedef unsigned short u16;            // f16 and bf16 values travel as raw 16-bit patterns
+using namespace fa2mma;   // u32, u16, swz, cp_async_commit/wait_all, ldsm4, mma16816, fast_exp2
 
 constexpr bool STRIDED = DIET_STRIDED_SWIZZLE, STRIDED_STORE = DIET_STRIDED_STORE;
 constexpr bool POINTER = DIET_POINTER_LOADS;
@@ -103,13 +100,6 @@ template <int D, int MT = MT_DEF> struct Cfg {
     static_assert(RPP % 8 == 0, "a pass covers whole swizzle periods (8 rows)");
 };
 
-// Byte offset of chunk c (8 values) of row r in a tile whose 16-byte chunks are XOR-swizzled
-// with the row (chapter 05): the 8 rows an 8x8 ldmatrix matrix reads fall in 8 bank groups.
-template <int D> __device__ __forceinline__ u32 swz(int r, int c)
-{
-    return (u32)(r * (2 * D) + ((c ^ (r & 7)) << 4));
-}
-
 // The offset of fragment x of a lane whose row is `row` + dr (dr a multiple of 8 known at compile
 // time) and whose chunk is 2x + lo. Chapter 05 computes swz(row + dr, 2x + lo) for every x, and
 // ptxas keeps D/16 such offsets per operand, or (short of registers) recomputes each with a LOP3
@@ -137,31 +127,6 @@ __device__ __forceinline__ void cp16_zfill(u32 dst, const u16* src, bool ok)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                  "r"(ok ? 16 : 0));
 }
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-// ldmatrix x4: lanes 8i .. 8i+7 address the rows of matrix i; register i receives its fragment
-// (row g, cols 2c, 2c+1), or that of its transpose with T.
-template <bool T> __device__ __forceinline__ void ldsm4(u32 (&r)[4], u32 addr)
-{
-    if constexpr (T)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// d += a b for one m16n8k16 tile (f32 accumulators; a: 4 registers, b: 2).
-#define DIET_MMA(TY)                                                                               \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." TY "." TY ".f32 "                        \
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"               \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
-template <bool BF16> __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1)
-{
-    if constexpr (BF16) DIET_MMA("bf16"); else DIET_MMA("f16");
-}
 
 // One cvt.rn.{f16,bf16}x2.f32 (SASS F2FP): lo goes to the low half, hi to the high half.
 template <bool BF16> __device__ __forceinline__ u32 pack(float lo, float hi)
@@ -170,14 +135,6 @@ template <bool BF16> __device__ __forceinline__ u32 pack(float lo, float hi)
     if constexpr (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
-}
-
-// 2^x in one MUFU.EX2 (flush to zero; 2^-inf = 0).
-__device__ __forceinline__ float exp2a(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
 }
 
 #define DIET_NEG_INF (-__int_as_float(0x7f800000))
@@ -266,16 +223,16 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
     constexpr bool CLEAN = POINTER && !MASK;
     if constexpr (STAGES == 1) {          // V_j arrives while S and the softmax run
         copy_tile<D, MT>(c, c.sV, c.v, j, !MASK || k0 + BN <= c.n);
-        commit();
+        cp_async_commit();
     } else {                              // tile j has landed; tile j - 1's buffer is free
-        wait_all();
+        cp_async_wait_all();
         __syncthreads();
         if (CLEAN || j + 1 < c.n_tiles) {
             const bool whole = CLEAN || k0 + 2 * BN <= c.n;
             copy_tile<D, MT>(c, c.sK + (C::KV - buf), c.k, j + 1, whole);
             copy_tile<D, MT>(c, c.sV + (C::KV - buf), c.v, j + 1, whole);
         }
-        commit();
+        cp_async_commit();
     }
 
     // SKIP_RESCALE skips work that changes nothing here too. With two buffers nothing follows the
@@ -306,8 +263,8 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const u32 (&a)[4] = C::Q_IN_REGS ? R.q[mt % Regs<D, MT>::QM][kk % Regs<D, MT>::QK] : qf[mt];
-                mma<BF16>(s[mt][2 * np], a, b[0], b[1]);
-                mma<BF16>(s[mt][2 * np + 1], a, b[2], b[3]);
+                mma16816<BF16>(s[mt][2 * np], a, b[0], b[1]);
+                mma16816<BF16>(s[mt][2 * np + 1], a, b[2], b[3]);
             }
         }
     }
@@ -344,7 +301,7 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
             m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
             m_old[r] = R.m[mt][r];
             if constexpr (!LEAN) {   // (LEAN is ROWSUM_MMA: l has one register a row here)
-                alpha[r] = exp2a(m_old[r] - m_use[r]);
+                alpha[r] = fast_exp2(m_old[r] - m_use[r]);
                 R.l[mt][r] *= alpha[r];
             }
             moved |= m_new != R.m[mt][r];
@@ -356,7 +313,7 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
         if (!SKIP_RESCALE || D < 128 || __any_sync(FULL_MASK, moved)) {
             if constexpr (LEAN) {   // the factors (2 MUFU.EX2) and l's rescale: here only
 #pragma unroll
-                for (int r = 0; r < 2; ++r) alpha[r] = exp2a(m_old[r] - m_use[r]);
+                for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(m_old[r] - m_use[r]);
 #pragma unroll
                 for (int i = 0; i < (ROWSUM_MMA ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM_MMA ? i >> 1 : i];
             }
@@ -369,7 +326,7 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
         for (int t = 0; t < BN / 8; ++t)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {   // the scale is folded into the FFMA that feeds MUFU.EX2
-                s[mt][t][i] = exp2a(fmaf(s[mt][t][i], c.scale_log2, -m_use[i >> 1]));
+                s[mt][t][i] = fast_exp2(fmaf(s[mt][t][i], c.scale_log2, -m_use[i >> 1]));
                 if constexpr (!ROWSUM_MMA) R.l[mt][i >> 1] += s[mt][t][i];
             }
         // P as A fragments (16 keys each): a0 = keys 2c, 2c+1 of row g, a1 = row g + 8, a2, a3 =
@@ -384,11 +341,11 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
     }
 
     if constexpr (STAGES == 1) {
-        wait_all();          // V_j has landed (every thread's part, after the barrier) ...
+        cp_async_wait_all();          // V_j has landed (every thread's part, after the barrier) ...
         __syncthreads();     // ... and every warp is done reading K_j
         if (CLEAN || j + 1 < c.n_tiles)                                   // K_{j+1} during P V
             copy_tile<D, MT>(c, c.sK, c.k, j + 1, CLEAN || k0 + 2 * BN <= c.n);
-        commit();
+        cp_async_commit();
     }
 
     // O += P V: P from the accumulators (converted and packed above), V with ldmatrix.trans.
@@ -400,18 +357,18 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
             ldsm4<true>(b, sV + frag_off<D>(c.v_row, c.v_lo, dp, 16 * kk));
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                mma<BF16>(R.o[mt][2 * dp], p[mt][kk], b[0], b[1]);
-                mma<BF16>(R.o[mt][2 * dp + 1], p[mt][kk], b[2], b[3]);
+                mma16816<BF16>(R.o[mt][2 * dp], p[mt][kk], b[0], b[1]);
+                mma16816<BF16>(R.o[mt][2 * dp + 1], p[mt][kk], b[2], b[3]);
             }
         }
         if constexpr (ROWSUM_MMA) {   // l += P x ones: every column of the result is the row sum
             const u32 one2 = BF16 ? 0x3f803f80u : 0x3c003c00u;   // two 1.0s, bf16 or f16
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) mma<BF16>(R.l[mt], p[mt][kk], one2, one2);
+            for (int mt = 0; mt < MT; ++mt) mma16816<BF16>(R.l[mt], p[mt][kk], one2, one2);
         }
     }
     if constexpr (STAGES == 1) {
-        wait_all();          // K_{j+1} has landed ...
+        cp_async_wait_all();          // K_{j+1} has landed ...
         __syncthreads();     // ... and every warp is done reading V_j
     }
 }
@@ -452,8 +409,8 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     copy_checked<D, C::BM>(c.sQ, q, q0, n);
     copy_tile<D, MT>(c, c.sK, k, 0, BN <= n);
     if constexpr (STAGES == 2) copy_tile<D, MT>(c, c.sV, v, 0, BN <= n);
-    commit();
-    wait_all();
+    cp_async_commit();
+    cp_async_wait_all();
     __syncthreads();
 
     Regs<D, MT> R;
