@@ -1,7 +1,8 @@
-// fa2_mma.cuh: what the FA-2 kernels of chapters 05 and 08 share, in one place: the PTX
-// instructions they are built from (cp.async, ldmatrix, mma.sync m16n8k16 with f32 accumulators,
-// ex2.approx), the swizzled shared-memory layout, and three per-warp steps that act on fragments
-// only: S += Q K^T for one 16-column block of Q, the causal / ragged mask, and the row sums of the
+// fa2_mma.cuh: what the FA-2 kernels of chapters 05 and 08 share, in one place (chapter 09 uses its
+// PTX helpers and swizzle too): the instructions they are built from (cp.async, ldmatrix,
+// mma.sync m16n8k16 with f32 accumulators, ex2.approx), the swizzled shared-memory layout, and
+// three per-warp steps that act on fragments only: S += Q K^T for one 16-column block of Q, the
+// causal / ragged mask, and the row sums of the
 // epilogue. Fragment layouts, the swizzle and the reuse of S's accumulators as P's A fragment are
 // explained at the top of kernels/05_flash_attention_fa2.cu.
 //
