@@ -5,21 +5,25 @@
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
+from ..cli import subcommands
+
+#: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
+COMMANDS = {
+    "bench": ("the H100 measurement run", [
+        ("--out", dict(required=True, help="folder for results.json and log.txt")),
+        ("--quick", dict(action="store_true", help="two sizes, few repeats")),
+        ("--seed", dict(type=int, default=0))]),
+    "sass": ("registers, spills, HGMMA beside the softmax (no GPU needed)", [
+        ("--json", dict(action="store_true"))]),
+}
+
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fraglab.fa3_pipelining",
-                                 description="FlashAttention-3 pipelining on Hopper (topic 10)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="the H100 measurement run")
-    b.add_argument("--out", required=True, help="folder for results.json and log.txt")
-    b.add_argument("--quick", action="store_true", help="two sizes, few repeats")
-    b.add_argument("--seed", type=int, default=0)
-    s = sub.add_parser("sass", help="registers, spills, HGMMA beside the softmax (no GPU needed)")
-    s.add_argument("--json", action="store_true")
+    ap = subcommands("python -m fraglab.fa3_pipelining",
+                     "FlashAttention-3 pipelining on Hopper (topic 10)", COMMANDS)
     args = ap.parse_args(argv)
     if args.cmd == "bench":
         from . import bench
