@@ -11,28 +11,32 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..cli import subcommands
+
+#: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
+COMMANDS = {
+    "bench": ("the H100 measurement run", [
+        ("--out", dict(required=True, help="folder for results.json and log.txt")),
+        ("--quick", dict(action="store_true", help="fewer sizes and repeats, no ncu")),
+        ("--no-stalls", dict(action="store_true", help="skip the ncu stall breakdown")),
+        ("--seed", dict(type=int, default=0))]),
+    "classes": ("SASS instruction classes of every step", [
+        ("--d", dict(type=int, default=128, choices=(64, 128))),
+        ("--dtype", dict(default="f16", choices=("f16", "bf16"))),
+        ("--arch", dict(default="sm_90")),
+        ("--scope", dict(default="loop", choices=("loop", "kernel")))]),
+    "profile": ("run one step (or all) twice (for ncu, compute-sanitizer)", [
+        ("--step", dict(required=True, help="a step, or all")),
+        ("--causal", dict(action="store_true")),
+        ("--heads", dict(type=int, default=32, help="B*H")),
+        ("--n", dict(type=int, default=4096)),
+        ("--d", dict(type=int, default=128, choices=(64, 128)))]),
+}
+
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m fraglab.instruction_diet",
-                                 description="FA-2 instruction diet (topic 09_instruction_diet)")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("bench", help="the H100 measurement run")
-    b.add_argument("--out", required=True, help="folder for results.json and log.txt")
-    b.add_argument("--quick", action="store_true", help="fewer sizes and repeats, no ncu")
-    b.add_argument("--no-stalls", action="store_true", help="skip the ncu stall breakdown")
-    b.add_argument("--seed", type=int, default=0)
-    c = sub.add_parser("classes", help="SASS instruction classes of every step")
-    c.add_argument("--d", type=int, default=128, choices=(64, 128))
-    c.add_argument("--dtype", default="f16", choices=("f16", "bf16"))
-    c.add_argument("--arch", default="sm_90")
-    c.add_argument("--scope", default="loop", choices=("loop", "kernel"))
-    p = sub.add_parser("profile", help="run one step (or all) twice (for ncu, compute-sanitizer)")
-    p.add_argument("--step", required=True, help="a step, or all")
-    p.add_argument("--causal", action="store_true")
-    p.add_argument("--heads", type=int, default=32, help="B*H")
-    p.add_argument("--n", type=int, default=4096)
-    p.add_argument("--d", type=int, default=128, choices=(64, 128))
-    return ap
+    return subcommands("python -m fraglab.instruction_diet",
+                       "FA-2 instruction diet (topic 09_instruction_diet)", COMMANDS)
 
 
 def main(argv=None) -> int:
