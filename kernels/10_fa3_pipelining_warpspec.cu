@@ -26,7 +26,7 @@ __device__ void rowsum(const float* __restrict__ in, float* __restrict__ out, in
     const float* buf = (const float*)(smem_raw + pad);
     const u32 sbuf = raw + pad, full = sbuf + WS_STAGES * WS_TILE_BYTES, empty = full + 8 * WS_STAGES;
     if (threadIdx.x == 0) {
-        for (int s = 0; s < WS_STAGES; ++s) { mbar_init(full + 8 * s, 128); mbar_init(empty + 8 * s, 8); }
+        for (int s = 0; s < WS_STAGES; ++s) { mbar_init(full + 8 * s, 128); mbar_init(empty + 8 * s, 256); }
         mbar_init_fence();
     }
     __syncthreads();
@@ -54,8 +54,7 @@ __device__ void rowsum(const float* __restrict__ in, float* __restrict__ out, in
 #pragma unroll
             for (int i = 0; i < 16; ++i) acc += r[i];
             acc += __shfl_xor_sync(FULL_MASK, acc, 1);
-            __syncwarp();
-            if ((ct & 31) == 0) mbar_arrive(empty + 8 * s);   // one arrival per consumer warp
+            mbar_arrive(empty + 8 * s);   // every consumer thread releases its own reads (256)
             if (half == 0) out[(long)j * WS_ROWS + row] = acc;
         }
     }
