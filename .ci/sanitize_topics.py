@@ -3,6 +3,10 @@ once on small, ragged inputs: the child that compute-sanitizer watches in ``.ci/
 (pytest under a sanitizer is too slow for these kernels).
 
     compute-sanitizer --tool racecheck python3 .ci/sanitize_topics.py [register_liveness ...]
+    python3 .ci/sanitize_topics.py --summary OUT_DIR    # the logs -> OUT_DIR/sanitizer.json
+
+The summary is the record the chapters cite (``book/data/sanitizer.json``, read by
+:func:`fraglab.report.sanitizer_verdict`).
 
 Each launch is also checked against float64 (a run that computes nothing is no proof); the
 script prints one line per launch and exits 1 when an output is wrong.
@@ -76,6 +80,34 @@ def building_blocks(rng):
                                          x.astype(np.float64).sum(-1), rtol=1e-4, atol=1e-4)
 
 
+def summary(out_dir):
+    """``sanitizer.json`` from the logs ``.ci/gpu sanitize`` left in ``out_dir``
+    (``sanitize_topics_<tool>_<topic>.log``): per tool and topic, the tool's summary line,
+    whether it is clean, the launches that ran and the outputs that were wrong."""
+    import json
+    import re
+    from pathlib import Path
+    from fraglab import bench
+    out = Path(out_dir)
+    doc = {"script": ".ci/sanitize_topics.py", "N": N, "heads": HEADS, "tools": {}}
+    try:
+        doc["device"] = bench.device_info()
+    except Exception as exc:               # the verdicts matter more than the device line
+        doc["device"] = {"error": str(exc)[:200]}
+    for log in sorted(out.glob("sanitize_topics_*_*.log")):
+        tool, topic = log.stem.removeprefix("sanitize_topics_").split("_", 1)
+        text = log.read_text(errors="replace")
+        lines = [ln for ln in text.splitlines() if re.search(r"(ERROR|RACECHECK) SUMMARY", ln)]
+        marks = re.findall(rf"^(ok |BAD) {topic} ", text, re.M)
+        clean = bool(lines) and bool(re.search(r": 0 (errors|hazards)", lines[-1])) \
+            and "wrong outputs" in text and "BAD" not in marks
+        doc["tools"].setdefault(tool, {})[topic] = {
+            "clean": clean, "launches": len(marks), "wrong": marks.count("BAD"),
+            "summary": lines[-1].strip("= ") if lines else "no summary line (the run did not finish)"}
+    (out / "sanitizer.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print({t: {k: v["clean"] for k, v in r.items()} for t, r in doc["tools"].items()})
+
+
 def main(topics):
     rng, bad, t0 = np.random.default_rng(0), 0, time.perf_counter()
     for topic in topics:
@@ -93,4 +125,6 @@ def main(topics):
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--summary"]:
+        sys.exit(summary(sys.argv[2]))
     sys.exit(main(sys.argv[1:] or ["register_liveness", "instruction_diet", "fa3_pipelining"]))

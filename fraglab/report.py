@@ -271,3 +271,29 @@ def wrap(text: str, width: int = CHAR_BUDGET, indent: str = "    ") -> str:
     import textwrap
     return "\n".join(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False)
                      if len(line) > width else line for line in text.splitlines())
+
+
+#: compute-sanitizer's record over the attention kernels of chapters 08-10 (``.ci/gpu sanitize``,
+#: written by ``.ci/sanitize_topics.py --summary``).
+SANITIZER_RECORD = Path(__file__).resolve().parent.parent / "book" / "data" / "sanitizer.json"
+
+
+def sanitizer_verdict(topic: str, path: str | Path = SANITIZER_RECORD) -> str:
+    """One phrase for the prose: what compute-sanitizer said of ``topic``'s kernels (e.g.
+    ``'clean under memcheck, racecheck and synccheck (56 launches each)'``), or why there is
+    no verdict."""
+    p = Path(path)
+    if not p.exists():
+        return "not run (no record)"
+    tools = json.loads(p.read_text()).get("tools", {})
+    ran = {t: v[topic] for t, v in tools.items() if topic in v}
+    if not ran:
+        return "not run for this chapter"
+    dirty = [t for t, v in ran.items() if not v.get("clean")]
+    if dirty:
+        return "NOT clean under " + ", ".join(f"{t} ({ran[t].get('summary')})" for t in dirty)
+    names = list(ran)
+    listed = ", ".join(names[:-1]) + (" and " if len(names) > 1 else "") + names[-1]
+    counts = {v["launches"] for v in ran.values()}
+    each = f"{counts.pop()} launches each" if len(counts) == 1 else "every launch"
+    return f"clean under {listed} ({each})"

@@ -20,7 +20,7 @@ BASELINE_LABELS = {"cudnn": "cuDNN SDPA", "sdpa_flash": "SDPA flash (FA-2)",
 
 
 #: Every glue name the chapter's prose cites.
-CITED = ("ch10-checks", "ch10-best-variant", "ch10-gpu", "ch10-best-tflops", "ch10-best-share-peak",
+CITED = ("ch10-checks", "ch10-sanitizer", "ch10-best-variant", "ch10-gpu", "ch10-best-tflops", "ch10-best-share-peak",
          "ch10-ratio-cudnn", "ch10-ratio-sdpa-flash", "ch10-ratio-fa2", "ch10-goal-met",
          "ch10-twostage-gain", "ch10-sweep-cudnn-min", "ch10-sweep-cudnn-max",
          "ch10-sweep-sdpa-flash-min", "ch10-sweep-sdpa-flash-max", "ch10-threestage-d64-note",
@@ -126,7 +126,8 @@ def glue_values(doc: dict) -> dict[str, str]:
     """Every number the chapter's prose cites, as text."""
     res = _res(doc)
     ok, n = checks(doc)
-    out = {"ch10-checks": f"{ok} of {n}", "ch10-best-variant": best_variant(doc)}
+    out = {"ch10-checks": f"{ok} of {n}", "ch10-best-variant": best_variant(doc),
+           "ch10-sanitizer": report.sanitizer_verdict("fa3_pipelining")}
     if isinstance(doc.get("device"), dict) and doc["device"].get("name"):
         out["ch10-gpu"] = str(doc["device"]["name"])
     h = headline(doc)

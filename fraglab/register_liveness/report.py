@@ -104,6 +104,7 @@ def glue_values(doc: dict) -> dict[str, str]:
             g[f"ch08-two-vs-one-{v}-d{d}"] = report.fmt(two / one if one and two else None, "{:.2f}x")
     chk = doc["results"].get("check") or []
     g["ch08-checks-passed"] = f"{sum(1 for r in chk if r.get('ok'))} of {len(chk)}"
+    g["ch08-sanitizer"] = report.sanitizer_verdict("register_liveness")
     for entry in _entries(doc, "sweep"):
         rows = {k: r for k, r in entry["rows"].items() if k != "sdpa_flash"}
         if rows:
