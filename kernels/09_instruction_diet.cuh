@@ -29,6 +29,11 @@
 //   DIET_SHORT_CAUSAL     beside each kernel, diet_<step>_m16_*: 16 rows a warp, 64-row blocks
 //                         (the wrapper launches it for short causal problems)
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
+//   DIET_LAZY_RESCALE     (tuning, off = 0) a row's running max moves only when a tile's max
+//                         exceeds it by more than this many log2 units (P <= 2^value meanwhile):
+//                         the O rescale's vote almost never fires after the first tile
+//   DIET_QK_SPLIT         (tuning, with LAZY) S = Q K^T one m-tile after the other (K fragments
+//                         read once per m-tile), so m-tile 0's softmax overlaps m-tile 1's HMMAs
 #pragma once
 #include "fa2_mma.cuh"     // chapter 05's PTX helpers and swizzle (shared with 05 and 08)
 
@@ -65,6 +70,12 @@
 #ifndef DIET_MINB
 #define DIET_MINB 2
 #endif
+#ifndef DIET_LAZY_RESCALE
+#define DIET_LAZY_RESCALE 0
+#endif
+#ifndef DIET_QK_SPLIT
+#define DIET_QK_SPLIT 0
+#endif
 
 namespace diet {
 
@@ -79,6 +90,9 @@ constexpr bool WIDE = DIET_WIDE_KEYS;
 constexpr bool SKIP_RESCALE = DIET_SKIP_RESCALE;
 // ROWSUM_MMA at d = 128 only: at d = 64 the H100 measured the 8 extra HMMAs a tile a loss.
 template <int D> constexpr bool ROWSUM = DIET_ROWSUM_MMA && D == 128;
+constexpr bool LAZY = DIET_LAZY_RESCALE > 0, QK_SPLIT = DIET_QK_SPLIT;
+constexpr float LAZY_TH = (float)DIET_LAZY_RESCALE;
+static_assert(!QK_SPLIT || LAZY, "QK_SPLIT needs LAZY_RESCALE (no branch before m-tile 0's exponentials)");
 static_assert(MT_DEF == 1 || MT_DEF == 2, "16 or 32 query rows per warp");
 static_assert(STAGES == 1 || STAGES == 2, "one or two K/V buffers");
 
@@ -207,6 +221,163 @@ template <int D, int MT = MT_DEF> struct Regs {
     float l[MT][ROWSUM<D> ? 4 : 2];
 };
 
+// S += Q K^T for the m-tiles mt_lo <= mt < mt_hi (compile-time after inlining): every K fragment
+// loaded from shared memory feeds all of them.
+template <int D, bool BF16, int MT>
+__device__ __forceinline__ void qk_tiles(float (&s)[MT][Cfg<D, MT>::BN / 8][4], Regs<D, MT>& R,
+                                         const Ctx& c, u32 sK, int mt_lo, int mt_hi)
+{
+    using C = Cfg<D, MT>;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        u32 qf[MT][4];
+        if constexpr (!C::Q_IN_REGS) {
+#pragma unroll
+            for (int mt = mt_lo; mt < mt_hi; ++mt) ldsm4<false>(qf[mt], c.sQ + frag_off<D>(c.q_row, c.q_lo, kk, 16 * mt));
+        }
+#pragma unroll
+        for (int np = 0; np < C::BN / 16; ++np) {
+            u32 b[4];
+            ldsm4<false>(b, sK + frag_off<D>(c.k_row, c.k_lo, kk, 16 * np));
+#pragma unroll
+            for (int mt = mt_lo; mt < mt_hi; ++mt) {
+                const u32 (&a)[4] = C::Q_IN_REGS ? R.q[mt % Regs<D, MT>::QM][kk % Regs<D, MT>::QK] : qf[mt];
+                mma16816<BF16>(s[mt][2 * np], a, b[0], b[1]);
+                mma16816<BF16>(s[mt][2 * np + 1], a, b[2], b[3]);
+            }
+        }
+    }
+}
+
+// Keys past n, and (causal) keys after the query row, get -inf: m-tile mt's accumulators.
+template <int BN>
+__device__ __forceinline__ void mask_mtile(float (&s)[BN / 8][4], const Ctx& c, int k0, int mt, int c4)
+{
+#pragma unroll
+    for (int t = 0; t < BN / 8; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int key = k0 + 8 * t + 2 * c4 + (i & 1), row = c.row0 + 16 * mt + 8 * (i >> 1);
+            if (key >= c.n || (c.causal && key > row)) s[t][i] = DIET_NEG_INF;
+        }
+}
+
+// LAZY (tuning): m-tile mt's row maxima. A row's running max moves only when the tile's max
+// exceeds it by more than LAZY_TH (log2 units), so P = 2^(s - m) <= 2^LAZY_TH stays well inside
+// f16/bf16 and f32 while O and l keep the old reference point: nothing to rescale. Returns
+// whether a row of this lane moved, and in `shift` log2 of that row's rescale factor (0 if none).
+template <int D, bool MASK, int MT>
+__device__ __forceinline__ bool lazy_max(Regs<D, MT>& R, const float (&s)[Cfg<D, MT>::BN / 8][4],
+                                         const Ctx& c, int mt, float (&shift)[2])
+{
+    float mx[2] = {DIET_NEG_INF, DIET_NEG_INF};
+#pragma unroll
+    for (int t = 0; t < Cfg<D, MT>::BN / 8; ++t) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
+    }
+    bool moved = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+        const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
+        const bool up = m_new > R.m[mt][r] + LAZY_TH;     // -inf + TH = -inf: the first keys move it
+        // (m_new finite when up: 2^(-inf - m_new) = 0 clears a row that saw no key yet.)
+        shift[r] = up ? R.m[mt][r] - m_new : 0.0f;
+        R.m[mt][r] = up ? m_new : R.m[mt][r];
+        moved |= up;
+    }
+    return moved;
+}
+
+// P = 2^(S scale - m_use) of m-tile mt, packed as A fragments (see tile), and (no ROWSUM) l += P
+// (into `sum` instead of l when given: QK_SPLIT, whose l may still have to be rescaled).
+template <int D, bool BF16, int MT>
+__device__ __forceinline__ void exp_pack(Regs<D, MT>& R, float (&s)[Cfg<D, MT>::BN / 8][4],
+                                         u32 (&p)[Cfg<D, MT>::BN / 16][4], const Ctx& c, int mt,
+                                         const float (&m_use)[2], float* sum = nullptr)
+{
+#pragma unroll
+    for (int t = 0; t < Cfg<D, MT>::BN / 8; ++t)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            s[t][i] = fast_exp2(fmaf(s[t][i], c.scale_log2, -m_use[i >> 1]));
+            if constexpr (!ROWSUM<D>) (sum ? sum[i >> 1] : R.l[mt][i >> 1]) += s[t][i];
+        }
+#pragma unroll
+    for (int kk = 0; kk < Cfg<D, MT>::BN / 16; ++kk) {
+        p[kk][0] = pack<BF16>(s[2 * kk][0], s[2 * kk][1]);
+        p[kk][1] = pack<BF16>(s[2 * kk][2], s[2 * kk][3]);
+        p[kk][2] = pack<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        p[kk][3] = pack<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+}
+
+// LAZY: S, mask and softmax of a tile into P. The one warp-uniform branch (some row's max moved
+// by more than LAZY_TH: the first tile, then almost never) rescales O and l; QK_SPLIT computes S
+// one m-tile at a time, m-tile 0's exponentials before the branch, beside m-tile 1's HMMAs.
+template <int D, bool BF16, bool MASK, int MT>
+__device__ __forceinline__ void lazy_softmax(Regs<D, MT>& R, const Ctx& c, float (&s)[MT][Cfg<D, MT>::BN / 8][4],
+                                             u32 (&p)[MT][Cfg<D, MT>::BN / 16][4], u32 sK, int k0, int c4)
+{
+    float shift[MT][2];
+    // The max the exponentials subtract. No -inf - (-inf) = NaN: only a masked tile can leave a
+    // row's max at -inf.
+    auto m_use = [&](int mt, float (&mu)[2]) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) mu[r] = MASK && R.m[mt][r] == DIET_NEG_INF ? 0.0f : R.m[mt][r];
+    };
+    auto rescale = [&](int mt) {   // O, l *= 2^shift (rows that did not move: 2^0)
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(shift[mt][r]);
+#pragma unroll
+        for (int i = 0; i < (ROWSUM<D> ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM<D> ? i >> 1 : i];
+#pragma unroll
+        for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
+    };
+    if constexpr (QK_SPLIT) {
+        bool moved = false;
+        float sum[MT][2] = {};   // (no ROWSUM) row sums of the m-tiles done before the rescale
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if (mt > 0) __syncwarp();   // keeps ptxas from reusing m-tile 0's K fragments
+            qk_tiles<D, BF16, MT>(s, R, c, sK, mt, mt + 1);
+            if (MASK) mask_mtile<Cfg<D, MT>::BN>(s[mt], c, k0, mt, c4);
+            moved |= lazy_max<D, MASK, MT>(R, s[mt], c, mt, shift[mt]);
+            if (mt + 1 < MT) {
+                float mu[2];
+                m_use(mt, mu);
+                exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, mu, sum[mt]);
+            }
+        }
+        if (__any_sync(FULL_MASK, moved)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) rescale(mt);
+        }
+        if constexpr (!ROWSUM<D>) {
+#pragma unroll
+            for (int mt = 0; mt + 1 < MT; ++mt) R.l[mt][0] += sum[mt][0], R.l[mt][1] += sum[mt][1];
+        }
+        float mu[2];
+        m_use(MT - 1, mu);
+        exp_pack<D, BF16, MT>(R, s[MT - 1], p[MT - 1], c, MT - 1, mu);
+    } else {   // per m-tile as the other steps: max, vote, rescale, exponentials
+        qk_tiles<D, BF16, MT>(s, R, c, sK, 0, MT);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            if (MASK) mask_mtile<Cfg<D, MT>::BN>(s[mt], c, k0, mt, c4);
+            if (__any_sync(FULL_MASK, lazy_max<D, MASK, MT>(R, s[mt], c, mt, shift[mt]))) rescale(mt);
+            float mu[2];
+            m_use(mt, mu);
+            exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, mu);
+        }
+    }
+}
+
 // One key tile j: S = Q K^T, mask (MASK), online softmax, O += P V (chapter 05's comments say
 // why P goes from the accumulators straight into the A operand).
 template <int D, bool BF16, bool MASK, int MT = MT_DEF>
@@ -249,94 +420,61 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int t = 0; t < BN / 8; ++t) s[mt][t][0] = s[mt][t][1] = s[mt][t][2] = s[mt][t][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        u32 qf[MT][4];
-        if constexpr (!C::Q_IN_REGS) {
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) ldsm4<false>(qf[mt], c.sQ + frag_off<D>(c.q_row, c.q_lo, kk, 16 * mt));
-        }
-#pragma unroll
-        for (int np = 0; np < BN / 16; ++np) {
-            u32 b[4];
-            ldsm4<false>(b, sK + frag_off<D>(c.k_row, c.k_lo, kk, 16 * np));
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const u32 (&a)[4] = C::Q_IN_REGS ? R.q[mt % Regs<D, MT>::QM][kk % Regs<D, MT>::QK] : qf[mt];
-                mma16816<BF16>(s[mt][2 * np], a, b[0], b[1]);
-                mma16816<BF16>(s[mt][2 * np + 1], a, b[2], b[3]);
-            }
-        }
-    }
-    if (MASK) {   // keys past n, and (causal) keys after the query row, get -inf
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int t = 0; t < BN / 8; ++t)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int key = k0 + 8 * t + 2 * c4 + (i & 1), row = c.row0 + 16 * mt + 8 * (i >> 1);
-                    if (key >= c.n || (c.causal && key > row)) s[mt][t][i] = DIET_NEG_INF;
-                }
-    }
-
-    // Online softmax, per m-tile and row (registers 0, 1: row g; 2, 3: row g + 8).
     u32 p[MT][BN / 16][4];
+    if constexpr (LAZY) {
+        lazy_softmax<D, BF16, MASK, MT>(R, c, s, p, sK, k0, c4);
+    } else {
+        qk_tiles<D, BF16, MT>(s, R, c, sK, 0, MT);
+        if (MASK) {   // keys past n, and (causal) keys after the query row, get -inf
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        float mx[2] = {DIET_NEG_INF, DIET_NEG_INF}, m_use[2];
-#pragma unroll
-        for (int t = 0; t < BN / 8; ++t) {
-            mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
-            mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
+            for (int mt = 0; mt < MT; ++mt) mask_mtile<BN>(s[mt], c, k0, mt, c4);
         }
-        float alpha[2], m_old[2];
-        bool moved = false;
+
+        // Online softmax, per m-tile and row (registers 0, 1: row g; 2, 3: row g + 8).
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-            const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
-            // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
-            m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
-            m_old[r] = R.m[mt][r];
-            if constexpr (!LEAN) {   // (LEAN is ROWSUM_MMA: l has one register a row here)
-                alpha[r] = fast_exp2(m_old[r] - m_use[r]);
-                R.l[mt][r] *= alpha[r];
+        for (int mt = 0; mt < MT; ++mt) {
+            float mx[2] = {DIET_NEG_INF, DIET_NEG_INF}, m_use[2];
+#pragma unroll
+            for (int t = 0; t < BN / 8; ++t) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
             }
-            moved |= m_new != R.m[mt][r];
-            R.m[mt][r] = m_new;
-        }
-        // O *= alpha: D/4 FMULs a row pair. SKIP_RESCALE: only when some row of the warp has a
-        // new maximum (a warp-uniform branch); once the maxima settle, most tiles skip it. At
-        // d = 64 the H100 measured the vote and branch costing more than the 32 FMULs they save.
-        if (!SKIP_RESCALE || D < 128 || __any_sync(FULL_MASK, moved)) {
-            if constexpr (LEAN) {   // the factors (2 MUFU.EX2) and l's rescale: here only
+            float alpha[2], m_old[2];
+            bool moved = false;
 #pragma unroll
-                for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(m_old[r] - m_use[r]);
-#pragma unroll
-                for (int i = 0; i < (ROWSUM_MMA ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM_MMA ? i >> 1 : i];
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+                const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
+                // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
+                m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
+                m_old[r] = R.m[mt][r];
+                if constexpr (!LEAN) {   // (LEAN is ROWSUM_MMA: l has one register a row here)
+                    alpha[r] = fast_exp2(m_old[r] - m_use[r]);
+                    R.l[mt][r] *= alpha[r];
+                }
+                moved |= m_new != R.m[mt][r];
+                R.m[mt][r] = m_new;
             }
+            // O *= alpha: D/4 FMULs a row pair. SKIP_RESCALE: only when some row of the warp has a
+            // new maximum (a warp-uniform branch); once the maxima settle, most tiles skip it. At
+            // d = 64 the H100 measured the vote and branch costing more than the 32 FMULs they save.
+            if (!SKIP_RESCALE || D < 128 || __any_sync(FULL_MASK, moved)) {
+                if constexpr (LEAN) {   // the factors (2 MUFU.EX2) and l's rescale: here only
 #pragma unroll
-            for (int t = 0; t < D / 8; ++t)
+                    for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(m_old[r] - m_use[r]);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
-        }
+                    for (int i = 0; i < (ROWSUM_MMA ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM_MMA ? i >> 1 : i];
+                }
 #pragma unroll
-        for (int t = 0; t < BN / 8; ++t)
+                for (int t = 0; t < D / 8; ++t)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {   // the scale is folded into the FFMA that feeds MUFU.EX2
-                s[mt][t][i] = fast_exp2(fmaf(s[mt][t][i], c.scale_log2, -m_use[i >> 1]));
-                if constexpr (!ROWSUM_MMA) R.l[mt][i >> 1] += s[mt][t][i];
+                    for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
             }
-        // P as A fragments (16 keys each): a0 = keys 2c, 2c+1 of row g, a1 = row g + 8, a2, a3 =
-        // keys 2c+8, 2c+9. Packed here, P takes half the registers S took.
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            p[mt][kk][0] = pack<BF16>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-            p[mt][kk][1] = pack<BF16>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-            p[mt][kk][2] = pack<BF16>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-            p[mt][kk][3] = pack<BF16>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            // The scale is folded into the FFMA that feeds MUFU.EX2. P as A fragments (16 keys each):
+            // a0 = keys 2c, 2c+1 of row g, a1 = row g + 8, a2, a3 = keys 2c+8, 2c+9. Packed here, P
+            // takes half the registers S took.
+            exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, m_use);
         }
     }
 
