@@ -12,6 +12,7 @@ header in ``kernels/``, the options and the NVRTC version, so a re-run does not 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -174,10 +175,31 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
         return _memory_cache[key]
     build = _load_cached(key)
     if build is None:
-        build = _nvrtc_compile(label, arch, source, opts, key)
-        _store_cached(build)
+        with _compile_lock(key):          # another process compiling the same build: wait for it
+            build = _load_cached(key)
+            if build is None:
+                build = _nvrtc_compile(label, arch, source, opts, key)
+                _store_cached(build)
     _memory_cache[key] = build
     return build
+
+
+@contextlib.contextmanager
+def _compile_lock(key: str):
+    """An exclusive lock on one build key across processes (``flock`` on a file in the cache),
+    so that parallel test workers, or notebooks, compile a build once and the others read it.
+    Where locking is impossible (no fcntl, a read-only cache), no lock: at worst a recompile."""
+    try:
+        import fcntl
+        f = open(cache_dir() / f".lock-{key}", "w")
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+    finally:
+        f.close()                         # releases the lock; the empty file stays (cheap)
 
 
 def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:

@@ -152,6 +152,15 @@ def prune_cache(max_entries: int = CACHE_MAX_ENTRIES) -> int:
     gone = entries[:max(0, len(entries) - max_entries)]
     for p in gone:
         shutil.rmtree(p, ignore_errors=True)
+    # compile locks (toolchain._compile_lock) whose build is gone or never came (a compile
+    # error), once they are old enough not to be held
+    import time
+    for f in cache_dir().glob(".lock-*"):
+        try:
+            if not (f.parent / f.name[len(".lock-"):]).exists() and time.time() - f.stat().st_mtime > 600:
+                f.unlink()
+        except OSError:
+            pass
     return len(gone)
 
 

@@ -85,6 +85,31 @@ def test_disk_cache_round_trip(tmp_path, monkeypatch):
     assert (b2.cubin, b2.ptx, b2.resources) == (b1.cubin, b1.ptx, b1.resources)
 
 
+def test_a_build_another_process_is_compiling_is_waited_for_not_compiled_again(tmp_path, monkeypatch):
+    """Two test workers asking for one build: the second waits on the first's lock and reads
+    its build from the cache (here a marked copy stored while the lock is held)."""
+    import dataclasses
+    import subprocess
+    import sys
+    import time
+    monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path))
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] += 3.0f; }\n'
+    b = toolchain.compile("lock_test.cu", "sm_80", source=src)
+    toolchain._memory_cache.clear()
+    import shutil
+    shutil.rmtree(tmp_path / b.key)
+    child = ("from fraglab import toolchain; "
+             f"print(toolchain.compile('lock_test.cu', 'sm_80', source={src!r}).log)")
+    with toolchain._compile_lock(b.key):
+        p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True,
+                             env={**__import__("os").environ, "FRAGLAB_CACHE": str(tmp_path)})
+        time.sleep(3)                         # the child is waiting on the lock by now
+        assert p.poll() is None, "the child did not wait for the lock"
+        toolchain._store_cached(dataclasses.replace(b, log=b.log + "\nMARK: stored by the lock holder"))
+    out, _ = p.communicate(timeout=120)
+    assert "MARK: stored by the lock holder" in out
+
+
 def test_ptxas_report_parsing():
     log = ("ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
            "ptxas info    : Function properties for k\n"
