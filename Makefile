@@ -18,7 +18,7 @@ PY := $(VENV)/bin/python
 JB := $(VENV)/bin/jupyter-book
 STAMP := $(VENV)/.installed
 endif
-PYTEST_ARGS ?= -n 2 --dist loadfile
+PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 .PHONY: book test labs setup clean grade
 
@@ -31,8 +31,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 setup: $(STAMP)
 
-# Two pytest-xdist workers, files kept whole, a fixed hash seed so that both collect the same tests
-# (the 2-core CI machine: about 4 minutes instead of 13). Serially: make test PYTEST_ARGS=
+# Two pytest-xdist workers, each test file one unit of work except the few tests/conftest.py
+# splits (a lab's grading, a target's compiles), the longest units first; a fixed hash seed so
+# that both workers collect the same tests. Serially: make test PYTEST_ARGS=
 test: $(STAMP)
 	PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS)
 

@@ -43,14 +43,16 @@ def check_close(exercise: str, got, ref, *, rtol: float, atol: float = 0.0, what
 
 
 def check_sass(exercise: str, source: str, kernel: str, *, expect: dict[str, int] | None = None,
-               classes_zero: tuple[str, ...] = (), arches=toolchain.ARCHES) -> dict:
+               classes_zero: tuple[str, ...] = (), arches=toolchain.ARCHES, name: str | None = None,
+               defines: dict | None = None) -> dict:
     """Compile ``source`` for every target and check its SASS: ``expect`` maps a base opcode to
     its exact count; ``classes_zero`` lists instruction classes that must not appear. Returns the
-    per-arch opcode counters."""
+    per-arch opcode counters. ``name`` and ``defines``: compile as the exercise's runner does
+    (same name, same defines), so that the two share one build per target."""
     counts = {}
     for arch in arches:
         try:
-            b = toolchain.compile(f"{exercise}.cu", arch, source=source)
+            b = toolchain.compile(name or f"{exercise}.cu", arch, source=source, defines=defines)
         except toolchain.CompileError as e:
             fail(exercise, f"the CUDA code does not compile for {arch}:\n{e.log}")
         if kernel not in b.kernels:

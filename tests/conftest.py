@@ -17,7 +17,36 @@ def pytest_configure(config):
         cupy.cuda.set_allocator(None)
 
 
+#: Under ``--dist loadgroup`` (the Makefile's), each test file is one unit of work for a worker,
+#: except these, split by one parameter: their work per value is large and independent (one lab's
+#: grading runs once per worker that holds it, cached by ``graded(lab)``).
+SPLIT_BY = {"test_grading_fixtures.py": "lab", "test_labs.py": "solution", "test_toolchain.py": "arch"}
+#: Handed out first, in this order: the units that take minutes on the 2-core CI machine, so that
+#: no long one starts last while the other worker idles.
+FIRST = ("test_grading_fixtures.py", "test_toolchain.py", "test_09_instruction_diet.py",
+         "test_labs.py", "test_interpreter.py", "test_06_layout_codegen.py")
+
+
+def _group(item) -> str:
+    file = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+    param = SPLIT_BY.get(file)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if param in params:
+        return f"{file}:{getattr(params[param], 'stem', params[param])}"
+    return file
+
+
+@pytest.hookimpl(tryfirst=True)          # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("dist", None) == "loadgroup":
+        rank = {f: i for i, f in enumerate(FIRST)}
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+        def order(it):                   # FIRST's order; a split file's later topics first
+            file, _, value = _group(it).partition(":")
+            topic = value[:2]
+            return rank.get(file, len(FIRST)), -int(topic) if topic.isdigit() else 0
+        items.sort(key=order)
     if os.environ.get("FRAGLAB_SMALL_CASES") == "1":
         # under compute-sanitizer: every kernel still runs, on the cases small enough for the
         # PTX interpreter (the large ones only repeat the same code paths, many times slower)

@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from .. import device, grade, ptx
+from .. import device, grade, ptx, toolchain
 from ..problem import Case, Problem, ProblemFailure
 
 
@@ -77,6 +77,8 @@ def run_checked(exercise: str, what: str, fn: Callable, *args, **kwargs):
         grade.fail(exercise, f"{what} on the PTX interpreter: {type(e).__name__}: {e}")
     except (ValueError, TypeError, KeyError) as e:
         grade.fail(exercise, f"{what}: {type(e).__name__}: {e}")
+    except toolchain.CompileError as e:
+        grade.fail(exercise, f"the CUDA code does not compile for {e.arch}:\n{e.log}")
 
 
 def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
@@ -125,6 +127,8 @@ def _run_cases(exercise: str, problem: Problem, run: Callable, rng, cases: tuple
                 grade.fail(exercise, f"case {case.name} {dict(case.params)}{on}: {e}")
             except ptx.PTXError as e:
                 grade.fail(exercise, f"case {case.name}{on}: {type(e).__name__}: {e}")
+            except toolchain.CompileError as e:     # the source is compiled at its first run
+                grade.fail(exercise, f"the CUDA code does not compile for {e.arch}:\n{e.log}")
             n_edge += case.edge
             n_random += not case.edge
     return n_random, n_edge

@@ -85,20 +85,21 @@ def measure_problems(measure) -> list[str]:
 def check_reload_source(body: str, rng, exercise: str = "exercise 2") -> str:
     """Grade the learner's Q reload (raises :class:`fraglab.grade.GradeError`)."""
     source = lab_source(body)
-    grade.check_sass(exercise, source, KERNEL, classes_zero=("local",))
-    b = toolchain.compile(f"{exercise}.cu", "sm_90", source=source)
-    mine = toolchain.compile("08_register_liveness_qreload", "sm_90")
-    if b.opcodes(KERNEL).get("LDSM", 0) < mine.opcodes("fa08_qreload_f16_d64_two").get("LDSM", 0):
-        grade.fail(exercise, "the kernel has fewer ldmatrix than the course's qreload: Q's fragment "
-                             "must be loaded from shared memory at each use")
     p = PROBLEMS["qreload"]
     gpu_cases = tuple(c for c in p.cases if c.params["shape"][3] in kernels.LAB_HEAD_DIMS and c.slow)
 
     def run(**kw):
         return runner("qreload")(**kw, source=source)
+    # results first: a wrong O fails before the other targets are compiled for the SASS checks
     ran = checks.check_cases(exercise, p, run, rng, repeats=1,
                              cases=gpu_cases if device.gpu_available() else INTERPRETER_CASES,
                              interpreter_cases=INTERPRETER_CASES)
+    grade.check_sass(exercise, source, KERNEL, classes_zero=("local",), name=kernels.LAB_NAME)
+    b = toolchain.compile(kernels.LAB_NAME, "sm_90", source=source)
+    mine = toolchain.compile("08_register_liveness_qreload", "sm_90")
+    if b.opcodes(KERNEL).get("LDSM", 0) < mine.opcodes("fa08_qreload_f16_d64_two").get("LDSM", 0):
+        grade.fail(exercise, "the kernel has fewer ldmatrix than the course's qreload: Q's fragment "
+                             "must be loaded from shared memory at each use")
     return f"compiled for every target, no local memory; O checked against float64: {ran}"
 
 

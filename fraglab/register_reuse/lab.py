@@ -99,14 +99,16 @@ def loop_problems(source: str, arch: str = "sm_90") -> list[str]:
 
 def check_tile1d_source(source: str, rng, exercise: str = "exercise 1") -> str:
     """Grade exercise 1 (raises :class:`fraglab.grade.GradeError`); returns what was run."""
-    arches = grade.check_sass(exercise, source, KERNEL, classes_zero=("local",))
-    problems = loop_problems(source)
-    if problems:
-        grade.fail(exercise, "\n".join(problems))
     p = PROBLEMS["tile1d"]
+    # results first: a wrong C fails before the other targets are compiled for the SASS checks
     ran = checks.check_cases(exercise, p, source_runner(source), rng, repeats=1,
                              cases=p.cases if device.gpu_available() else INTERPRETER_CASES,
                              interpreter_cases=INTERPRETER_CASES)
+    arches = grade.check_sass(exercise, source, KERNEL, classes_zero=("local",), name=LAB_FILE,
+                              defines=kernels.TILES["tile1d"])
+    problems = loop_problems(source)
+    if problems:
+        grade.fail(exercise, "\n".join(problems))
     return f"compiled for {', '.join(arches)}; C checked against float64: {ran}"
 
 
