@@ -29,11 +29,9 @@
 //   DIET_SHORT_CAUSAL     beside each kernel, diet_<step>_m16_*: 16 rows a warp, 64-row blocks
 //                         (the wrapper launches it for short causal problems)
 //   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
-//   DIET_LAZY_RESCALE     (tuning, off = 0) a row's running max moves only when a tile's max
-//                         exceeds it by more than this many log2 units (P <= 2^value meanwhile):
-//                         the O rescale's vote almost never fires after the first tile
-//   DIET_QK_SPLIT         (tuning, with LAZY) S = Q K^T one m-tile after the other (K fragments
-//                         read once per m-tile), so m-tile 0's softmax overlaps m-tile 1's HMMAs
+//   DIET_LAZY_RESCALE     0, or a threshold in log2 units: a row's running max moves only when a
+//                         tile's max beats it by more (P <= 2^threshold meanwhile), so the
+//                         rescale's vote fires on a row's first keys and almost never after
 #pragma once
 #include "fa2_mma.cuh"     // chapter 05's PTX helpers and swizzle (shared with 05 and 08)
 
@@ -73,9 +71,6 @@
 #ifndef DIET_LAZY_RESCALE
 #define DIET_LAZY_RESCALE 0
 #endif
-#ifndef DIET_QK_SPLIT
-#define DIET_QK_SPLIT 0
-#endif
 
 namespace diet {
 
@@ -90,9 +85,8 @@ constexpr bool WIDE = DIET_WIDE_KEYS;
 constexpr bool SKIP_RESCALE = DIET_SKIP_RESCALE;
 // ROWSUM_MMA at d = 128 only: at d = 64 the H100 measured the 8 extra HMMAs a tile a loss.
 template <int D> constexpr bool ROWSUM = DIET_ROWSUM_MMA && D == 128;
-constexpr bool LAZY = DIET_LAZY_RESCALE > 0, QK_SPLIT = DIET_QK_SPLIT;
+constexpr bool LAZY = DIET_LAZY_RESCALE > 0;
 constexpr float LAZY_TH = (float)DIET_LAZY_RESCALE;
-static_assert(!QK_SPLIT || LAZY, "QK_SPLIT needs LAZY_RESCALE (no branch before m-tile 0's exponentials)");
 static_assert(MT_DEF == 1 || MT_DEF == 2, "16 or 32 query rows per warp");
 static_assert(STAGES == 1 || STAGES == 2, "one or two K/V buffers");
 
@@ -291,19 +285,18 @@ __device__ __forceinline__ bool lazy_max(Regs<D, MT>& R, const float (&s)[Cfg<D,
     return moved;
 }
 
-// P = 2^(S scale - m_use) of m-tile mt, packed as A fragments (see tile), and (no ROWSUM) l += P
-// (into `sum` instead of l when given: QK_SPLIT, whose l may still have to be rescaled).
+// P = 2^(S scale - m_use) of m-tile mt, packed as A fragments (see tile), and (no ROWSUM) l += P.
 template <int D, bool BF16, int MT>
 __device__ __forceinline__ void exp_pack(Regs<D, MT>& R, float (&s)[Cfg<D, MT>::BN / 8][4],
                                          u32 (&p)[Cfg<D, MT>::BN / 16][4], const Ctx& c, int mt,
-                                         const float (&m_use)[2], float* sum = nullptr)
+                                         const float (&m_use)[2])
 {
 #pragma unroll
     for (int t = 0; t < Cfg<D, MT>::BN / 8; ++t)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             s[t][i] = fast_exp2(fmaf(s[t][i], c.scale_log2, -m_use[i >> 1]));
-            if constexpr (!ROWSUM<D>) (sum ? sum[i >> 1] : R.l[mt][i >> 1]) += s[t][i];
+            if constexpr (!ROWSUM<D>) R.l[mt][i >> 1] += s[t][i];
         }
 #pragma unroll
     for (int kk = 0; kk < Cfg<D, MT>::BN / 16; ++kk) {
@@ -314,67 +307,32 @@ __device__ __forceinline__ void exp_pack(Regs<D, MT>& R, float (&s)[Cfg<D, MT>::
     }
 }
 
-// LAZY: S, mask and softmax of a tile into P. The one warp-uniform branch (some row's max moved
-// by more than LAZY_TH: the first tile, then almost never) rescales O and l; QK_SPLIT computes S
-// one m-tile at a time, m-tile 0's exponentials before the branch, beside m-tile 1's HMMAs.
+// LAZY: S, mask and softmax of a tile into P, per m-tile: the max, one warp vote (some row's max
+// moved by more than LAZY_TH: a row's first keys, then almost never) guarding the rescale of O and
+// l, the exponentials.
 template <int D, bool BF16, bool MASK, int MT>
 __device__ __forceinline__ void lazy_softmax(Regs<D, MT>& R, const Ctx& c, float (&s)[MT][Cfg<D, MT>::BN / 8][4],
                                              u32 (&p)[MT][Cfg<D, MT>::BN / 16][4], u32 sK, int k0, int c4)
 {
-    float shift[MT][2];
-    // The max the exponentials subtract. No -inf - (-inf) = NaN: only a masked tile can leave a
-    // row's max at -inf.
-    auto m_use = [&](int mt, float (&mu)[2]) {
+    qk_tiles<D, BF16, MT>(s, R, c, sK, 0, MT);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) mu[r] = MASK && R.m[mt][r] == DIET_NEG_INF ? 0.0f : R.m[mt][r];
-    };
-    auto rescale = [&](int mt) {   // O, l *= 2^shift (rows that did not move: 2^0)
-        float alpha[2];
+    for (int mt = 0; mt < MT; ++mt) {
+        if (MASK) mask_mtile<Cfg<D, MT>::BN>(s[mt], c, k0, mt, c4);
+        float shift[2], alpha[2], m_use[2];
+        if (__any_sync(FULL_MASK, lazy_max<D, MASK, MT>(R, s[mt], c, mt, shift))) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(shift[mt][r]);
+            for (int r = 0; r < 2; ++r) alpha[r] = fast_exp2(shift[r]);   // 1 for rows that stayed
 #pragma unroll
-        for (int i = 0; i < (ROWSUM<D> ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM<D> ? i >> 1 : i];
+            for (int i = 0; i < (ROWSUM<D> ? 4 : 2); ++i) R.l[mt][i] *= alpha[ROWSUM<D> ? i >> 1 : i];
 #pragma unroll
-        for (int t = 0; t < D / 8; ++t)
+            for (int t = 0; t < D / 8; ++t)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
-    };
-    if constexpr (QK_SPLIT) {
-        bool moved = false;
-        float sum[MT][2] = {};   // (no ROWSUM) row sums of the m-tiles done before the rescale
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            if (mt > 0) __syncwarp();   // keeps ptxas from reusing m-tile 0's K fragments
-            qk_tiles<D, BF16, MT>(s, R, c, sK, mt, mt + 1);
-            if (MASK) mask_mtile<Cfg<D, MT>::BN>(s[mt], c, k0, mt, c4);
-            moved |= lazy_max<D, MASK, MT>(R, s[mt], c, mt, shift[mt]);
-            if (mt + 1 < MT) {
-                float mu[2];
-                m_use(mt, mu);
-                exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, mu, sum[mt]);
-            }
+                for (int i = 0; i < 4; ++i) R.o[mt][t][i] *= alpha[i >> 1];
         }
-        if (__any_sync(FULL_MASK, moved)) {
+        // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) rescale(mt);
-        }
-        if constexpr (!ROWSUM<D>) {
-#pragma unroll
-            for (int mt = 0; mt + 1 < MT; ++mt) R.l[mt][0] += sum[mt][0], R.l[mt][1] += sum[mt][1];
-        }
-        float mu[2];
-        m_use(MT - 1, mu);
-        exp_pack<D, BF16, MT>(R, s[MT - 1], p[MT - 1], c, MT - 1, mu);
-    } else {   // per m-tile as the other steps: max, vote, rescale, exponentials
-        qk_tiles<D, BF16, MT>(s, R, c, sK, 0, MT);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-            if (MASK) mask_mtile<Cfg<D, MT>::BN>(s[mt], c, k0, mt, c4);
-            if (__any_sync(FULL_MASK, lazy_max<D, MASK, MT>(R, s[mt], c, mt, shift[mt]))) rescale(mt);
-            float mu[2];
-            m_use(mt, mu);
-            exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, mu);
-        }
+        for (int r = 0; r < 2; ++r) m_use[r] = MASK && R.m[mt][r] == DIET_NEG_INF ? 0.0f : R.m[mt][r];
+        exp_pack<D, BF16, MT>(R, s[mt], p[mt], c, mt, m_use);
     }
 }
 

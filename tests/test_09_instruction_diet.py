@@ -128,6 +128,10 @@ def test_each_step_moves_its_classes(ladder):
     assert loop["rowsum_mma"]["float"] <= loop["skip_rescale"]["float"] - 48
     # short causal: a second kernel; the 32-row one is rung 8's
     assert loop["short_causal"] == loop["rowsum_mma"]
+    # lazy rescale: the same HMMAs and a threshold test per row more; the rescale it skips stays
+    # in the listing behind the vote (only the timing shows the saving)
+    assert loop["lazy_rescale"]["tensor"] == loop["short_causal"]["tensor"]
+    assert 0 < loop["lazy_rescale"]["float"] - loop["short_causal"]["float"] <= 16
 
 
 def test_rowsum_mma_leaves_d64_as_it_was():
@@ -141,6 +145,7 @@ def test_short_causal_picks_its_16_row_kernel():
     assert not kernels.uses_m16("short_causal", 4096, True, 32)
     assert not kernels.uses_m16("short_causal", 1024, False, 32)
     assert not kernels.uses_m16("rowsum_mma", 1024, True, 32)
+    assert kernels.uses_m16("lazy_rescale", 1024, True, 32)        # and every rung after it
     assert kernels.block_rows("short_causal", m16=True) == 64
     assert kernels.smem_bytes("short_causal", 128, m16=True) == (64 + 256) * 256
     names = set(kernels.build("short_causal", "sm_90").resources)
@@ -151,12 +156,12 @@ def test_short_causal_picks_its_16_row_kernel():
                for d in (64, 128))
 
 
-def test_short_causal_32_row_path_matches_float64(monkeypatch, rng):
-    """The interpreter's causal cases are short, so they run the 16-row kernel; this one forces
-    the 32-row kernel of the same rung."""
+def test_final_32_row_causal_path_matches_float64(monkeypatch, rng):
+    """The interpreter's causal cases are short, so from short_causal on they run the 16-row
+    kernel; this one forces the final rung's 32-row kernel (short_causal's is rowsum_mma's)."""
     monkeypatch.setattr(kernels, "M16_MAX_BLOCKS", 0)
-    assert not kernels.uses_m16("short_causal", 33, True, 1)
-    diet.PROBLEMS["short_causal"].check("small f16 d128 causal N=33", rng)
+    assert not kernels.uses_m16(kernels.FINAL, 33, True, 1)
+    diet.PROBLEMS[kernels.FINAL].check("small f16 d128 causal N=33", rng)
 
 
 def test_the_seeds_kernels_9_and_10_do_not_apply():

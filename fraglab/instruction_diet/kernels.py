@@ -16,7 +16,7 @@ from ..flash_attention.kernels import check_fa2_arguments
 #: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
 STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
-         "wide_keys", "skip_rescale", "rowsum_mma", "short_causal")
+         "wide_keys", "skip_rescale", "rowsum_mma", "short_causal", "lazy_rescale")
 FINAL = STEPS[-1]
 
 #: What each step changes, one line each (the chapter's table).
@@ -31,6 +31,7 @@ CHANGES = {
     "skip_rescale": "no-op work skipped: O rescale unless a row max moved, unseen causal tiles",
     "rowsum_mma": "d=128: row sums l as P x ones on the tensor cores, no FADD per score",
     "short_causal": "16 rows a warp again, for causal problems of few 128-row blocks",
+    "lazy_rescale": "a row max moves only when beaten by > 8 (log2): the rescale ~never runs",
 }
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
@@ -48,7 +49,7 @@ SEED_STEPS = {
 
 #: Per step: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
 CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6,
-                    m16=step == "short_causal") for i, step in enumerate(STEPS)}
+                    m16=i >= STEPS.index("short_causal")) for i, step in enumerate(STEPS)}
 WARPS = 4
 HEAD_DIMS = (64, 128)
 #: ``short_causal``: causal problems of at most this many 128-row blocks (ceil(N / 128) B H) run
