@@ -18,3 +18,11 @@ def subcommands(prog: str, description: str,
         for flag, kw in options:
             parser.add_argument(flag, **kw)
     return ap
+
+
+def bench_options(quick_help: str, *extra: tuple[str, dict]) -> list[tuple[str, dict]]:
+    """The options every topic's ``bench`` command takes (``--out``, ``--quick`` with what it
+    trims here, ``--seed``), with ``extra`` ones after ``--quick``."""
+    return [("--out", dict(required=True, help="folder for results.json and log.txt")),
+            ("--quick", dict(action="store_true", help=quick_help)), *extra,
+            ("--seed", dict(type=int, default=0))]

@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli import subcommands
+from ..cli import bench_options, subcommands
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
 COMMANDS = {
-    "bench": ("the H100 measurement run", [
-        ("--out", dict(required=True, help="folder for results.json and log.txt")),
-        ("--quick", dict(action="store_true", help="two sizes, few repeats")),
-        ("--seed", dict(type=int, default=0))]),
+    "bench": ("the H100 measurement run", bench_options("two sizes, few repeats")),
     "sass": ("registers, spills, HGMMA beside the softmax (no GPU needed)", [
         ("--json", dict(action="store_true"))]),
 }

@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import subcommands
+from ..cli import bench_options, subcommands
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
 COMMANDS = {
-    "bench": ("the H100 measurement run", [
-        ("--out", dict(required=True, help="folder for results.json and log.txt")),
-        ("--quick", dict(action="store_true", help="fewer sizes and repeats, no ncu")),
-        ("--no-stalls", dict(action="store_true", help="skip the ncu stall breakdown")),
-        ("--seed", dict(type=int, default=0))]),
+    "bench": ("the H100 measurement run", bench_options("fewer sizes and repeats, no ncu",
+        ("--no-stalls", dict(action="store_true", help="skip the ncu stall breakdown")))),
     "classes": ("SASS instruction classes of every step", [
         ("--d", dict(type=int, default=128, choices=(64, 128))),
         ("--dtype", dict(default="f16", choices=("f16", "bf16"))),

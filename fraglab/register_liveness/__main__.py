@@ -10,15 +10,12 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli import subcommands
+from ..cli import bench_options, subcommands
 
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
 COMMANDS = {
-    "bench": ("the H100 measurement run", [
-        ("--out", dict(required=True, help="folder for results.json and log.txt")),
-        ("--quick", dict(action="store_true", help="fewer cases, sizes and repeats")),
-        ("--seed", dict(type=int, default=0))]),
+    "bench": ("the H100 measurement run", bench_options("fewer cases, sizes and repeats")),
     "sass": ("registers, spills and occupancy from the compiler", [
         ("--arch", dict(default="sm_90")),
         ("--sweep", dict(action="store_true", help="the register-cap sweep instead")),

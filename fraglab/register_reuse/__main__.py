@@ -9,15 +9,12 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli import subcommands
+from ..cli import bench_options, subcommands
 
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
 COMMANDS = {
-    "bench": ("the H100 measurement run", [
-        ("--out", dict(required=True, help="folder for results.json and log.txt")),
-        ("--quick", dict(action="store_true", help="small sizes and a short sweep")),
-        ("--seed", dict(type=int, default=0))]),
+    "bench": ("the H100 measurement run", bench_options("small sizes and a short sweep")),
     "sass": ("LDS per FFMA from SASS, registers, occupancy", [
         ("--arch", dict(default="sm_90")), ("--json", dict(action="store_true"))]),
     "profile": ("run one rung twice (for ncu)", [
