@@ -57,7 +57,7 @@ MUTANTS = [
 
 
 @pytest.mark.nbval
-@pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[m[0] for m in MUTANTS])
+@pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[f"{m[1]}/{m[0]}" for m in MUTANTS])
 def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label, monkeypatch):
     assert not graded(lab)[label].ok                 # caught by the real checks
     monkeypatch.setenv(capture.MUTANT_ENV, mutant)
