@@ -240,14 +240,22 @@ def _ptxas_report(ptx: str, arch: str, opts: list[str]) -> str:
 
 
 def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+    # NVRTC makes a relative name absolute with the process's working directory and writes it
+    # into the PTX's .file lines (hence into the SASS's line info): anchor it at the repository
+    # instead, so that one key gives one build wherever it is compiled from (a grading notebook
+    # runs in a temporary folder). Logs show the name as given.
+    where = label if os.path.isabs(label) else str(REPO_ROOT / label)
     lib = nvrtc()
-    prog = lib.createProgram(source, label, [], [])
+    prog = lib.createProgram(source, where, [], [])
+
+    def program_log() -> str:
+        return lib.getProgramLog(prog).rstrip("\x00").replace(where, label)
     try:
         try:
             lib.compileProgram(prog, opts)
         except lib.NVRTCError:
-            raise CompileError(label, arch, lib.getProgramLog(prog).rstrip("\x00")) from None
-        log = lib.getProgramLog(prog).rstrip("\x00")
+            raise CompileError(label, arch, program_log()) from None
+        log = program_log()
         ptx = lib.getPTX(prog)
         cubin = lib.getCUBIN(prog)
     finally:

@@ -45,6 +45,20 @@ def test_wrong_answer_fails_its_exercise(lab, label):
     assert v.text.strip(), "a failure must say why"
 
 
+#: Wrong answers whose failure must be the check's own words (a table of the wrong values), not a
+#: crash of the grader: lab 03 grades with one tolerance per element, which the table once
+#: could not print ("The truth value of an array ... is ambiguous").
+SAYS = {("03_permutation_and_quad_reduction", "3/no_swap"): "values wrong",
+        ("03_permutation_and_quad_reduction", "4/cols_swapped"): "values wrong"}
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", sorted(SAYS), ids=[f"{a}/{b}" for a, b in sorted(SAYS)])
+def test_a_wrong_answer_is_told_what_is_wrong(lab, label):
+    v = graded(lab)[label]
+    assert SAYS[lab, label] in v.text and "GradeError" in v.text, v.text
+
+
 #: (mutant, lab, fixture): the weakened check is what catches that fixture, so with the mutant the
 #: fixture passes - and test_wrong_answer_fails_its_exercise would fail.
 MUTANTS = [

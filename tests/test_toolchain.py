@@ -127,3 +127,18 @@ def test_resource_report_of_a_shared_memory_kernel():
     rep = b.report("k")
     assert rep["smem"] == 1024 and rep["barriers"] == 1
     assert rep["sass_shared"] == 2 and rep["sass_barrier"] >= 1
+
+
+def test_a_build_does_not_depend_on_the_working_directory(tmp_path, monkeypatch):
+    """NVRTC writes a relative name into the PTX's .file lines made absolute with the working
+    directory; the cache key does not hold the directory, so the name is anchored at the
+    repository (a graded notebook compiles in a temporary folder, the tests in the repository)."""
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] -= 1.0f; }\n'
+    builds = []
+    for i, where in enumerate((toolchain.REPO_ROOT, tmp_path)):
+        monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path / f"cache{i}"))
+        monkeypatch.chdir(where)
+        toolchain._memory_cache.clear()
+        builds.append(toolchain.compile("cwd_test.cu", "sm_80", source=src))
+    assert builds[0].ptx == builds[1].ptx
+    assert f'"{toolchain.REPO_ROOT / "cwd_test.cu"}"' in builds[0].ptx

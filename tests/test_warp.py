@@ -417,6 +417,17 @@ def test_format_diff_names_the_wrong_lane():
     assert "shape mismatch" in warp.format_diff(np.zeros((32, 4)), np.zeros((32, 8)))
 
 
+def test_format_diff_takes_a_bound_per_element():
+    """A per-element ``atol`` array (lab 03 grades row sums with one bound per row)."""
+    want = np.zeros((3, 4))
+    atol = np.full((3, 4), 0.5)
+    atol[1, 2] = 0.01
+    got = want + 0.1
+    msg = warp.format_diff(got, want, atol=atol, index_names=("tile", "row"))
+    assert msg.startswith("1 of 12 values wrong") and "tile 1 row 2" in msg
+    assert warp.format_diff(want + 0.001, want, atol=atol) == ""
+
+
 def test_format_diff_nan_tolerance_and_truncation():
     want = np.zeros((32, 8))
     want[1, 1] = np.nan

@@ -19,7 +19,7 @@ def _same(a: np.ndarray, b: np.ndarray, equal_nan: bool) -> np.ndarray:
 
 
 def format_diff(got: Any, expected: Any, *, max_items: int = 5, equal_nan: bool = False,
-                rtol: float = 0.0, atol: float = 0.0,
+                rtol: float = 0.0, atol: Any = 0.0,
                 index_names: Sequence[str] | None = None) -> str:
     """Describe where `got` differs from `expected`; return ``""`` when they match.
 
@@ -33,13 +33,13 @@ def format_diff(got: Any, expected: Any, *, max_items: int = 5, equal_nan: bool 
     "element (i, j)" otherwise; pass e.g. ``index_names=("row", "col")`` to
     choose. Comparison is exact unless `rtol`/`atol` are given. NaN never
     equals NaN unless ``equal_nan=True``. At most `max_items` positions are
-    listed.
+    listed. ``atol`` may be an array of the shape of `expected` (a bound per element).
     """
     g, e = np.asarray(got), np.asarray(expected)
     if g.shape != e.shape:
         return f"shape mismatch: got {g.shape}, expected {e.shape}"
     numeric = g.dtype.kind in "iufc" and e.dtype.kind in "iufc"
-    if numeric and (rtol or atol):
+    if numeric and (np.any(rtol) or np.any(atol)):
         ok = np.isclose(g, e, rtol=rtol, atol=atol, equal_nan=equal_nan)
     else:
         ok = _same(g, e, equal_nan)
