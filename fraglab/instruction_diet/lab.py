@@ -120,15 +120,18 @@ INTERPRETER_CASES = tuple(PROBLEMS[AFTER].case(n) for n in
 
 def check_copy_source(source: str, rng, exercise: str = "exercise 2") -> str:
     """Grade exercise 2 (raises :class:`fraglab.grade.GradeError`); returns what was run."""
-    arches = grade.check_sass(exercise, source, "diet_lab_f16_d128", classes_zero=("local",))
-    problems = loop_problems(source)
-    if problems:
-        grade.fail(exercise, "\n".join(problems))
     p = PROBLEMS[AFTER]
     gpu_cases = tuple(c for c in p.cases if c.slow)[:8] + INTERPRETER_CASES
+    # results first: a wrong O fails before the other targets are compiled for the SASS checks,
+    # which then share the runner's builds (one name, kernels.LAB_FILE)
     ran = checks.check_cases(exercise, p, source_runner(source), rng, repeats=1,
                              cases=gpu_cases if device.gpu_available() else INTERPRETER_CASES,
                              interpreter_cases=INTERPRETER_CASES)
+    arches = grade.check_sass(exercise, source, "diet_lab_f16_d128", classes_zero=("local",),
+                              name=kernels.LAB_FILE)
+    problems = loop_problems(source)
+    if problems:
+        grade.fail(exercise, "\n".join(problems))
     return f"compiled for {', '.join(arches)}; O checked against float64: {ran}"
 
 
