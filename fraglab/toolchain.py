@@ -28,6 +28,16 @@ from .tools import (KERNELS_DIR, REPO_ROOT, ToolchainError, cache_dir, find_tool
 
 #: Targets every kernel is compile-tested for. sm_75 (Turing, Colab's T4) has f16 WMMA only.
 ARCHES = ("sm_75", "sm_80", "sm_90", "sm_120")
+#: Of :data:`ARCHES`, the targets no GPU of the course's runs (sm_80's PTX is the interpreter's,
+#: sm_90 the H100's): :func:`compile_check` proves a source builds for them with a fast build.
+#: A test that claims something of their SASS (no spills, an instruction count) compiles them
+#: the usual way.
+COMPILE_ONLY_ARCHES = ("sm_75", "sm_120")
+#: NVRTC options of such a build: its fastest compile level (NVRTC 12.8+), which keeps the front
+#: end, the target's ``__CUDA_ARCH__`` paths and ptxas's checks of every instruction for the
+#: target but skips the expensive optimisations (about 5x faster on the attention kernels). Its
+#: code, registers and spills are not what the course ships and measure nothing.
+FAST_BUILD = ("--Ofast-compile=max",)
 
 
 class CompileError(RuntimeError):
@@ -311,9 +321,32 @@ def elf_sections(cubin: bytes) -> dict[str, int]:
     return out
 
 
+#: ``st_other`` bit of a kernel's symbol in a cubin (nvdisasm prints it as ``STO_CUDA_ENTRY``).
+_STO_CUDA_ENTRY = 0x10
+
+
 def elf_kernels(cubin: bytes) -> list[str]:
-    """Names of the kernels in a cubin: its sections named ``.text.<kernel>``."""
-    return sorted(n[len(".text."):] for n in elf_sections(cubin) if n.startswith(".text."))
+    """Names of the kernels (entry points) in a cubin: its function symbols marked
+    ``STO_CUDA_ENTRY``. Device functions that were not inlined (a :data:`FAST_BUILD` keeps
+    many) have code sections too, but are no kernels."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
+    out = []
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        sh_type, = struct.unpack_from("<I", cubin, sh + 4)
+        if sh_type != 2:                                      # SHT_SYMTAB
+            continue
+        offset, size = struct.unpack_from("<QQ", cubin, sh + 24)
+        link, = struct.unpack_from("<I", cubin, sh + 40)
+        entsize, = struct.unpack_from("<Q", cubin, sh + 56)
+        strtab, = struct.unpack_from("<Q", cubin, shoff + link * shentsize + 24)
+        for j in range(size // entsize):
+            name_off, info, other = struct.unpack_from("<IBB", cubin, offset + j * entsize)
+            if info & 0xF == 2 and other & _STO_CUDA_ENTRY:   # STT_FUNC, an entry
+                start = strtab + name_off
+                out.append(cubin[start:cubin.index(b"\0", start)].decode())
+    return sorted(out)
 
 
 def elf_sm(cubin: bytes) -> int:
@@ -359,6 +392,12 @@ def _store_cached(b: Build) -> None:
         shutil.rmtree(tmp, ignore_errors=True)  # a read-only cache only costs a recompile
 
 
-def compile_all(name: str, arches=ARCHES, **kw) -> dict[str, Build]:
-    """Compile one source for several targets (the compile tests use this)."""
-    return {a: compile(name, a, **kw) for a in arches}
+def compile_check(name: str | os.PathLike, arch: str | int, **kw) -> Build:
+    """Compile to prove that a source builds for ``arch`` (the compile tests): a fast build
+    (:data:`FAST_BUILD`) for the :data:`COMPILE_ONLY_ARCHES`, the course's own build (shared with
+    every other use of it) for the others. ``kw`` as for :func:`compile`."""
+    arch = _normalize_arch(arch)
+    if arch in COMPILE_ONLY_ARCHES:
+        kw["options"] = (*kw.get("options", ()), *FAST_BUILD)
+    return compile(name, arch, **kw)
+

@@ -24,7 +24,7 @@ def test_headers_match_nvrtc_major():
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_every_kernel_compiles_for_every_target(name, arch):
-    b = toolchain.compile(name, arch)
+    b = toolchain.compile_check(name, arch)       # a fast build for the compile-only targets
     assert b.arch == arch and b.kernels, f"{name} defines no extern \"C\" kernel"
     assert f".target {arch}" in b.ptx
     # the cubin is an ELF for the right machine with code in every kernel
@@ -42,8 +42,8 @@ def test_every_kernel_compiles_for_every_target(name, arch):
             assert sass.instructions(b.sass(k)), f"no SASS for {k}"
 
 
-#: Targets whose every kernel the compile test also disassembles.
-SASS_READ = ("sm_80", "sm_90")
+#: Targets whose every kernel the compile test also disassembles (their builds are the course's).
+SASS_READ = tuple(a for a in ARCHES if a not in toolchain.COMPILE_ONLY_ARCHES)
 
 
 def test_the_elf_header_names_the_target_as_nvdisasm_does():
@@ -162,3 +162,21 @@ def test_a_build_does_not_depend_on_the_working_directory(tmp_path, monkeypatch)
         builds.append(toolchain.compile("cwd_test.cu", "sm_80", source=src))
     assert builds[0].ptx == builds[1].ptx
     assert f'"{toolchain.REPO_ROOT / "cwd_test.cu"}"' in builds[0].ptx
+
+
+def test_kernels_are_the_entry_points_not_every_function_with_code():
+    # a fast build keeps device functions (lane_id, the shuffle wrappers) as functions of their own
+    b = toolchain.compile("00_hello_warp", "sm_80", options=toolchain.FAST_BUILD)
+    text = [n[len(".text."):] for n in toolchain.elf_sections(b.cubin) if n.startswith(".text.")]
+    assert len(text) > 3 and any("lane_id" in n for n in text)
+    assert b.kernels == ["hello_warp", "warp_sum", "warp_sum_strided"]
+
+
+def test_compile_check_builds_the_compile_only_targets_fast():
+    for arch in ARCHES:
+        b = toolchain.compile_check("00_hello_warp", arch)
+        fast = arch in toolchain.COMPILE_ONLY_ARCHES
+        assert all(o in b.options for o in toolchain.FAST_BUILD) == fast, arch
+        assert b.kernels == toolchain.compile("00_hello_warp", arch).kernels
+        if not fast:                                  # the course's own build, shared
+            assert b is toolchain.compile("00_hello_warp", arch)
