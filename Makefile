@@ -2,6 +2,7 @@
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force)
+# make jupyter [LAB=labs/NN_name.ipynb] - install JupyterLab into .venv (the first time) and open it
 # make clean  - remove the built book, pytest's cache and the compile cache
 #
 # On a machine with no package index (the course's GPU machine), run in the environment that is
@@ -20,7 +21,7 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: book test labs setup clean grade
+.PHONY: book test labs setup clean grade jupyter
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +48,13 @@ labs: $(STAMP)
 grade: $(STAMP)
 	@test -n "$(LAB)" || { echo 'usage: make grade LAB=labs/NN_name.ipynb [MODE=cpu|gpu]'; exit 2; }
 	$(PY) -m fraglab.grading $(LAB) $(if $(MODE),--mode $(MODE))
+
+# JupyterLab is not in requirements.txt: the tests and the book never start it, and its server
+# packages pull in a JSON-schema format checker that costs every pytest process a second.
+JUPYTERLAB := jupyterlab>=4,<5
+jupyter: $(STAMP)
+	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "$(JUPYTERLAB)"
+	$(PY) -m jupyterlab $(LAB)
 
 clean:
 	rm -rf _build .pytest_cache
