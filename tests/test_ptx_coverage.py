@@ -15,9 +15,9 @@ TARGETS = [(p, a) for p in KERNEL_FILES for a in sorted({"sm_80", ptx.interprete
 
 @pytest.mark.parametrize("path,arch", TARGETS, ids=[f"{p.stem}-{a}" for p, a in TARGETS])
 def test_every_opcode_is_supported(path, arch):
-    text = toolchain.compile(path.stem, arch).ptx
-    used = ptx.opcodes(text)
+    prog = ptx.Program(toolchain.compile(path.stem, arch).ptx)     # parsed once for both
+    used = ptx.opcodes(prog)
     assert used, f"{path.name}: no instructions found in its PTX"
-    missing = ptx.unsupported_opcodes(text)
+    missing = ptx.unsupported_opcodes(prog)
     assert not missing, (f"{path.name} ({arch}): the PTX interpreter lacks "
                          + "; ".join(f"{op} ({why})" for op, why in sorted(missing.items())))

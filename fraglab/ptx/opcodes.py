@@ -7,9 +7,10 @@ from collections import Counter
 from .parse import parse
 
 
-def opcodes(ptx_text: str) -> Counter:
-    """Counter of full opcodes (with modifiers) over every kernel of a PTX module."""
-    mod = parse(ptx_text)
+def opcodes(ptx) -> Counter:
+    """Counter of full opcodes (with modifiers) over every kernel of a PTX module: its text, or
+    a :class:`~fraglab.ptx.program.Program` already made of it (no second parse)."""
+    mod = ptx.module if hasattr(ptx, "module") else parse(ptx)
     return Counter(ins.opcode for k in mod.kernels.values() for ins in k.instrs)
 
 
@@ -17,11 +18,12 @@ def supported(ptx_text: str) -> bool:
     return not unsupported_opcodes(ptx_text)
 
 
-def unsupported_opcodes(ptx_text: str) -> dict:
+def unsupported_opcodes(ptx) -> dict:
     """{opcode: reason} for the instructions of a PTX module the interpreter cannot run
-    (decoding every kernel; an empty dict when all are supported)."""
+    (decoding every kernel; an empty dict when all are supported). ``ptx``: the module's text
+    or its :class:`~fraglab.ptx.program.Program`."""
     from .program import Program
-    prog = Program(ptx_text)
+    prog = ptx if isinstance(ptx, Program) else Program(ptx)
     out = {}
     for k in prog.kernels:
         for op in prog.info(k).code:
