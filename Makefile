@@ -3,6 +3,7 @@
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force)
 # make jupyter [LAB=labs/NN_name.ipynb] - install JupyterLab into .venv (the first time) and open it
+#   (JUPYTER_ARGS are passed on, e.g. JUPYTER_ARGS='--no-browser --allow-root' in a container)
 # make clean  - remove the built book, pytest's cache and the compile cache
 #
 # On a machine with no package index (the course's GPU machine), run in the environment that is
@@ -54,7 +55,7 @@ grade: $(STAMP)
 JUPYTERLAB := jupyterlab>=4,<5
 jupyter: $(STAMP)
 	@$(PY) -c "import jupyterlab" 2>/dev/null || $(PY) -m pip install -q "$(JUPYTERLAB)"
-	$(PY) -m jupyterlab $(LAB)
+	$(PY) -m jupyterlab $(JUPYTER_ARGS) $(LAB)
 
 clean:
 	rm -rf _build .pytest_cache
