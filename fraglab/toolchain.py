@@ -307,45 +307,51 @@ def _complete_elf(data: bytes) -> bytes:
     return data + b"\x00" * max(0, end - len(data))
 
 
+def _section_headers(cubin: bytes):
+    """The ELF64 section headers of a cubin: ``(name offset, type, file offset, size, link,
+    entry size)`` each, in order."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        name_off, sh_type = struct.unpack_from("<II", cubin, sh)
+        offset, size = struct.unpack_from("<QQ", cubin, sh + 24)
+        link, = struct.unpack_from("<I", cubin, sh + 40)
+        entsize, = struct.unpack_from("<Q", cubin, sh + 56)
+        yield name_off, sh_type, offset, size, link, entsize
+
+
+def _string(cubin: bytes, start: int) -> str:
+    return cubin[start:cubin.index(b"\0", start)].decode()
+
+
 def elf_sections(cubin: bytes) -> dict[str, int]:
     """``{section name: size in bytes}`` of a cubin, from its ELF section headers."""
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", cubin, 0x3A)
-    str_off, = struct.unpack_from("<Q", cubin, shoff + shstrndx * shentsize + 24)
-    out = {}
-    for i in range(shnum):
-        name_off, = struct.unpack_from("<I", cubin, shoff + i * shentsize)
-        size, = struct.unpack_from("<Q", cubin, shoff + i * shentsize + 32)
-        start = str_off + name_off
-        out[cubin[start:cubin.index(b"\0", start)].decode()] = size
-    return out
+    headers = list(_section_headers(cubin))
+    shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
+    names = headers[shstrndx][2]
+    return {_string(cubin, names + h[0]): h[3] for h in headers}
 
 
 #: ``st_other`` bit of a kernel's symbol in a cubin (nvdisasm prints it as ``STO_CUDA_ENTRY``).
 _STO_CUDA_ENTRY = 0x10
+_SHT_SYMTAB, _STT_FUNC = 2, 2
 
 
 def elf_kernels(cubin: bytes) -> list[str]:
     """Names of the kernels (entry points) in a cubin: its function symbols marked
     ``STO_CUDA_ENTRY``. Device functions that were not inlined (a :data:`FAST_BUILD` keeps
     many) have code sections too, but are no kernels."""
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
+    headers = list(_section_headers(cubin))
     out = []
-    for i in range(shnum):
-        sh = shoff + i * shentsize
-        sh_type, = struct.unpack_from("<I", cubin, sh + 4)
-        if sh_type != 2:                                      # SHT_SYMTAB
+    for _, sh_type, offset, size, link, entsize in headers:
+        if sh_type != _SHT_SYMTAB:
             continue
-        offset, size = struct.unpack_from("<QQ", cubin, sh + 24)
-        link, = struct.unpack_from("<I", cubin, sh + 40)
-        entsize, = struct.unpack_from("<Q", cubin, sh + 56)
-        strtab, = struct.unpack_from("<Q", cubin, shoff + link * shentsize + 24)
+        strtab = headers[link][2]
         for j in range(size // entsize):
             name_off, info, other = struct.unpack_from("<IBB", cubin, offset + j * entsize)
-            if info & 0xF == 2 and other & _STO_CUDA_ENTRY:   # STT_FUNC, an entry
-                start = strtab + name_off
-                out.append(cubin[start:cubin.index(b"\0", start)].decode())
+            if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY:
+                out.append(_string(cubin, strtab + name_off))
     return sorted(out)
 
 
@@ -400,4 +406,3 @@ def compile_check(name: str | os.PathLike, arch: str | int, **kw) -> Build:
     if arch in COMPILE_ONLY_ARCHES:
         kw["options"] = (*kw.get("options", ()), *FAST_BUILD)
     return compile(name, arch, **kw)
-
