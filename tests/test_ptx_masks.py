@@ -23,21 +23,23 @@ BLOCK = 64                      # two warps: tiles never straddle a warp, tile r
 
 
 def _cccl_include() -> tuple[str, ...]:
-    """``-I`` options for ``<nv/target>`` (CCCL), which ``<cooperative_groups.h>`` includes and the
-    pip wheels of the CUDA runtime lack: a toolkit has it (in include/ or include/cccl/), CuPy
-    ships a copy (NVRTC comes through CuPy, so it is always there)."""
+    """``-I`` options for CCCL (``<nv/target>``, ``<cuda/std/...>``), which
+    ``<cooperative_groups.h>`` includes and the pip wheels of the CUDA runtime lack: a CUDA 13
+    toolkit keeps it in include/cccl/, CUDA 12 in include/, and CuPy ships a copy (NVRTC comes
+    through CuPy, so it is always there)."""
+    has = lambda d: (d / "nv" / "target").is_file() and \
+        (d / "cuda" / "std" / "type_traits").is_file()                   # noqa: E731
     dirs = [Path(d) for d in tools.include_dirs()]
     for d in dirs:
-        if (d / "nv" / "target").is_file():
-            return ()
-    for d in dirs:
-        if (d / "cccl" / "nv" / "target").is_file():
+        if has(d / "cccl"):
             return (f"-I{d / 'cccl'}",)
+        if has(d):
+            return ()
     import cupy
     inc = Path(cupy.__file__).parent / "_core" / "include" / "cupy" / "_cccl" / "libcudacxx"
-    if (inc / "nv" / "target").is_file():
+    if has(inc):
         return (f"-I{inc}",)
-    pytest.skip("no CCCL headers (<nv/target>) for <cooperative_groups.h>")
+    pytest.skip("no CCCL headers (<nv/target>, <cuda/std/...>) for <cooperative_groups.h>")
 
 
 def build_text(src: str, name: str = "masks.cu") -> str:
