@@ -8,6 +8,8 @@ plus the errors: a shuffle reading outside its mask, masks that disagree. The GP
 ``gpu``) runs the same kernels on the hardware and compares bit for bit."""
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +20,7 @@ from fraglab import ptx, toolchain, tools
 from test_ptx_gpu import both, same_bits
 
 SENTINEL = 0xDEADBEEF
-NOUT = 20
+NOUT = 24
 BLOCK = 64                      # two warps: tiles never straddle a warp, tile ranks run across both
 
 
@@ -42,8 +44,23 @@ def _cccl_include() -> tuple[str, ...]:
     pytest.skip("no CCCL headers (<nv/target>, <cuda/std/...>) for <cooperative_groups.h>")
 
 
+_GLOBAL = re.compile(r"\.global\b[^=;]*?\s([A-Za-z_$][\w$]*)(\[\d*\])?\s*(=[^;]*)?;\s*")
+
+
+def drop_unused_globals(text: str) -> str:
+    """The PTX without the module-level ``.global`` variables nothing refers to: the libcu++
+    headers under ``<cooperative_groups.h>`` leave about 1,100 ``cuda::std`` constants in it,
+    which the interpreter would map at every launch (about 0.4 s each). The GPU gets the same
+    text."""
+    uses = Counter(re.findall(r"[A-Za-z_$][\w$]*", text))
+    keep = [ln for ln in text.splitlines(keepends=True)
+            if not ((m := _GLOBAL.fullmatch(ln)) and uses[m.group(1)] == 1)]
+    return "".join(keep)
+
+
 def build_text(src: str, name: str = "masks.cu") -> str:
-    return toolchain.compile(name, "sm_80", source=src, options=_cccl_include()).ptx
+    ptx_text = toolchain.compile(name, "sm_80", source=src, options=_cccl_include()).ptx
+    return drop_unused_globals(ptx_text)
 
 
 # ---- the tiles kernel: every collective of a thread_block_tile<N>, and the raw intrinsics with
@@ -54,7 +71,7 @@ TILES = r'''
 #include <cooperative_groups/reduce.h>
 namespace cg = cooperative_groups;
 
-#define NOUT 20
+#define NOUT 24
 
 // plan[tile]: 0 = leave after the first two collectives, 1 = the tile's collectives,
 // 2 = the raw intrinsics with the tile's mask. trips[tile]: iterations of a loop of shuffles.
@@ -79,6 +96,8 @@ __device__ void tiles(const int* v, const int* plan, const int* trips, unsigned*
         o[7] = t.match_any(x);
         o[8] = cg::reduce(t, (unsigned)x, cg::plus<unsigned>());
         o[9] = (unsigned)cg::reduce(t, x, cg::greater<int>());
+        o[20] = __reduce_or_sync(mask, (unsigned)x);
+        o[21] = __reduce_max_sync(mask, (unsigned)x);
     } else {
         __shared__ int s[64];
         o[10] = __reduce_add_sync(mask, (unsigned)x);
@@ -92,6 +111,8 @@ __device__ void tiles(const int* v, const int* plan, const int* trips, unsigned*
         s[threadIdx.x] = x;
         __syncwarp(mask);                                 // bar.warp.sync with the tile's mask
         o[17] = s[threadIdx.x ^ (N - 1)];
+        o[22] = __reduce_xor_sync(mask, (unsigned)x);
+        o[23] = __reduce_and_sync(mask, (unsigned)x);
     }
     int acc = 0;
     for (int i = 0; i < trips[t.meta_group_rank()]; ++i)  // tiles loop different numbers of times
@@ -131,6 +152,9 @@ def tiles_model(n: int, x: np.ndarray, plan: np.ndarray, trips: np.ndarray) -> n
             o[7] = rel(xs == xs[r])
             o[8] = u32(xs.sum())
             o[9] = u32(xs.max())
+            xu = xs & 0xFFFFFFFF
+            o[20] = int(np.bitwise_or.reduce(xu))
+            o[21] = int(xu.max())
         else:
             o[10] = u32(xs.sum())
             same = bool((xs == xs[0]).all())
@@ -143,6 +167,8 @@ def tiles_model(n: int, x: np.ndarray, plan: np.ndarray, trips: np.ndarray) -> n
             o[15] = u32(xs[(r + 1) % n])
             o[16] = u32(xs.min())
             o[17] = u32(xs[r ^ (n - 1)])
+            o[22] = int(np.bitwise_xor.reduce(xs & 0xFFFFFFFF))
+            o[23] = int(np.bitwise_and.reduce(xs & 0xFFFFFFFF))
         acc = sum(int(xs[(r + i) % n]) + i for i in range(trips[tid // n]))
         o[18] = u32(acc)
         accs = [sum(int(xs[(k + i) % n]) + i for i in range(trips[tid // n])) for k in range(n)]
