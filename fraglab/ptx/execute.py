@@ -1,6 +1,25 @@
 """Running a grid: blocks one after another, the warps of a block until all reach a barrier or
 exit, each warp's lanes by the minimum-PC rule.
 
+Scheduling the warps of a block (``Launch.schedule``): ``"fixed"`` runs them in turn (0, 1, ...),
+each until it parks at ``bar.sync``, exits, blocks on an mbarrier / named barrier, or *spins*;
+``"reverse"`` does the same last to first; an ``int`` seeds a random interleaving (a random
+ready warp runs a random number of instructions, then another: :func:`_run_random`).
+
+Spins. At each taken backward branch (the end of a loop's pass) :func:`_backward` compares the
+warp with its previous pass of that branch: the block's count of shared/global stores plus its
+synchronisation epoch (``BlockMemory.writes + BlockSync.epoch``, the "progress" count) and a
+fingerprint of the registers the loop names (all registers, lane PCs and masks when the warp is
+divergent). Same progress and same fingerprint: the warp is exactly where it was one pass ago,
+and nothing it can read has changed, so on its own it would go round forever. It is *parked*
+until the progress count moves (some other warp stores, arrives, ...). If only its own stores
+moved memory while its registers repeat for several passes (a lock taken with atomicCAS, a
+store in the polling loop), it yields. Within a divergent warp the spinning lanes are put aside
+(``stalled``) while the warp's other lanes run, as independent thread scheduling lets them on a
+GPU. When every warp is parked, blocked or at a barrier and nothing can change, ``Deadlock``
+names each warp and the line it spins at. A loop that changes a register each pass (a counter,
+an accumulator, a clock read) or sees memory change is never a spin.
+
 Per-lane program counters: a warp repeatedly executes the instruction at the smallest PC among
 its live lanes that are not parked at a barrier, for the lanes at that PC. Structured code thus
 reconverges at the first instruction after an if/else and after a loop, which is where
@@ -16,13 +35,17 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
-from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at
+from .errors import BarrierError, Blocked, Deadlock, Defer, StepBudgetExceeded, raise_at, source_of
 from .memory import BlockMemory, LocalMemory, SharedMemory
 from .mbarrier import BlockSync, deadlock
+from .poison import fresh_registers
 from .wgmma import check_inflight, check_warpgroups
 
 _BIG = np.int64(1 << 60)
 LANES = np.arange(32)
+#: Passes of a loop whose registers repeat while memory changes (its own stores) before the warp
+#: yields to the others (a store-spin, e.g. a lock taken with atomicCAS).
+STORE_SPIN_PASSES = 8
 
 
 class Warp:
@@ -37,7 +60,7 @@ class Warp:
         bx, by, _ = launch.block
         self.tid = [(t % bx).astype(np.uint32), ((t // bx) % by).astype(np.uint32),
                     (t // (bx * by)).astype(np.uint32)]
-        self.R = [np.zeros(32, dt) for dt in reg_dtypes]
+        self.R = fresh_registers(reg_dtypes)     # never-written registers read poison (poison.py)
         self.live = self.exists.copy()
         self.waiting = np.zeros(32, bool)
         self.pc = np.zeros(32, np.int64)
@@ -57,6 +80,13 @@ class Warp:
         self.timeout_epoch = -1
         self.maxnreg = []                        # setmaxnreg values, in order (warpgroup check)
         self.cp_open, self.cp_groups = [], []    # lazy cp.async: uncommitted, committed groups
+        self.spin = {}                           # backward branch pc -> [progress, fingerprint, passes]
+        self.parked = None                       # the progress count this spinning warp waits out
+        self.stalled = None                      # lanes put aside at a spin while the others run
+        self.stall_key = -1                      # ... until the progress count moves from this
+        self.stall_proven = False                # they cannot go on before it moves (not a store-spin)
+        self.spin_pc = self.spin_to = -1         # the loop it spins in (the deadlock report)
+        self.spin_lanes = None
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""
@@ -84,14 +114,25 @@ def run_warp(w: Warp, code: list, launch) -> None:
     """Run one warp until every live lane is parked at a barrier or has exited."""
     ncode = len(code)
     hook = launch.hook
-    budget = launch.max_steps
+    stop = launch.stop                            # max_steps, or the end of a random turn
     counts = launch.counts
     while True:
         if w.uniform:
             pc, m = w.upc, w.umask
         else:
             act = w.live & ~w.waiting & ~w.deferred
+            if w.stalled is not None:             # lanes that spin wait for memory to change
+                if w.mem.writes + w.mem.sync.epoch != w.stall_key:
+                    w.stalled = None
+                else:
+                    act &= ~w.stalled
             if not act.any():
+                if w.stalled is not None:         # only spinning lanes are left: the warp spins
+                    if w.stall_proven:
+                        w.parked = w.stall_key
+                    else:                         # store-spinning lanes: they go on, later
+                        w.stalled = None
+                    return
                 if w.deferred.any():              # parked at a *.sync that the others never reach
                     raise w.defer_error
                 return
@@ -111,13 +152,16 @@ def run_warp(w: Warp, code: list, launch) -> None:
                 return
             continue
         op = code[pc]
+        if launch.steps >= stop:
+            budget = launch.max_steps
+            if launch.steps >= budget:
+                raise_at(StepBudgetExceeded, f"the kernel exceeded its instruction budget of "
+                         f"{budget} warp-instructions (max_steps); an endless loop? Raise "
+                         "max_steps if the kernel is just long", w, op.instr)
+            return                                # the end of this warp's turn (random schedule)
         w.steps += 1
         launch.steps += 1
         counts[pc] += 1
-        if launch.steps > budget:
-            raise_at(StepBudgetExceeded, f"the kernel exceeded its instruction budget of {budget} "
-                     "warp-instructions (max_steps); an endless loop? Raise max_steps if the "
-                     "kernel is just long", w, op.instr)
         if hook is not None:
             hook(w, op, m)
         if w.inflight and not op.wg:
@@ -176,6 +220,12 @@ def run_warp(w: Warp, code: list, launch) -> None:
             else:
                 w.pc[em] = t
                 w.pc[m & ~em] = pc + 1
+            if t <= pc:                           # a loop's pass ends: is the warp spinning?
+                if w.uniform:
+                    if w.upc == t and _backward(w, pc, t, None, code, launch):
+                        return
+                elif em.any() and _backward(w, pc, t, em, code, launch):
+                    return
         elif kind == KIND_BARRIER:
             if op.fn is not None and (g is None or em.any()):
                 op.fn(w, em)
@@ -194,6 +244,111 @@ def run_warp(w: Warp, code: list, launch) -> None:
             _exit_lanes(w, em)
             if not w.live.any():
                 return
+
+
+def _backward(w, pc, t, taken, code, launch) -> bool:
+    """A taken backward branch at ``pc`` (to ``t``; ``taken``: the lanes that jumped, None = the
+    whole uniform warp). True when the warp must stop running now (parked, or yielding)."""
+    mem = w.mem
+    key = mem.writes + mem.sync.epoch
+    rec = w.spin.get(pc)
+    if rec is None:
+        w.spin[pc] = [key, None, 1]
+        return False
+    rec[2] += 1
+    same = rec[0] == key
+    if not same:                                  # memory or sync state moved since last pass
+        rec[0] = key
+        if rec[2] < STORE_SPIN_PASSES:
+            rec[1] = None
+            return False
+    fp = _fingerprint(w, pc, t, code, launch)
+    if fp != rec[1]:                              # registers moved: the loop makes progress
+        rec[1] = fp
+        return False
+    # Back where the previous pass was. `same`: nothing it can read changed either, so alone it
+    # repeats forever (parked until the progress count moves). Else memory changed (its own
+    # stores, or another warp's between a read and this branch): a store-spin, which only yields.
+    w.spin_pc, w.spin_to = pc, t
+    if taken is not None:
+        act = w.live & ~w.waiting & ~w.deferred
+        if w.stalled is not None:
+            act &= ~w.stalled
+        if (act & ~taken).any():                  # other lanes of the warp can run: they go on
+            w.stall_proven = same and (w.stalled is None or w.stall_proven)
+            w.stalled = taken.copy() if w.stalled is None else (w.stalled | taken)
+            w.stall_key = key
+            w.spin_lanes = w.stalled.copy()
+            return False
+        w.spin_lanes = taken.copy() if w.stalled is None else (w.stalled | taken)
+    else:
+        w.spin_lanes = None
+    if same:
+        w.parked = key
+    return True
+
+
+def _fingerprint(w, pc, t, code, launch) -> bytes:
+    """The warp's state at a loop's backward branch: the registers the loop names (a uniform
+    warp runs only the loop's instructions between two passes) or, for a divergent warp, all
+    registers, lane PCs and masks; plus its live / waiting lanes and pending asynchronous work."""
+    if w.uniform:
+        parts = [w.R[i].tobytes() for i in _loop_regs(launch.info, code, t, pc)]
+    else:
+        parts = [r.tobytes() for r in w.R]
+        parts += [w.pc.tobytes(), w.deferred.tobytes(),
+                  b"" if w.stalled is None else w.stalled.tobytes()]
+    parts += [w.live.tobytes(), w.waiting.tobytes(),
+              repr((w.timed_out, len(w.cp_open), len(w.cp_groups), len(w.inflight))).encode()]
+    return b"".join(parts)
+
+
+def _loop_regs(info, code, t, pc) -> list:
+    """Registers named by the instructions of the loop from ``t`` to the backward branch at
+    ``pc`` (cached per kernel)."""
+    cache = info.loops
+    regs = cache.get((t, pc))
+    if regs is None:
+        body = _loop_body(info, code, t, pc)
+        regs = cache[(t, pc)] = sorted(set().union(*(code[i].touch for i in body)))
+    return regs
+
+
+def _loop_body(info, code, t, pc) -> set:
+    """The instructions of the loop from ``t`` to the backward branch at ``pc``: those reachable
+    from ``t`` that can reach ``pc`` (a superset of the natural loop; cached per kernel)."""
+    cache = info.loops
+    body = cache.get(("body", t, pc))
+    if body is not None:
+        return body
+    n = len(code)
+    succ = cache.get("succ")
+    if succ is None:
+        succ = cache["succ"] = []
+        pred = cache["pred"] = [[] for _ in range(n)]
+        for i, op in enumerate(code):
+            if op.kind == KIND_BRANCH:
+                s = [op.target] if op.guard is None else [op.target, i + 1]
+            elif op.kind == KIND_EXIT:
+                s = [] if op.guard is None else [i + 1]
+            else:
+                s = [i + 1]
+            s = [j for j in s if j < n]
+            succ.append(s)
+            for j in s:
+                pred[j].append(i)
+    pred = cache["pred"]
+
+    def reach(start, edges):
+        seen, todo = {start}, [start]
+        while todo:
+            for j in edges[todo.pop()]:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return seen
+    body = cache[("body", t, pc)] = reach(t, succ) & reach(pc, pred)
+    return body
 
 
 def _exit_lanes(w, em):
@@ -220,12 +375,22 @@ def run_block(launch, block_idx, code, kinfo):
     warps = [Warp(launch, block_idx, i, nthreads, kinfo.reg_dtypes, mem)
              for i in range((nthreads + 31) // 32)]
     launch.current_warps = warps
-    order = warps[::-1] if launch.reverse_warps else warps
+    sched = launch.schedule
+    if sched == "fixed" or sched == "reverse":
+        order, rng = (warps[::-1] if sched == "reverse" else warps), None
+    else:                                         # a seed: the same interleaving per block
+        order = warps
+        rng = np.random.default_rng([int(sched) & (2 ** 64 - 1), *block_idx])
     while True:
-        _run_until_stuck(order, code, launch, mem.sync)
-        if any(w.blocked is not None for w in warps):
+        if rng is None:
+            _run_until_stuck(order, code, launch, mem)
+        else:
+            _run_random(order, code, launch, mem, rng)
+        if any(w.blocked is not None or w.parked is not None for w in warps):
             if mem.sync.flush() or _time_out(warps, mem.sync):
                 continue
+            if any(w.parked is not None for w in warps):
+                _spin_deadlock(warps, code, launch)
             deadlock(warps, code, launch)
         waiting = sum(int(w.waiting.sum()) for w in warps)
         if waiting == 0:
@@ -265,21 +430,101 @@ def _time_out(warps, sync) -> bool:
     return bool(late)
 
 
-def _run_until_stuck(warps, code, launch, sync):
-    """Run the warps in turn until none can go on: each stops at bar.sync, at exit, or blocked on
-    an mbarrier / named barrier (retried once some warp has changed the block's sync state)."""
+def _ready(w, mem) -> bool:
+    """Can the warp run? A blocked warp once the block's sync state changed, a spinning one once
+    memory or sync state changed (both then retry), any other with lanes not parked at bar.sync."""
+    b = w.blocked
+    if b is not None:
+        if b.epoch == mem.sync.epoch:
+            return False
+        w.blocked = None
+    if w.parked is not None:
+        if w.parked == mem.writes + mem.sync.epoch:
+            return False
+        w.parked = w.stalled = None
+    return bool((w.live & ~w.waiting).any())
+
+
+def _run_until_stuck(warps, code, launch, mem):
+    """Run the warps in turn until none can go on: each stops at bar.sync, at exit, blocked on
+    an mbarrier / named barrier (retried once some warp has changed the block's sync state) or
+    spinning (retried once memory or the sync state changed)."""
     ran = True
     while ran:
         ran = False
         for w in warps:
-            b = w.blocked
-            if b is not None:
-                if b.epoch == sync.epoch:
-                    continue
-                w.blocked = None
-            if (w.live & ~w.waiting).any():
+            if _ready(w, mem):
                 run_warp(w, code, launch)
                 ran = True
+
+
+def _run_random(warps, code, launch, mem, rng):
+    """A seeded interleaving: a random ready warp runs a random number of instructions (1 to
+    2^k, k drawn from 1..8: fine and coarse switches alike), then the next draw, until none is
+    ready. Each turn also ends where the fixed order's would (barrier, exit, block, spin)."""
+    budget = launch.max_steps
+    try:
+        while True:
+            ready = [w for w in warps if _ready(w, mem)]
+            if not ready:
+                return
+            w = ready[int(rng.integers(len(ready)))] if len(ready) > 1 else ready[0]
+            turn = int(rng.integers(1, 1 + (2 << int(rng.integers(0, 8)))))
+            launch.stop = min(launch.steps + turn, budget)
+            run_warp(w, code, launch)
+    finally:
+        launch.stop = budget
+
+
+def _spin_deadlock(warps, code, launch):
+    """Some warp spins and nothing can change what it reads: raise Deadlock naming every warp's
+    state (spinning at a line, blocked, at bar.sync, exited)."""
+    def where(pc):
+        ins = code[pc].instr
+        return f"{source_of(ins, launch.files) or 'PTX line %d' % ins.ptx_line} (`{ins.text}`)"
+    parts = []
+    hint = ""
+    for w in warps:
+        if w.parked is not None:
+            who = f"warp {w.index}"
+            if w.spin_lanes is not None and not w.spin_lanes[w.live].all():
+                who = f"lanes {_lane_ranges(w.spin_lanes)} of warp {w.index}"
+            parts.append(f"{who} spins at {where(w.spin_pc)} waiting for a change that no "
+                         "warp makes")
+            body = _loop_body(launch.info, code, w.spin_to, w.spin_pc)
+            if any(code[i].instr.base in ("ld", "ldu", "atom") and ".shared" not in
+                   code[i].instr.opcode and ".local" not in code[i].instr.opcode for i in body):
+                hint = ("\n  (a loop that polls global memory: here blocks run one after "
+                        "another, so a flag that another block or the host sets is never seen)")
+        elif w.blocked is not None:
+            what = w.blocked.what
+            pc = w.upc if w.uniform else int(w.pc[np.argmax(w.live & ~w.waiting)])
+            parts.append(f"warp {w.index} waits at `{code[pc].instr.text}` for "
+                         f"{what() if callable(what) else what}")
+        elif w.waiting.any():
+            parts.append(f"warp {w.index} waits at bar.sync (__syncthreads) at "
+                         f"{where(int(w.pc[np.argmax(w.waiting)]))} for threads that never arrive")
+    exited = [w.index for w in warps if w.exists.any() and not w.live.any()]
+    if exited:
+        parts.append(f"warp{'s' if len(exited) > 1 else ''} {', '.join(map(str, exited))} "
+                     f"{'have' if len(exited) > 1 else 'has'} exited")
+    w = next(w for w in warps if w.parked is not None)
+    lane = 0 if w.spin_lanes is None else int(np.argmax(w.spin_lanes))
+    raise_at(Deadlock, "deadlock: every warp of the block spins, waits or has exited, and none "
+             "can change what the spinning warps read (on a GPU the kernel would hang):\n    "
+             + "\n    ".join(parts) + hint, w, code[w.spin_pc].instr, lane=lane)
+
+
+def _lane_ranges(mask) -> str:
+    idx = np.flatnonzero(mask).tolist()
+    out, i = [], 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 def _check_same_barrier(warps, code, launch):

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import decode, opset
 from .inline import inline_calls
-from .errors import UnsupportedInstruction
+from .errors import PTXError, UnsupportedInstruction
 from .execute import run_block
 from .memory import FlatSpace, GlobalMemory
 from .parse import parse
@@ -36,6 +36,7 @@ class KernelInfo:
     dynamic_shared_offset: int
     local_size: int
     unsupported: list = field(default_factory=list)   # [(opcode, ptx line, source)]
+    loops: dict = field(default_factory=dict)         # the scheduler's loop analysis (execute.py)
 
 
 class Program:
@@ -207,6 +208,7 @@ class Launch:
         self.grid, self.block = grid, block
         self.shared_mem = shared_mem
         self.max_steps = max_steps
+        self.stop = max_steps                # where run_warp stops: max_steps or a turn's end
         self.checks = checks
         self.hook = hook
         self.steps = 0
@@ -214,7 +216,9 @@ class Launch:
         self.current_warps = []
         self.printf: list[str] = []          # device printf output, in execution order
         self.echo_printf = True
+        self.schedule = "fixed"              # "fixed", "reverse" or a seed (see launch)
         self.reverse_warps = False
+        self.seeds = ()                      # the extra schedules a `seeds=` launch ran
         self.lazy_copies = prog.hopper       # cp.async lands at its wait_group (ops_mem)
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
 
@@ -257,16 +261,32 @@ _PACK = {"u8": "<B", "s8": "<b", "b8": "<B", "u16": "<H", "s16": "<h", "b16": "<
 def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=(), shared_mem=0,
            max_steps: int = 20_000_000, check_uninit: bool = True, check_race: bool = True,
            hook=None, echo_printf: bool = True, blocks=None, reverse_warps: bool | None = None,
-           lazy_copies: bool | None = None) -> Launch:
+           lazy_copies: bool | None = None, schedule=None, seeds=None) -> Launch:
     """Run ``kernel`` of ``prog`` over a grid. Pointer params take NumPy arrays (written in
     place); value params take NumPy scalars or Python numbers. ``blocks`` (a list of block
     indices, e.g. ``[(3, 0, 0)]``) runs only those blocks of the grid: quicker when looking at
-    one block of a large launch. ``reverse_warps`` runs a block's warps last to first (another
-    valid schedule: a producer / consumer kernel whose result depends on it has a missing wait).
+    one block of a large launch.
+
+    ``schedule`` orders the warps of a block: ``"fixed"`` (the default: warps 0, 1, ... in turn,
+    each until it waits at a barrier, exits, blocks or spins), ``"reverse"`` (the same, last to
+    first; ``reverse_warps=True`` is an alias) or an ``int`` seed (a random interleaving: random
+    warps run random numbers of instructions; the same seed gives the same run). ``seeds``
+    (e.g. ``(0, 1, 2)``) runs the launch in ``schedule`` (in place, as usual), then once per
+    seed on copies of the arrays: the first error raised names its seed, and so does an array
+    that ends up different from the first run's (a result that depends on the warp order).
     ``lazy_copies`` lands ``cp.async`` copies at their wait_group instead of at issue (default:
-    on for sm_90 programs, off for sm_80 ones). Both default to :func:`options`. Returns the :class:`Launch` (``.steps`` = warp-instructions)."""
+    on for sm_90 programs, off for sm_80 ones). ``schedule``, ``seeds``, ``reverse_warps`` and
+    ``lazy_copies`` default to :func:`options`. Returns the :class:`Launch` (``.steps`` =
+    warp-instructions)."""
     if isinstance(prog, str):
         prog = Program(prog)
+    schedule = _schedule(schedule, reverse_warps)
+    seeds = _OPTIONS.get("seeds", ()) if seeds is None else seeds
+    if seeds:
+        return _explore(prog, kernel, dict(
+            grid=grid, block=block, args=args, shared_mem=shared_mem, max_steps=max_steps,
+            check_uninit=check_uninit, check_race=check_race, hook=hook,
+            echo_printf=echo_printf, blocks=blocks, lazy_copies=lazy_copies), schedule, seeds)
     info = prog.info(kernel)
     grid, block = _dim3(grid, "grid"), _dim3(block, "block")
     nthreads = block[0] * block[1] * block[2]
@@ -282,8 +302,8 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     L = Launch(prog, info, grid, block, int(shared_mem), int(max_steps),
                dict(uninit=check_uninit, race=check_race), hook)
     L.echo_printf = echo_printf
-    L.reverse_warps = bool(_OPTIONS.get("reverse_warps", False) if reverse_warps is None
-                           else reverse_warps)
+    L.schedule = schedule
+    L.reverse_warps = schedule == "reverse"
     lazy_copies = _OPTIONS.get("lazy_copies") if lazy_copies is None else lazy_copies
     if lazy_copies is not None:
         L.lazy_copies = bool(lazy_copies)
@@ -327,7 +347,68 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     return L
 
 
-__all__ = ["Program", "launch", "load", "Launch", "KernelFunction", "options"]
+def _schedule(schedule, reverse_warps):
+    """The warp order of a launch: its ``schedule`` argument, else its ``reverse_warps``, else
+    :func:`options`' ``schedule``, else its ``reverse_warps``, else "fixed"."""
+    if schedule is None:
+        if reverse_warps is not None:
+            return "reverse" if reverse_warps else "fixed"
+        schedule = _OPTIONS.get("schedule")
+        if schedule is None:
+            return "reverse" if _OPTIONS.get("reverse_warps") else "fixed"
+    elif reverse_warps is not None and bool(reverse_warps) != (schedule == "reverse"):
+        raise ValueError(f"reverse_warps={reverse_warps!r} contradicts schedule={schedule!r}")
+    return _check_schedule(schedule)
+
+
+def _check_schedule(s):
+    if s in ("fixed", "reverse"):
+        return s
+    if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
+        return int(s)
+    raise ValueError(f'schedule must be "fixed", "reverse" or an int seed, got {s!r}')
+
+
+class ScheduleDependent(PTXError):
+    """A launch whose result differs between two warp schedules (``launch(..., seeds=...)``):
+    a race the shared-memory checker does not see (global memory, a missing fence or wait)."""
+
+
+def _explore(prog, kernel, kw, schedule, seeds) -> Launch:
+    """launch(..., seeds=...): run in ``schedule`` on the caller's arrays, then once per seed on
+    copies of the original arrays; raise the first error (naming the seed) or difference."""
+    seeds = [_check_schedule(s) for s in (seeds if isinstance(seeds, (list, tuple)) else (seeds,))]
+    args = tuple(kw.pop("args"))
+    before = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    first = launch(prog, kernel, args=args, schedule=schedule, seeds=(), **kw)
+    kw["echo_printf"] = False
+    for seed in seeds:
+        mine = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in before)
+        how = (f"under schedule={seed!r} (ptx.launch(..., schedule={seed!r}) repeats this run; "
+               f"the {schedule!r} order ran without error)")
+        try:
+            launch(prog, kernel, args=mine, schedule=seed, seeds=(), **kw)
+        except PTXError as e:
+            raise type(e)(f"{how}:\n{e}", block=e.block, warp=e.warp, lane=e.lane,
+                          instr=e.instr, source=e.source) from e
+        for i, (a, b) in enumerate(zip(args, mine)):
+            if isinstance(a, np.ndarray) and not np.array_equal(
+                    a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
+                pname = prog.info(kernel).param_layout[i][0]
+                diff = a.reshape(-1).view(np.uint8) != b.reshape(-1).view(np.uint8)
+                k = int(np.argmax(diff)) // a.itemsize
+                raise ScheduleDependent(
+                    f"argument {i} ({pname}) differs between the {schedule!r} order and "
+                    f"schedule={seed!r}: {int(diff.reshape(-1, a.itemsize).any(1).sum())} of "
+                    f"{a.size} elements, the first at flat index {k} ({a.reshape(-1)[k]!r} vs "
+                    f"{b.reshape(-1)[k]!r}). The result depends on the order the warps run in: "
+                    "a race through global memory, or a missing __syncthreads / fence / wait")
+    first.seeds = tuple(seeds)
+    return first
+
+
+__all__ = ["Program", "launch", "load", "Launch", "KernelFunction", "options",
+           "ScheduleDependent"]
 
 _OPTIONS: dict = {}
 
@@ -335,11 +416,15 @@ _OPTIONS: dict = {}
 @contextmanager
 def options(**kw):
     """Defaults for :func:`launch` inside a ``with`` block, for launches made through a topic's
-    wrapper: ``with ptx.options(reverse_warps=True): fa3.attention(...)`` (``reverse_warps``,
-    ``lazy_copies``)."""
-    bad = set(kw) - {"reverse_warps", "lazy_copies"}
+    wrapper: ``with ptx.options(reverse_warps=True): fa3.attention(...)``; the keywords are
+    ``schedule`` ("fixed", "reverse" or a seed), ``seeds`` (extra seeded runs of every launch),
+    ``reverse_warps`` (``schedule="reverse"``) and ``lazy_copies``."""
+    bad = set(kw) - {"reverse_warps", "lazy_copies", "schedule", "seeds"}
     if bad:
-        raise TypeError(f"ptx.options takes reverse_warps and lazy_copies, not {sorted(bad)}")
+        raise TypeError(f"ptx.options takes schedule, seeds, reverse_warps and lazy_copies, not "
+                        f"{sorted(bad)}")
+    if kw.get("schedule") is not None:
+        _check_schedule(kw["schedule"])
     saved = dict(_OPTIONS)
     _OPTIONS.update(kw)
     try:
