@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import accepted
 from .errors import UnsupportedInstruction, raise_at
 from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
 
@@ -201,8 +202,9 @@ def _imm_array(value, kind: str, t: str) -> np.ndarray:
 
 
 def decode_kernel(kernel, symbols, sreg_fn, table: dict) -> list[Op]:
-    """Decode every instruction once. Instructions the interpreter lacks become ops that raise
-    :class:`UnsupportedInstruction` (naming opcode and source line) when executed."""
+    """Decode every instruction once. Instructions the interpreter lacks (not in
+    :data:`fraglab.ptx.accepted.FORMS`, or refused by their handler) become ops that raise
+    :class:`UnsupportedInstruction` (naming opcode, modifier and source line) when executed."""
     import gc
     dc = DecodeContext(kernel, symbols, sreg_fn)
     code = []
@@ -217,9 +219,13 @@ def decode_kernel(kernel, symbols, sreg_fn, table: dict) -> list[Op]:
 
 
 def _decode_all(kernel, dc, table, code):
+    check = accepted.check
     for ins in kernel.instrs:
         h = table.get(ins.base)
         try:
+            why = check(ins.opcode)              # the accepted-instruction table, first
+            if why is not None:
+                unsupported(ins, why)
             if h is None:
                 unsupported(ins)
             op = h(ins, dc)
