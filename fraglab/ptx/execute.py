@@ -7,8 +7,8 @@ each until it parks at ``bar.sync``, exits, blocks on an mbarrier / named barrie
 ready warp runs a random number of instructions, then another: :func:`_run_random`).
 
 Spins. At each taken backward branch (the end of a loop's pass) :func:`_backward` compares the
-warp with its previous pass of that branch: the block's count of shared/global stores plus its
-synchronisation epoch (``BlockMemory.writes + BlockSync.epoch``, the "progress" count) and a
+warp with its previous pass of that branch: the block's count of shared/global stores, of its
+sync state changes and of its opened barriers (:func:`_progress`) and a
 fingerprint of the registers the loop names (all registers, lane PCs and masks when the warp is
 divergent). Same progress and same fingerprint: the warp is exactly where it was one pass ago,
 and nothing it can read has changed, so on its own it would go round forever. It is *parked*
@@ -121,7 +121,7 @@ def run_warp(w: Warp, code: list, launch) -> None:
         else:
             act = w.live & ~w.waiting & ~w.deferred
             if w.stalled is not None:             # lanes that spin wait for memory to change
-                if w.mem.writes + w.mem.sync.epoch != w.stall_key:
+                if _progress(w.mem) != w.stall_key:
                     w.stalled = None
                 else:
                     act &= ~w.stalled
@@ -245,11 +245,17 @@ def run_warp(w: Warp, code: list, launch) -> None:
                 return
 
 
+def _progress(mem) -> int:
+    """Grows whenever a warp could see something new: a store or atomic to shared or global
+    memory, a change of mbarrier / named-barrier state, a bar.sync that opens."""
+    sync = mem.sync
+    return mem.writes + sync.epoch + sync.shared.epoch
+
+
 def _backward(w, pc, t, taken, code, launch) -> bool:
     """A taken backward branch at ``pc`` (to ``t``; ``taken``: the lanes that jumped, None = the
     whole uniform warp). True when the warp must stop running now (parked, or yielding)."""
-    mem = w.mem
-    key = mem.writes + mem.sync.epoch
+    key = _progress(w.mem)
     rec = w.spin.get(pc)
     if rec is None:
         w.spin[pc] = [key, None, 1]
@@ -438,7 +444,7 @@ def _ready(w, mem) -> bool:
             return False
         w.blocked = None
     if w.parked is not None:
-        if w.parked == mem.writes + mem.sync.epoch:
+        if w.parked == _progress(mem):
             return False
         w.parked = w.stalled = None
     return bool((w.live & ~w.waiting).any())
@@ -485,11 +491,10 @@ def _spin_deadlock(warps, code, launch):
     hint = ""
     for w in warps:
         if w.parked is not None:
-            who = f"warp {w.index}"
-            if w.spin_lanes is not None and not w.spin_lanes[w.live].all():
-                who = f"lanes {_lane_ranges(w.spin_lanes)} of warp {w.index}"
-            parts.append(f"{who} spins at {where(w.spin_pc)} waiting for a change that no "
-                         "warp makes")
+            who = f"warp {w.index} spins"
+            if w.spin_lanes is not None and not w.spin_lanes[w.exists].all():
+                who = f"lanes {_lane_ranges(w.spin_lanes)} of warp {w.index} spin"
+            parts.append(f"{who} at {where(w.spin_pc)} waiting for a change that no warp makes")
             body = _loop_body(launch.info, code, w.spin_to, w.spin_pc)
             if any(code[i].instr.base in ("ld", "ldu", "atom") and ".shared" not in
                    code[i].instr.opcode and ".local" not in code[i].instr.opcode for i in body):
