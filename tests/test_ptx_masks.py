@@ -64,7 +64,7 @@ def build_text(src: str, name: str = "masks.cu") -> str:
 
 
 # ---- the tiles kernel: every collective of a thread_block_tile<N>, and the raw intrinsics with
-# ---- the tile's mask; plan[tile] picks what each tile does ----------------------------------------
+# ---- the tile's mask; plan[tile] picks what each tile does ---------------------------------------
 
 TILES = r'''
 #include <cooperative_groups.h>
@@ -104,7 +104,8 @@ __device__ void tiles(const int* v, const int* plan, const int* trips, unsigned*
         int pred;
         o[11] = __match_all_sync(mask, x, &pred);
         o[12] = pred;
-        o[13] = __all_sync(mask, x != 2) | __any_sync(mask, x == 2) << 1 | __uni_sync(mask, x & 1) << 2;
+        o[13] = __all_sync(mask, x != 2) | __any_sync(mask, x == 2) << 1
+              | __uni_sync(mask, x & 1) << 2;
         o[14] = __ballot_sync(mask, x > 0);
         o[15] = __shfl_sync(mask, x, lane / N * N + (r + 1) % N);
         o[16] = (unsigned)__reduce_min_sync(mask, x);
@@ -121,10 +122,14 @@ __device__ void tiles(const int* v, const int* plan, const int* trips, unsigned*
     o[19] = t.ballot(acc & 1);                            // after the tiles reconverge
 }
 
-extern "C" __global__ void tiles4(const int* v, const int* p, const int* n, unsigned* o) { tiles<4>(v, p, n, o); }
-extern "C" __global__ void tiles8(const int* v, const int* p, const int* n, unsigned* o) { tiles<8>(v, p, n, o); }
-extern "C" __global__ void tiles16(const int* v, const int* p, const int* n, unsigned* o) { tiles<16>(v, p, n, o); }
-extern "C" __global__ void tiles32(const int* v, const int* p, const int* n, unsigned* o) { tiles<32>(v, p, n, o); }
+extern "C" __global__ void tiles4(const int* v, const int* p, const int* n, unsigned* o)
+{ tiles<4>(v, p, n, o); }
+extern "C" __global__ void tiles8(const int* v, const int* p, const int* n, unsigned* o)
+{ tiles<8>(v, p, n, o); }
+extern "C" __global__ void tiles16(const int* v, const int* p, const int* n, unsigned* o)
+{ tiles<16>(v, p, n, o); }
+extern "C" __global__ void tiles32(const int* v, const int* p, const int* n, unsigned* o)
+{ tiles<32>(v, p, n, o); }
 '''
 
 
@@ -132,7 +137,7 @@ def tiles_model(n: int, x: np.ndarray, plan: np.ndarray, trips: np.ndarray) -> n
     """Each thread's NOUT outputs, from the CUDA semantics of each call over its own tile."""
     out = np.full((BLOCK, NOUT), SENTINEL, np.uint32)
     u32 = lambda a: int(np.int64(a)) & 0xFFFFFFFF                        # noqa: E731
-    rel = lambda sel: sum(1 << k for k in range(n) if sel[k])            # noqa: E731  bits from rank 0
+    rel = lambda sel: sum(1 << k for k in range(n) if sel[k])  # noqa: E731  (bits from rank 0)
     for tid in range(BLOCK):
         base, r = tid // n * n, tid % n
         xs = x[base:base + n].astype(np.int64)
@@ -278,7 +283,7 @@ def test_ballot_of_a_16_lane_tile_is_its_own_half():
     assert (out[:, 1] == 0).all()
 
 
-# ---- errors ----------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 
 BAD = r'''
 #define FULL 0xffffffffu
@@ -348,7 +353,7 @@ def test_masks_that_disagree_are_an_error():
     assert f"bad.cu:{_line('DISAGREE')}" in msg
 
 
-# ---- GPU tier: the same kernels on the hardware, bit for bit ----------------------------------------
+# ---- GPU tier: the same kernels on the hardware, bit for bit -------------------------------------
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [4, 8, 16, 32])
