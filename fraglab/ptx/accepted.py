@@ -364,6 +364,13 @@ def _check(opcode: str):
     for m in mods:
         if not any(m in ix for _, ix in with_t):
             return f"{base}: modifier .{m}{_why(m)} is not implemented with {tt}"
+    for f, ix in with_t:                     # all there but a required modifier: name it
+        loose = f._replace(groups=tuple(g._replace(optional=True) for g in f.groups))
+        if _fits(loose, ix, mods, types):
+            g = next(g for g in f.groups if not g.optional and not set(g.alts) & set(mods))
+            return f"{base}: {tt} needs " + (f".{g.alts[0]}" if len(g.alts) == 1 else
+                                              "one of ." + " .".join(g.alts[:8])) + \
+                (" ..." if len(g.alts) > 8 else "")
     return (f"{base}: the combination {('.' + '.'.join(mods)) if mods else 'without modifiers'}"
             f" with {tt} is not implemented")
 

@@ -9,10 +9,8 @@ from .registry import handler
 from .errors import TrapError, raise_at
 
 
-@handler("bra", "brx")
+@handler("bra")
 def h_bra(ins, dc):
-    if ins.base == "brx":
-        unsupported(ins, "indirect branches")
     tgt = ins.operands[0]
     if tgt[0] != "sym" or tgt[1] not in dc.kernel.labels:
         unsupported(ins, f"branch target {tgt!r} is not a label of this kernel")
@@ -26,7 +24,7 @@ def h_ret(ins, dc):
 
 @handler("bar", "barrier")
 def h_bar(ins, dc):
-    md = mods(ins)
+    md = [x for x in mods(ins) if x not in ("cta", "aligned")]     # bar.cta.sync == bar.sync
     if "warp" in md:
         from .collectives import bar_warp_sync
         return bar_warp_sync(ins, dc)

@@ -9,7 +9,7 @@ from ..dtypes import round_tf32, to_bf16, from_bf16
 from . import exact
 from .decode import DT, mods, types_of, unsupported
 from .registry import handler
-from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW
+from .memory import CONST_WINDOW, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from .ops_float import canon32, ftz, round_to, sat
 
 INT_TYPES = {"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "b8", "b16", "b32", "b64"}
@@ -19,6 +19,32 @@ _ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
 def _int_range(t):
     info = np.iinfo(DT[t])
     return info.min, info.max
+
+
+def _sat_int(a, ddt):
+    """Integers clamped to the range of ``ddt`` exactly (64-bit values too)."""
+    src, dst, T = np.iinfo(a.dtype), np.iinfo(ddt), a.dtype.type
+    if dst.min > src.min:
+        a = np.where(a < T(dst.min), T(dst.min), a)
+    if dst.max < src.max:
+        a = np.where(a > T(dst.max), T(dst.max), a)
+    return a.astype(ddt)
+
+
+def _pair(x):
+    """64-bit integers -> (hi, err) float64 with hi + err == x exactly."""
+    hi = x.astype(np.float64)
+    return hi, np.array([float(int(xi) - int(h)) for xi, h in zip(x.tolist(), hi.tolist())])
+
+
+def _odd32(x):
+    """float64 or integer values -> float32 rounded to odd (truncated, lowest bit set when
+    inexact): rounding that to bf16 in any mode rounds the exact value once."""
+    s, e = _pair(x) if x.dtype.itemsize == 8 and x.dtype.kind in "iu" else \
+        (x.astype(np.float64), np.zeros(x.shape))
+    r = exact.round_pair(s, e, np.float32, "rz")
+    inexact = ((r.astype(np.float64) != s) | (e != 0)) & np.isfinite(s)
+    return (np.ascontiguousarray(r).view(np.uint32) | inexact.astype(np.uint32)).view(np.float32)
 
 
 def _to_bf16_mode(x32, mode):
@@ -54,9 +80,7 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         up = lambda a: a  # noqa: E731
     if not dfloat and not afloat:                                 # int -> int
         if st:
-            lo, hi = _int_range(dt_t)
-            return lambda a: np.clip(a.astype(np.float64) if a.dtype.itemsize == 8 else
-                                     a.astype(np.int64), lo, hi).astype(ddt)
+            return lambda a: _sat_int(a, ddt)
         return lambda a: a.astype(ddt)
     if afloat and not dfloat:                                     # float -> int
         if mode not in _ROUND_INT:
@@ -65,9 +89,10 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         lo, hi = _int_range(dt_t)
 
         def f2i(a):
-            x = up(a).astype(np.float64)
-            if fz:
+            x = up(a)
+            if fz and x.dtype == np.float32:        # flush f32 subnormals (before widening)
                 x = ftz(x)
+            x = x.astype(np.float64)
             r = np.where(np.isnan(x), 0.0, rf(x))
             if dt_t.endswith("64"):                 # 2^63 and 2^64 are not int64/uint64 values
                 top = 2.0 ** (64 if dt_t[0] == "u" else 63)
@@ -97,7 +122,9 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         unsupported(ins, "tf32 rounding other than .rna/.rz")
     if dt_t == "bf16":
         def tobf(a):
-            x = _pre(up(a), fz).astype(np.float32)
+            x = _pre(up(a), fz)
+            if x.dtype != np.float32:               # f64, integers: no double rounding
+                x = _odd32(np.asarray(x))
             if relu:
                 x = np.where(np.isnan(x), x, np.maximum(x, 0))
             if st:
@@ -112,9 +139,7 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             x = np.where(np.isnan(x), x, np.maximum(x, 0))
         x = np.asarray(x)
         if x.dtype.kind in "iu" and x.dtype.itemsize == 8:     # 64-bit ints: an exact pair
-            hi = x.astype(np.float64)
-            err = np.array([float(int(xi) - int(h)) for xi, h in zip(x.tolist(), hi.tolist())])
-            v = exact.round_pair(hi, err, np.dtype(ddt), rnd)
+            v = exact.round_pair(*_pair(x), np.dtype(ddt), rnd)
         else:
             v = round_to(x.astype(np.float64), np.dtype(ddt), rnd)
         v = _post(v, fz and dt_t == "f32", st)
@@ -183,9 +208,9 @@ _WINDOWS = {"shared": SHARED_WINDOW, "local": LOCAL_WINDOW, "global": 0, "const"
 def h_cvta(ins, dc):
     md = mods(ins)
     to = "to" in md
-    space = next((s for s in md if s in _WINDOWS), None)
-    if space is None:
-        unsupported(ins)
+    space = next((s.split("::")[0] for s in md if s in _WINDOWS or s == "shared::cta"), None)
+    if space is None or space == "param":
+        unsupported(ins, "cvta of this state space")
     t = "u32" if "u32" in md else "u64"
     base = np.uint64(_WINDOWS[space])
     a = dc.reader(ins.operands[1], t, ins)
@@ -198,17 +223,22 @@ def h_cvta(ins, dc):
 
 @handler("isspacep")
 def h_isspacep(ins, dc):
-    space = mods(ins)[0]
+    """isspacep.{global,shared{::cta},local,const} p, a: whether the generic address a falls in
+    that window (global: in none of the others)."""
+    space = mods(ins)[0].split("::")[0]
+    if space not in ("global", "shared", "local", "const"):
+        unsupported(ins, f"isspacep.{mods(ins)[0]}")
     a = dc.reader(ins.operands[1], "u64", ins)
     wr = dc.writer(ins.operands[0], "pred", ins)
-    lo_s, lo_l, n = np.uint64(SHARED_WINDOW), np.uint64(LOCAL_WINDOW), np.uint64(1 << 32)
+    wins = {k: np.uint64(v) for k, v in (("shared", SHARED_WINDOW), ("local", LOCAL_WINDOW),
+                                         ("const", CONST_WINDOW))}
+    n = np.uint64(WINDOW_SIZE)
 
     def f(w, m):
         x = a(w)
-        sh = (x >= lo_s) & (x < lo_s + n)
-        lc = (x >= lo_l) & (x < lo_l + n)
-        r = {"shared": sh, "local": lc, "global": ~sh & ~lc}.get(space)
+        inside = {k: (x >= lo) & (x < lo + n) for k, lo in wins.items()}
+        r = inside.get(space)
         if r is None:
-            r = np.zeros(32, bool)
+            r = ~(inside["shared"] | inside["local"] | inside["const"])
         wr(w, r, m)
     return f

@@ -28,6 +28,17 @@ def ftz(x):
     return np.where(np.abs(x) < tiny, x * 0, x).astype(x.dtype)
 
 
+#: The smallest normal magnitude of the 16-bit types (their .ftz flushes below it).
+HALF_MIN_NORMAL = {"f16": np.float32(2.0 ** -14), "f16x2": np.float32(2.0 ** -14),
+                   "bf16": F32_MIN_NORMAL, "bf16x2": F32_MIN_NORMAL}
+
+
+def ftz_half(x, t):
+    """.ftz on f16/bf16 values held as float32: subnormals of the 16-bit type become a zero of
+    the same sign."""
+    return np.where(np.abs(x) < HALF_MIN_NORMAL[t], x * 0, x).astype(np.float32)
+
+
 def sat(x):
     """.sat: clamp to [+0, 1]; NaN and -0 give +0 (as the GPU does)."""
     return np.where(x > 0, np.minimum(x, 1), 0).astype(x.dtype)
@@ -107,11 +118,15 @@ def _half_op(ins, dc, t, fn, n, post=None):
     rds = [dc.reader(o, rt, ins) for o in ins.operands[1:1 + n]]
     wr = dc.writer(ins.operands[0], rt, ins)
     s = "sat" in mods(ins)
+    fz = "ftz" in mods(ins)          # subnormal inputs and (rounded) results -> signed zero
 
     def f(w, m):
-        v = fn(*[up(r(w)) for r in rds])
+        args = [up(r(w)) for r in rds]
+        v = fn(*[ftz_half(x, t) for x in args] if fz else args)
         if s:
             v = sat(v)
+        if fz:
+            v = ftz_half(up(pk(v)), t)
         wr(w, pk(v), m)
     return f
 
@@ -193,6 +208,8 @@ def div(ins, dc, t):
 
 
 def minmax(ins, dc, t):
+    if len(ins.operands) != 3:
+        unsupported(ins, "three-input min/max")
     nan = "NaN" in mods(ins)
     if ins.base == "max":
         fn = np.maximum if nan else np.fmax
@@ -209,6 +226,13 @@ def unary_sign(ins, dc, t):
         rt = "b16" if t in ("f16", "bf16") else "b32"
         mask = np.uint16(0x8000) if rt == "b16" else np.uint32(0x80008000)
         op = (lambda x: x ^ mask) if ins.base == "neg" else (lambda x: x & ~mask)
+        if "ftz" in mods(ins):           # f16 subnormal (exponent 0): keep only the sign
+            sign = op
+
+            def op(x):
+                h = np.ascontiguousarray(x).view(np.uint16)
+                h = np.where(h & np.uint16(0x7C00), h, h & np.uint16(0x8000)).astype(np.uint16)
+                return sign(h.view(x.dtype))
         a = dc.reader(ins.operands[1], rt, ins)
         wr = dc.writer(ins.operands[0], rt, ins)
         return lambda w, m: wr(w, op(a(w)), m)
@@ -221,7 +245,7 @@ def fcompare(ins, cmp, t, fz):
     base = cmp[:-1] if cmp.endswith("u") and cmp[:-1] in ordered else cmp
     if t in ("f16", "bf16"):
         _, up = unpack(t)
-        conv = up
+        conv = (lambda x: ftz_half(up(x), t)) if (fz and t == "f16") else up
     elif t in ("f32", "f64"):
         conv = ftz if (fz and t == "f32") else (lambda x: x)
     else:
@@ -253,7 +277,7 @@ def _special(ins, dc, fn64):
         unsupported(ins)
     md = mods(ins)
     dt = DT[t]
-    fz = "ftz" in md and t == "f32"
+    fz = "ftz" in md                 # f64 too: rcp/rsqrt.approx.ftz.f64
     rnd = rounding(ins)
     a = dc.reader(ins.operands[1], t, ins)
     wr = dc.writer(ins.operands[0], t, ins)

@@ -118,9 +118,11 @@ def h_mad(ins, dc):
     if _is_float(t):
         return ops_float.fma(ins, dc, t)
     md = mods(ins)
-    if "sat" in md and (ins.base == "mad24" or not ("wide" in md or "hi" in md)):
-        unsupported(ins)
     fn, dt = _product(ins, t, md)
+    if "sat" in md:                  # mad{24}.hi.sat.s32: the high half plus c, saturated
+        if not ("hi" in md and t == "s32"):
+            unsupported(ins, ".sat other than mad.hi.sat.s32")
+        return nary(ins, dc, t, lambda a, b, c: _sat32(fn(a, b).astype(np.int64) + c), 3)
     return nary(ins, dc, t, lambda a, b, c: fn(a, b) + c, 3, src_types=[t, t, dt], dst_t=dt)
 
 
@@ -150,9 +152,10 @@ def h_minmax(ins, dc):
     t = last_type(ins)
     if _is_float(t):
         return ops_float.minmax(ins, dc, t)
-    if "relu" in mods(ins):
-        unsupported(ins)
-    return nary(ins, dc, t, np.minimum if ins.base == "min" else np.maximum, 2)
+    fn = np.minimum if ins.base == "min" else np.maximum
+    if "relu" in mods(ins):          # min/max.relu.s32: negative results become 0
+        return nary(ins, dc, t, lambda a, b: np.maximum(fn(a, b), 0).astype(a.dtype), 2)
+    return nary(ins, dc, t, fn, 2)
 
 
 @handler("neg", "abs")
@@ -393,9 +396,9 @@ _BOOL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}
 
 @handler("setp", "set")
 def h_setp(ins, dc):
+    """setp.CmpOp{.BoolOp}{.ftz}.type p[|q], a, b{, c}; set.CmpOp{.BoolOp}{.ftz}.dtype.stype
+    d, a, b{, c}: d is 1.0 (.f32) or all ones (.u32/.s32) where the test holds, else 0."""
     md = mods(ins)
-    if ins.base == "set":
-        unsupported(ins)
     t = last_type(ins)
     cmp = md[0]
     bop = next((b for b in md[1:] if b in _BOOL), None)
@@ -404,6 +407,14 @@ def h_setp(ins, dc):
     b = dc.reader(ins.operands[2], t, ins)
     c = dc.reader(ins.operands[3], "pred", ins) if bop else None
     dst = ins.operands[0]
+    if ins.base == "set":
+        dt_t = next(x for x in md if x in DT)
+        one = np.full(32, 1.0, np.float32) if dt_t == "f32" else \
+            np.full(32, 0xFFFFFFFF, np.uint32).view(DT[dt_t])
+        wd = dc.writer(dst, dt_t, ins)
+        bf_ = _BOOL.get(bop)
+        return lambda w, m: wd(w, np.where(bf_(f(a(w), b(w)), c(w)) if bf_ else f(a(w), b(w)),
+                                           one, one * 0), m)
     if dst[0] == "pair":
         wp, wq = dc.writer(dst[1], "pred", ins), dc.writer(dst[2], "pred", ins)
     else:
@@ -434,7 +445,9 @@ def h_selp(ins, dc):
 def h_slct(ins, dc):
     ts = [x for x in mods(ins) if x in DT]
     t, ct = ts[0], ts[1]
-    return nary(ins, dc, t, lambda a, b, c: np.where(c >= 0, a, b), 3, src_types=[t, t, ct])
+    fz = "ftz" in mods(ins)          # a subnormal c counts as zero (-0 >= 0: a)
+    return nary(ins, dc, t, lambda a, b, c: np.where((ops_float.ftz(c) if fz else c) >= 0, a, b),
+                3, src_types=[t, t, ct])
 
 
 @handler("mov")

@@ -14,6 +14,8 @@ import numpy as np
 from .decode import DT, SPACES, lanes_of, last_type, mods, unsupported
 from .registry import handler
 from .errors import UnsupportedInstruction
+from .memory import SHARED_WINDOW, WINDOW_SIZE
+from .ops_float import ftz
 
 
 def space_of(ins, default="generic"):
@@ -126,14 +128,23 @@ def h_cp(ins, dc):
     if md[1] in ("commit_group", "wait_group", "wait_all"):
         return _cp_group(ins, md[1])
     ops = ins.operands
-    if "ignore-src" in ins.opcode or len(ops) < 3 or ops[2][0] != "imm":
-        unsupported(ins)
+    if "L2::cache_hint" in md:                      # the last operand: a cache policy (a hint)
+        ops = ops[:-1]
+    if len(ops) not in (3, 4) or ops[2][0] != "imm":
+        unsupported(ins, "cp.async operands")
     size = int(ops[2][1])
     dst = dc.address(ops[0], "shared", ins)
     src = dc.address(ops[1], "global", ins)
     src_size = None
-    if len(ops) > 3 and ops[3][0] in ("reg", "imm"):
-        src_size = dc.reader(ops[3], "u32", ins)
+    if len(ops) > 3:
+        o = ops[3]
+        if o[0] in ("reg", "not") and dc.reg_types[(o[1] if o[0] == "reg" else o[1][1])] == "pred":
+            ignore = dc.reader(o, "pred", ins)      # ignore-src: a true predicate copies nothing
+            src_size = lambda w: np.where(ignore(w), 0, size).astype(np.uint32)  # noqa: E731
+        elif o[0] in ("reg", "imm"):
+            src_size = dc.reader(o, "u32", ins)
+        else:
+            unsupported(ins, f"cp.async src-size operand {o!r}")
 
     def fn(w, m):
         lanes = lanes_of(m)
@@ -183,8 +194,9 @@ def _cp_async_arrive(ins, dc):
         return lambda w, m: land_copies(w)
     from .mbarrier import h_mbarrier
     from .parse import Instr
-    fake = Instr("mbarrier.arrive.shared.b64", [("sink",), ins.operands[0]], None, ins.text,
-                 ins.ptx_line, ins.loc)
+    space = next((x for x in mods(ins) if x.startswith("shared")), None)
+    fake = Instr("mbarrier.arrive" + (f".{space}" if space else "") + ".b64",
+                 [("sink",), ins.operands[0]], None, ins.text, ins.ptx_line, ins.loc)
     arrive = h_mbarrier(fake, dc)
 
     def fn(w, m):
@@ -225,13 +237,15 @@ def h_atom(ins, dc):
     wr = dc.writer(ops[0], t, ins)
     addr = dc.address(ops[1], space, ins)
     b = dc.reader(ops[2], t, ins)
-    c = dc.reader(ops[3], t, ins) if len(ops) > 3 else None
+    c = dc.reader(ops[3], t, ins) if len(ops) > 3 and op == "cas" else None
+    if op == "add" and t == "f32":      # on global memory: subnormal inputs and results flush
+        f = _f32_add(space)
 
     def fn(w, m):
         lanes = lanes_of(m)
         a = addr(w)
         bv = b(w)
-        cv = c(w) if c is not None else bv
+        cv = c(w) if c is not None else a
         out = np.zeros(32, dt)
         for ln in lanes:                            # lanes in order: a valid serialisation
             one = np.array([ln])
@@ -242,6 +256,18 @@ def h_atom(ins, dc):
             out[ln] = old[0]
         wr(w, out, m)
     return fn
+
+
+def _f32_add(space):
+    """atom/red.add.f32: on global memory subnormal inputs and results flush to signed zero,
+    on shared memory they do not (PTX ISA, atom); generic addresses decide by their window."""
+    def add(old, b, addr):
+        glob = space == "global" or (space == "generic" and not (
+            SHARED_WINDOW <= int(addr[0]) < SHARED_WINDOW + WINDOW_SIZE))
+        if not glob:
+            return old + b
+        return ftz(ftz(old) + ftz(b))
+    return add
 
 
 @handler("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority")
