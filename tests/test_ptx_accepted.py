@@ -47,6 +47,7 @@ def test_hints_are_accepted_but_not_multiplied_out():
         assert accepted.check(op) is None, (op, accepted.check(op))
     hints = {g.name for c in accepted.combinations("ld") for g in c.hints}
     assert {"cop", "l1", "l2", "hint", "pf"} <= hints
+    assert {g.name for c in accepted.combinations() for g in c.hints} <= set(accepted.HINTS)
 
 
 REFUSED = [

@@ -7,7 +7,7 @@ silently ignored.
 
     F("rnd? ftz? sat?", "f32")           add{.rnd}{.ftz}{.sat}.f32
     F("wide", "u16 u32 s16 s32")         mul.wide.{u16,u32,s16,s32}
-    F("T mode?", "b32")                  prmt.b32{.mode}    (T: where the types go)
+    F("T {f4e,b4e}?", "b32")             prmt.b32{.f4e,.b4e}    (T: where the types go)
 
 A spec word is a modifier group: a name of :data:`GROUPS` (``rnd`` = rn/rz/rm/rp, ...), an inline
 set ``{a,b}`` or a single modifier; ``?`` makes it optional and a leading ``~`` marks a pure
@@ -15,6 +15,7 @@ performance hint (cache operators, eviction priorities, L2 prefetch sizes, cache
 ``.uni``): accepted, a no-op here, and a separate axis that :func:`combinations` does not
 multiply out (:attr:`Combo.hints` lists them). The type spec lists the accepted type tuples, one
 per word, its parts joined by dots; a part may be a set name of :data:`TYPESETS` or ``{a,b}``.
+:func:`describe` prints the whole table.
 
 Matching: the modifiers of an instruction may come in any order (ptxas checks the order; NVRTC
 writes the PTX ISA's), each fills one group of the form, every required group must be filled,
@@ -47,6 +48,16 @@ GROUPS = {
     "wgshape": " ".join(f"m64n{n}k16" for n in range(8, 257, 8)),
     "prio": "L2::evict_last L2::evict_normal L2::evict_first L2::evict_unchanged",
     "prio2": "L2::evict_first L2::evict_unchanged",
+}
+
+#: The hint groups (spec words with ``~``): accepted, no effect on the interpreter's results.
+HINTS = {
+    "cop": "ld cache operators .ca .cg .cs .lu .cv (memory here is coherent: no effect)",
+    "st_cop": "st cache operators .wb .cg .cs .wt", "nc_cop": "ld.global.nc cache operators",
+    "l1": "L1 eviction priorities", "l2": "L2 eviction priorities",
+    "hint": ".L2::cache_hint: a cache-policy operand follows the others (ignored)",
+    "pf": "L2 prefetch sizes .L2::64B/128B/256B", "{uni}": ".uni: the branch or call is "
+    "not divergent (a promise; the interpreter handles divergence either way)",
 }
 
 TYPESETS = {
