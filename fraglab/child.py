@@ -1,5 +1,6 @@
 """Child processes: run ``python -m fraglab...`` in a fresh process that finds the course, and read
-back the one JSON result it prints.
+back the one JSON result it prints; and the scrubbed environment of the process that runs a
+learner's code while it is graded (:func:`sandbox_env`).
 
 A child prints its result as one line ``FRAGLAB_CHILD {json}`` (:func:`emit`); the parent reads
 the last such line (:func:`parse`). Everything else the child prints is free text.
@@ -26,6 +27,15 @@ def env(**extra: str) -> dict:
     ``extra`` (e.g. ``CUDA_MODULE_LOADING="EAGER"``, ``FRAGLAB_MODE="cpu"``)."""
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **extra)
+
+
+def sandbox_env(home: str) -> dict:
+    """The whole environment of a process that runs a learner's code (:mod:`fraglab.grading.sandbox`):
+    nothing of ours (no course path, no test switch, no grading key), its own folder as home and
+    temporary folder, one thread for the numeric libraries, matplotlib without a display."""
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1", "MPLBACKEND": "Agg", "MPLCONFIGDIR": home}
 
 
 def python_command(module: str, *args: str) -> list[str]:

@@ -8,9 +8,13 @@ previous graded cell. Lab 07's regions ``3a`` and ``3b`` are thus one exercise, 
 The notebook built for one exercise holds every code cell of the solution up to its graded cell,
 with
 
-* the learner's text in this exercise's regions and the solution's in every other region: another
-  exercise's answer never runs while this one is graded, so it cannot patch what this one uses,
-  and the earlier graded cells (kept: they define names that later cells use) pass as context;
+* the solution's text in every other exercise's regions: another exercise's answer never runs
+  while this one is graded, and the earlier graded cells (kept: they define names that later
+  cells use) pass as context;
+* this exercise's cells rewritten so that the learner's text is never Python in this kernel
+  (:mod:`.cells`): a CUDA region's text becomes the value of its string; a cell with a Python
+  region becomes a call of :func:`.sandbox.bind`, which runs the learner's version of the cell
+  in a process of its own and binds, here, proxies of its functions and its plain data;
 * ``nbval-ignore-output`` on every cell but the graded one: debug prints and warnings in
   exercise and context cells never fail grading (an exception still does);
 * the graded cell run through :func:`fraglab.grading.capture.run_graded`, which keeps only the
@@ -30,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import labs
+from . import cells
+from .cells import replace_bodies  # noqa: F401  (tests and fixtures use build.replace_bodies)
 
 #: Lines of a graded cell's output that grading compares (the rest is the learner's noise).
 KEPT_LINE = re.compile(r"^(PASS |\[gpu\]|\[cpu\])")
@@ -104,22 +110,6 @@ def region_bodies(nb: dict) -> dict[str, str]:
     return out
 
 
-def replace_bodies(text: str, bodies: dict[str, str]) -> str:
-    """``text`` with the body of every region named in ``bodies`` replaced."""
-    lines = text.splitlines(keepends=True)
-    out, last = [], 0
-    for rid, b, e in labs.regions(text):
-        out += lines[last:b + 1]
-        if rid in bodies:
-            body = bodies[rid]
-            out.append(body if not body or body.endswith("\n") else body + "\n")
-        else:
-            out += lines[b + 1:e]
-        last = e
-    out += lines[last:]
-    return "".join(out)
-
-
 def kept_lines(text: str) -> str:
     return "".join(l for l in text.splitlines(keepends=True) if KEPT_LINE.match(l))
 
@@ -132,10 +122,19 @@ def _stored_output(cell) -> list:
     return [{"output_type": "stream", "name": "stdout", "text": text}] if text else []
 
 
+def _is_cuda(text: str, begin: int) -> bool:
+    return text.splitlines()[begin].lstrip().startswith("//")
+
+
 def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
-                    result_file: str | None = None) -> dict:
-    """The notebook that grades ``exercise`` with the learner's region bodies ``learner``."""
-    others = region_bodies(solution)
+                    result_file: str | None = None, lab: str = "") -> dict:
+    """The notebook that grades ``exercise`` with the learner's region bodies ``learner``
+    (``lab``: the lab's name, ``NN_name``, which names the services the exercise may use)."""
+    stubs = None
+    session = result_file or f"exercise {exercise.key}"
+    context: list[str] = []
+    checks = [n for c in solution["cells"][:exercise.cell + 1] if c["cell_type"] == "code"
+              and "graded" in _tags(c) for n in cells.all_names(source(c))]
     nb = {"cells": [], "metadata": copy.deepcopy(solution.get("metadata", {})),
           "nbformat": solution.get("nbformat", 4), "nbformat_minor": solution.get("nbformat_minor", 5)}
     for k, cell in enumerate(solution["cells"][:exercise.cell + 1]):
@@ -143,15 +142,30 @@ def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
             continue
         text = source(cell)
         graded_here = k == exercise.cell
-        if labs.regions(text):
-            bodies = {rid: (learner[rid] if rid in exercise.regions else others[rid])
-                      for rid, _, _ in labs.regions(text)}
-            text = replace_bodies(text, bodies)
+        found = labs.regions(text, f"cell {k}")
+        mine = [(rid, b) for rid, b, _ in found if rid in exercise.regions]
+        if mine and not graded_here:
+            cuda = {rid: learner[rid] for rid, b in mine if _is_cuda(text, b)}
+            python = {rid: learner[rid] for rid, b in mine if not _is_cuda(text, b)}
+            if cuda and python:
+                raise labs.LabFormatError(f"cell {k} holds CUDA and Python regions of one exercise")
+            if cuda:
+                text = cells.cuda_cell(text, cuda, f"cell {k}")
+            else:
+                if stubs is None:
+                    stubs = region_bodies(labs.make_lab(solution))
+                rest = {rid: stubs[rid] for rid, _, _ in found if rid not in python}
+                text = cells.python_cell(text, replace_bodies(text, {**python, **rest}),
+                                         exercise=exercise.name, lab=lab, regions=tuple(python),
+                                         cell=k, context=context, session=session,
+                                         checks=checks)
+        elif not found and not graded_here and "graded" not in _tags(cell):
+            context += [n for n in cells.all_names(text) if n not in context]
         new = {"cell_type": "code", "execution_count": k + 1, "id": f"g{k}",
                "metadata": {"tags": []}, "source": text, "outputs": []}
         if graded_here:
             new["source"] = ("from fraglab.grading.capture import run_graded\n"
-                             f"run_graded({text!r}, {exercise.name!r}, {result_file!r})")
+                             f"run_graded({text!r}, {exercise.name!r}, {session!r})")
             new["outputs"] = _stored_output(cell)
         else:
             new["metadata"]["tags"] = ["nbval-ignore-output"]
@@ -184,8 +198,8 @@ def solution_for(path) -> Path:
     return p
 
 
-def batch_notebook(solution: dict, exercise: Exercise, variants: list[tuple[str, dict[str, str]]]
-                   ) -> tuple[dict, dict[str, int]]:
+def batch_notebook(solution: dict, exercise: Exercise, variants: list[tuple[str, dict[str, str]]],
+                   lab: str = "") -> tuple[dict, dict[str, int]]:
     """One notebook that grades several answers to one exercise in turn (for the course's own
     tests of wrong-answer fixtures: one kernel start instead of one per answer). The cells before
     the exercise's first region run once; then, for each ``(label, bodies)``, the cells from the
@@ -193,11 +207,11 @@ def batch_notebook(solution: dict, exercise: Exercise, variants: list[tuple[str,
     ``{label: index of its graded cell among code cells}`` (as nbval numbers cells); the graded
     cell of the n-th variant writes its result to the result file's name plus ``.v<n>``."""
     first = min(exercise.region_cells)
-    base = graded_notebook(solution, region_bodies(solution), exercise)
+    base = graded_notebook(solution, region_bodies(solution), exercise, lab=lab)
     cells = [c for c in base["cells"] if int(c["id"][1:]) < first]
     where = {}
     for label, bodies in variants:
-        nb = graded_notebook(solution, bodies, exercise, f"__RESULT_FILE__.v{len(where)}")
+        nb = graded_notebook(solution, bodies, exercise, f"__RESULT_FILE__.v{len(where)}", lab)
         part = [copy.deepcopy(c) for c in nb["cells"] if int(c["id"][1:]) >= first]
         for c in part:
             c["id"] = f"{c['id']}-{len(where)}"

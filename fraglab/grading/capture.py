@@ -1,12 +1,18 @@
 """Run a graded cell's check inside a graded notebook (see :mod:`fraglab.grading.build`).
 
-The check runs in the notebook's namespace with its output captured; afterwards only the lines a
-check prints (``PASS ...``, ``[gpu] ...``, ``[cpu] ...``) are printed, so a learner's debug print
-or a NumPy ``RuntimeWarning`` raised while the check calls the learner's function cannot make a
-correct answer fail. An exception (a :class:`fraglab.grade.GradeError`, or any error of the
-learner's code) still propagates, so nbval fails the cell. When ``result_file`` is given, the
-outcome is also written there as JSON for the one-line report (nbval's verdict stays the
-engine's; the file only supplies the reason).
+The check runs in the notebook's namespace (the trusted kernel: the learner's code runs in
+another process, :mod:`.sandbox`) with its output captured; afterwards only the lines a check
+prints (``PASS ...``, ``[gpu] ...``, ``[cpu] ...``) are printed, so a learner's debug print or a
+NumPy ``RuntimeWarning`` cannot make a correct answer fail. An exception (a
+:class:`fraglab.grade.GradeError`, an error of the learner's code, a process or kernel that
+ran out of time) still propagates, so nbval fails the cell. Kernels launched here have
+wall-clock limits (:mod:`.limits`).
+
+When ``result_file`` is given, the outcome is also written there as JSON for the one-line report
+(nbval's verdict stays the engine's; the file supplies the reason). The first failure written
+for a session stays (a learner's cell that failed in :func:`.sandbox.bind` is the reason, not
+the check that then missed its function). With ``FRAGLAB_GRADING_KEY`` set (by :mod:`.run`) the
+file is signed (HMAC-SHA256), and :mod:`.run` takes no unsigned verdict.
 """
 from __future__ import annotations
 
@@ -21,14 +27,62 @@ import numpy as np
 from .build import kept_lines
 
 
+KEY_ENV = "FRAGLAB_GRADING_KEY"
+_key = None
+
+
+def _secret() -> bytes:
+    global _key
+    if _key is None:
+        import os
+        _key = os.environ.pop(KEY_ENV, "").encode()
+    return _key
+
+
+def sign(obj: dict, key: bytes) -> dict:
+    import hashlib
+    import hmac
+    payload = json.dumps(obj, sort_keys=True)
+    return {"payload": payload, "mac": hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()}
+
+
 def _write(result_file, **obj) -> None:
-    if result_file:
-        with open(result_file, "w") as f:
-            json.dump(obj, f)
+    if not result_file:
+        return
+    import os
+    if os.path.exists(result_file):
+        return                                  # a session's first verdict stays (its reason)
+    key = _secret()
+    with open(result_file, "w") as f:
+        json.dump(sign(obj, key) if key else obj, f)
+
+
+def install_limits() -> None:
+    from . import limits
+    _secret()
+    limits.install()
+
+
+def _reason(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    where = getattr(e, "learner_where", "")
+    return f"{text} (raised at {where})" if where else text
+
+
+def write_failure(result_file, exercise: str, e: BaseException, where: str) -> None:
+    """The verdict of a learner's cell that failed before its check: names the cell."""
+    from .sandbox import ExerciseProcessError
+    text = _reason(e)
+    if not isinstance(e, ExerciseProcessError):
+        text = f"{where} raised {type(e).__name__}: {text}"
+    _write(result_file, exercise=exercise, ok=False, error="", reason=text, output="")
 
 
 #: For the course's mutation tests only: ``FRAGLAB_GRADING_MUTANT=<name>`` weakens one check
-#: function in the kernel so that it always succeeds; the fixture tests must then fail.
+#: function in the kernel so that it always succeeds (or, ``in_process``, runs the learner's
+#: cells in the kernel); the fixture tests must then fail. Only the grader's API sets it
+#: (:func:`fraglab.grading.run.run_notebooks`'s ``mutant``): a value in the environment of
+#: ``make grade`` never reaches the kernel, and the learner's process never sees it.
 MUTANT_ENV = "FRAGLAB_GRADING_MUTANT"
 
 
@@ -55,6 +109,8 @@ def _weaken(name: str) -> None:
         problem.Problem.check = lambda self, case, rng, run=None: None
     elif name == "check_equal":
         checks.check_equal = lambda *a, **k: None
+    elif name == "in_process":
+        pass                                   # read by fraglab.grading.sandbox.bind
     else:
         raise ValueError(f"unknown mutant {name!r}")
 
@@ -63,6 +119,8 @@ def run_graded(code: str, exercise: str, result_file: str | None = None) -> None
     """Execute ``code`` (the solution's graded cell) in the caller's namespace."""
     namespace = sys._getframe(1).f_globals
     import os
+    from . import sandbox
+    install_limits()
     if os.environ.get(MUTANT_ENV):
         _weaken(os.environ[MUTANT_ENV])
     buf = io.StringIO()
@@ -74,8 +132,10 @@ def run_graded(code: str, exercise: str, result_file: str | None = None) -> None
         out = kept_lines(buf.getvalue())
         print(out, end="")
         _write(result_file, exercise=exercise, ok=False, error=type(e).__name__,
-               reason=str(e).strip() or type(e).__name__, output=out)
+               reason=_reason(e), output=out)
         raise
+    finally:
+        sandbox.close(result_file)
     out = kept_lines(buf.getvalue())
     print(out, end="")
     try:   # figures the learner's code left open would be shown (and compared) after the cell

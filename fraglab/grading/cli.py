@@ -75,7 +75,8 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
             if probs:
                 static[tag] = Verdict(ex.name, False, "shortcut: " + "; ".join(probs))
                 continue
-            items.append((tag, build.graded_notebook(solution, bodies, ex, "__RESULT_FILE__")))
+            items.append((tag, build.graded_notebook(solution, bodies, ex, "__RESULT_FILE__",
+                                                     lab_name)))
     outcomes = run.run_notebooks(items, mode=mode) if items else {}
     result: dict[str, list[Verdict]] = {label: [] for label, _, _ in bodies_per_run}
     for label, bodies, keys in bodies_per_run:

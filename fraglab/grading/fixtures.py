@@ -1,7 +1,19 @@
-"""Wrong-answer fixtures: ``tests/fixtures/wrong_answers/NN_name/<region>/<fixture>.txt`` holds the
-text a learner might write in one exercise region (a plausible mistake or a shortcut). Grading
-must fail the exercise of that region; :func:`grade_fixtures` grades every fixture of a lab, with
-the solution's text in every other region, in one nbval process (a fresh kernel per fixture)."""
+"""Stored answers that grading must fail, each the text of one exercise region:
+
+* wrong answers, ``tests/fixtures/wrong_answers/NN_name/<region>/<name>.txt``: a plausible
+  mistake, or a shortcut (labelled ``<region>/<name>``);
+* cheats, ``tests/fixtures/cheats/NN_name/<region>/<kind>.txt``: code that tries to pass without
+  solving, by reaching the grader (a patch of the checks, their frames or globals, builtins, an
+  IPython transformer, the mutation switch, a forked process that rewrites the verdict, a CUDA
+  region that leaves its string), the answer (the solutions, the course's function that
+  computes it) or the comparison (an object equal to anything). Labelled ``cheat:<region>/<kind>``
+  and graded *without* the static scan of :mod:`.shortcuts`: what fails them is the isolation
+  of :mod:`.sandbox` and the checks alone.
+
+:func:`grade_fixtures` grades every fixture of a lab, with the solution's text in every other
+region, in one nbval process: one kernel per exercise, the answers one after the other in it
+(none of them runs in the kernel, so none can change what the next one meets), the solution last.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,13 +24,17 @@ from . import run
 from .cli import Verdict, shortcut_problems
 
 FIXTURES_DIR = REPO_ROOT / "tests" / "fixtures" / "wrong_answers"
+CHEATS_DIR = REPO_ROOT / "tests" / "fixtures" / "cheats"
+CHEAT = "cheat:"
 
 
-def fixtures(lab: str) -> dict[str, tuple[str, str]]:
-    """``{"<region>/<fixture>": (region, text)}`` of a lab (``NN_name``)."""
+def fixtures(lab: str, cheats: bool = False) -> dict[str, tuple[str, str]]:
+    """``{"<region>/<fixture>": (region, text)}`` of a lab's wrong answers (``NN_name``), or
+    ``{"cheat:<region>/<kind>": ...}`` of its cheats."""
     out = {}
-    for f in sorted((FIXTURES_DIR / lab).glob("*/*.txt")):
-        out[f"{f.parent.name}/{f.stem}"] = (f.parent.name, f.read_text())
+    folder, prefix = (CHEATS_DIR, CHEAT) if cheats else (FIXTURES_DIR, "")
+    for f in sorted((folder / lab).glob("*/*.txt")):
+        out[f"{prefix}{f.parent.name}/{f.stem}"] = (f.parent.name, f.read_text())
     return out
 
 
@@ -27,17 +43,19 @@ def exercise_of(solution: dict, region: str) -> build.Exercise:
 
 
 def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None,
-                   only: set[str] | None = None) -> dict[str, Verdict]:
-    """Grade every fixture of ``lab``, the unsolved lab (``lab:<exercise>``) and the solution
-    (``solution:<exercise>``, graded last in each notebook: the wrong answers before it must not
-    have broken anything). One batch notebook per exercise, all in one nbval process. ``only``:
-    grade just these fixtures (and the solution of their exercises), not the unsolved lab.
-    Returns ``{label: Verdict of that exercise}``."""
+                   only: set[str] | None = None, mutant: str | None = None) -> dict[str, Verdict]:
+    """Grade every fixture of ``lab`` (wrong answers and cheats), the unsolved lab
+    (``lab:<exercise>``) and the solution (``solution:<exercise>``, graded last in each
+    notebook: the answers before it must not have broken anything). One batch notebook per
+    exercise, all in one nbval process. ``only``: grade just these fixtures (and the solution of
+    their exercises), not the unsolved lab. ``mutant``: weaken a check in the kernels (the
+    mutation tests). Returns ``{label: Verdict of that exercise}``."""
     sol_path = Path(solutions_dir or SOLUTIONS_DIR) / f"{lab}.ipynb"
     solution = build.read(sol_path)
     good = build.region_bodies(solution)
     unsolved = build.region_bodies(build.read(Path(labs_dir or REPO_ROOT / "labs") / f"{lab}.ipynb"))
-    fx = {k: v for k, v in fixtures(lab).items() if only is None or k in only}
+    fx = {k: v for k, v in {**fixtures(lab), **fixtures(lab, cheats=True)}.items()
+          if only is None or k in only}
     out: dict[str, Verdict] = {}
     items, where = [], {}
     for ex in build.exercises(solution):
@@ -49,16 +67,16 @@ def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_d
         if only is None:
             candidates.append((f"lab:{ex.key}", {**good, **{r: unsolved[r] for r in ex.regions}}))
         for label, bodies in candidates:
-            probs = shortcut_problems(lab, solution, ex, bodies)
+            probs = [] if label.startswith(CHEAT) else shortcut_problems(lab, solution, ex, bodies)
             if probs:
                 out[label] = Verdict(ex.name, False, "shortcut: " + "; ".join(probs))
             else:
                 variants.append((label, bodies))
         variants.append((f"solution:{ex.key}", good))
-        nb, cells = build.batch_notebook(solution, ex, variants)
+        nb, cells = build.batch_notebook(solution, ex, variants, lab)
         items.append((ex.key, nb))
         where[ex.key] = (ex, cells)
-    outcomes = run.run_notebooks(items, mode=mode)
+    outcomes = run.run_notebooks(items, mode=mode, mutant=mutant)
     for key, (ex, cells) in where.items():
         o = outcomes[key]
         for n, (label, cell) in enumerate(cells.items()):
@@ -67,7 +85,7 @@ def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_d
             if ok:
                 text = res.get("output", "")
             elif res and not res.get("ok"):
-                text = f"{res.get('error')}: {res.get('reason')}"
+                text = run.failure_text(res)
             elif res:
                 text = "the check printed other lines than the solution's: " + res.get("output", "")
             else:

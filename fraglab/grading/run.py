@@ -34,6 +34,15 @@ class Outcome:
     cases: int = 0          # how many cells nbval ran
 
 
+def failure_text(result: dict) -> str:
+    """The reason of a failed verdict: ``Type: message``, or the message alone where it says
+    what happened itself (a process or a kernel out of time, a learner's cell that failed)."""
+    error, reason = result.get("error") or "", result.get("reason") or ""
+    if not error or error in ("ExerciseProcessError", "KernelTimeout"):
+        return reason
+    return f"{error}: {reason}"
+
+
 def _failure_text(case) -> str:
     node = case.find("failure")
     if node is None:
@@ -53,11 +62,38 @@ def _last_error_line(text: str) -> str:
     return (lines[-1] if lines else "failed")[:400]
 
 
+def _verdict(path: Path, key: str) -> dict | None:
+    """A verdict file's content, if the kernel signed it with this run's key; else None, or a
+    failure saying that the file was not the grader's."""
+    import hashlib
+    import hmac
+    try:
+        doc = json.loads(path.read_text())
+        payload, mac = doc["payload"], doc["mac"]
+        good = hmac.new(key.encode(), payload.encode(), hashlib.sha256).hexdigest()
+        if hmac.compare_digest(good, str(mac)):
+            return json.loads(payload)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return {"ok": False, "error": "", "output": "",
+            "reason": "the verdict file was not the grader's (changed after the check wrote it)"}
+
+
 def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
-                  timeout_s: int = 1800, cell_timeout_s: int = 600) -> dict[str, Outcome]:
+                  timeout_s: int = 1800, cell_timeout_s: int = 600,
+                  mutant: str | None = None) -> dict[str, Outcome]:
     """Run each ``(label, notebook)`` in a fresh kernel through nbval; ``{label: Outcome}``.
-    ``mode`` sets ``FRAGLAB_MODE`` (``cpu``/``gpu``) for the kernels."""
+    ``mode`` sets ``FRAGLAB_MODE`` (``cpu``/``gpu``) for the kernels. ``mutant`` (the test
+    suite's mutation tests only) weakens a check in the kernels (:data:`.capture.MUTANT_ENV`);
+    a value of that variable in this process's environment is dropped, never passed on."""
+    import secrets
+    from .capture import KEY_ENV, MUTANT_ENV
     env = dict(os.environ)
+    env.pop(MUTANT_ENV, None)
+    if mutant:
+        env[MUTANT_ENV] = mutant
+    key = secrets.token_hex(32)
+    env[KEY_ENV] = key
     if mode:
         env["FRAGLAB_MODE"] = mode
     path = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
@@ -96,8 +132,8 @@ def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
                     cell = case.get("name", "")
                     failed.append(int(cell.split()[1]) if cell.startswith("Cell ") else -1)
                     first_text = first_text or txt
-            result = json.loads(res.read_text()) if res.exists() else None
-            extra = {p.name[len(res.name) + 1:]: json.loads(p.read_text())
+            result = _verdict(res, key) if res.exists() else None
+            extra = {p.name[len(res.name) + 1:]: _verdict(p, key)
                      for p in tmp.glob(res.name + ".*")}
             ran = bool(cases[name])
             ok = ran and not failed and bool(result and result.get("ok"))
@@ -106,12 +142,13 @@ def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
             elif not ran:
                 reason = "nbval did not run the notebook:\n" + (r.stdout + r.stderr)[-1500:]
             elif result and not result.get("ok"):
-                reason = f"{result.get('error')}: {result.get('reason')}"
+                reason = failure_text(result)
             elif result and result.get("ok"):
                 reason = ("the check printed other lines than the solution's: "
                           + (result.get("output") or "(nothing)").strip())
             else:
-                reason = "a cell before the check failed: " + _last_error_line(first_text)
+                reason = ("a cell of the solution before the check failed (the course's fault, "
+                          "not your answer's): " + _last_error_line(first_text))
             out[label] = Outcome(label, ok, tuple(sorted(failed)), reason,
                                  (result or {}).get("output", ""), extra, len(cases[name]))
     return out

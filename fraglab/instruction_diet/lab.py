@@ -158,6 +158,12 @@ SNIPPETS = {
 SYNTHETIC = ["@P0 LDSM.16.M88.4 R8, [R2]", "IMAD R3, R3, 0x4, RZ", "LDSM.16.MT88.4 R20, [R3]",
              "FFMA R5, R6, R7, R5", "HMMA.16816.F32 R40, R12.reuse, R10, R40",
              "HMMA.16816.F32 R44, R20, R22, RZ", "LDSM.16.M88.4 R60, [R4]", "EXIT"]
+#: A second made-up listing, for the rules the first leaves out: a register of an LDSM's group
+#: written (as a destination: not a read) before anything reads the group, and an LDSM whose
+#: address comes from another LDSM's registers (an LDSM reads its operands too).
+SYNTHETIC_2 = ["LDSM.16.M88.4 R8, [R2]", "IMAD R9, R4, 0x2, RZ", "FFMA R5, R6, R7, R5",
+               "LDSM.16.M88.4 R16, [R4]", "LDSM.16.M88.4 R24, [R17+0x100]",
+               "HMMA.16816.F32 R40, R8, R26, R40", "EXIT"]
 
 _REG = re.compile(r"\bR(\d+)\b")
 
@@ -194,6 +200,7 @@ def gap_listings(arch: str = "sm_90") -> dict[str, list[str]]:
         b = kernels.build(step, arch)
         out[f"{step} main loop"] = classes.main_loop(b.sass(kernels.kernel_name(step, "f16", 128)))
     out["a made-up listing"] = SYNTHETIC
+    out["a second made-up listing"] = SYNTHETIC_2
     return out
 
 

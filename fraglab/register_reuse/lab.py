@@ -28,6 +28,10 @@ KERNEL = "sgemm_tile1d"
 #: Sizes the interpreter runs (a few seconds each): ragged in M, N and K, two block rows.
 INTERPRETER_CASES = (Case("ragged_small", m=70, n=66, k=20, edge=True),
                      Case("k_not_multiple", m=64, n=64, k=13, edge=True))
+#: Other tiles the learner's loop must also be right at (it is written for any BM, BN, BK, TM:
+#: a loop right only at rung 4's 64x64x8, TM = 8, is not the exercise), on a ragged size.
+OTHER_TILES = dict(BM=32, BN=32, BK=4, TM=4)
+OTHER_CASES = (Case("other_tiles", m=40, n=36, k=11, edge=True),)
 
 
 # --------------------------------------------------------------------------------------------
@@ -39,10 +43,11 @@ def _grid_args(a, b, c, t: dict):
     return (-(-n // t["BN"]), -(-m // t["BM"])), (a, b, c, np.int32(m), np.int32(n), np.int32(k))
 
 
-def source_launcher(a, b, source: str):
-    """``(run, c)``: ``run()`` launches the ``sgemm_tile1d`` of ``source`` (rung 4's tiles) on
-    the CuPy arrays ``a``, ``b`` into ``c`` (checked and compiled once: for timing loops)."""
-    t = kernels.TILES["tile1d"]
+def source_launcher(a, b, source: str, tiles: dict | None = None):
+    """``(run, c)``: ``run()`` launches the ``sgemm_tile1d`` of ``source`` (rung 4's tiles, or
+    ``tiles``) on the CuPy arrays ``a``, ``b`` into ``c`` (checked and compiled once: for timing
+    loops)."""
+    t = tiles or kernels.TILES["tile1d"]
     kernels.check_shapes("tile1d", a, b, t)
     c = launch.poisoned((a.shape[0], b.shape[1]), np.float32)
     fn = launch.get_kernel(LAB_FILE, KERNEL, source=source, defines=t)
@@ -50,14 +55,14 @@ def source_launcher(a, b, source: str):
     return (lambda: launch.launch(fn, grid, kernels.threads("tile1d", t), args)), c
 
 
-def _launch_source(a, b, source: str, interpreter: bool):
-    """C = a @ b by the ``sgemm_tile1d`` of ``source`` with rung 4's tiles, on the GPU (CuPy
-    arrays in and out) or on the PTX interpreter (NumPy)."""
+def _launch_source(a, b, source: str, interpreter: bool, tiles: dict | None = None):
+    """C = a @ b by the ``sgemm_tile1d`` of ``source`` with rung 4's tiles (or ``tiles``), on the
+    GPU (CuPy arrays in and out) or on the PTX interpreter (NumPy)."""
     if not interpreter:
-        run, c = source_launcher(a, b, source)
+        run, c = source_launcher(a, b, source, tiles)
         run()
         return c
-    t = kernels.TILES["tile1d"]
+    t = tiles or kernels.TILES["tile1d"]
     a, b = (np.ascontiguousarray(x, dtype=np.float32) for x in (a, b))
     c = np.full((a.shape[0], b.shape[1]), np.nan, np.float32)
     grid, args = _grid_args(a, b, c, t)
@@ -66,14 +71,15 @@ def _launch_source(a, b, source: str, interpreter: bool):
     return c
 
 
-def source_runner(source: str, interpreter: bool | None = None):
+def source_runner(source: str, interpreter: bool | None = None, tiles: dict | None = None):
     """A ``run(a, b)`` for :meth:`fraglab.problem.Problem.check` that launches the learner's
-    kernel (on the interpreter when ``interpreter`` or when there is no GPU)."""
+    kernel (on the interpreter when ``interpreter`` or when there is no GPU; with ``tiles``, or
+    rung 4's)."""
     def run(a, b, **_):     # the mode is read at each call: graders switch it (each_mode)
         interp = not device.gpu_available() if interpreter is None else interpreter
         if not interp:
             a, b = launch.to_device(a), launch.to_device(b)
-        return _launch_source(a, b, source, interp)
+        return _launch_source(a, b, source, interp, tiles)
     return run
 
 
@@ -104,12 +110,20 @@ def check_tile1d_source(source: str, rng, exercise: str = "exercise 1") -> str:
     ran = checks.check_cases(exercise, p, source_runner(source), rng, repeats=1,
                              cases=p.cases if device.gpu_available() else INTERPRETER_CASES,
                              interpreter_cases=INTERPRETER_CASES)
+    other = ", ".join(f"{k}={v}" for k, v in OTHER_TILES.items())
+    try:
+        also = checks.check_cases(exercise, p, source_runner(source, tiles=OTHER_TILES), rng,
+                                  repeats=1, cases=OTHER_CASES, interpreter_cases=OTHER_CASES)
+    except grade.GradeError as e:
+        grade.fail(exercise, f"at tiles {other} (not only rung 4's): "
+                             + (str(e).partition("not solved yet: ")[2] or str(e)))
     arches = grade.check_sass(exercise, source, KERNEL, classes_zero=("local",), name=LAB_FILE,
                               defines=kernels.TILES["tile1d"])
     problems = loop_problems(source)
     if problems:
         grade.fail(exercise, "\n".join(problems))
-    return f"compiled for {', '.join(arches)}; C checked against float64: {ran}"
+    return (f"compiled for {', '.join(arches)}; C checked against float64: {ran}; at tiles "
+            f"{other}: {also}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,6 +139,12 @@ SYNTHETIC = ["@P0 LDS.64 R4, [R2+0x10]", "LDS R6, [R3]", "LDG.E.128 R8, desc[UR4
              "STS.128 [R5], R8", "FFMA R20, R4, R6, R20", "@!P1 FFMA R21, R5, R6, R21",
              "LDS.U.128 R24, [R2+0x200]", "FFMA R22, R24, R6, R22", "FFMA R23, R25, R6, R23",
              "IMAD R2, R2, 0x4, RZ", "BAR.SYNC.DEFER_BLOCKING 0x0"]
+#: A second made-up body, for the rules the first leaves out: an LDSM (a matrix load from shared
+#: memory: its base is not LDS, so it is not counted), a predicated 128-bit LDS, and FMA opcodes
+#: that are not FFMA (HFMA2, DFMA).
+SYNTHETIC_2 = ["LDSM.16.M88.4 R40, [R2]", "@!P2 LDS.U.128 R8, [R3+0x40]", "HFMA2 R6, R6, R7, RZ",
+               "FFMA R12, R8, R9, R12", "DFMA R14, R10, R10, R14", "FFMA R13, R10, R11, R13",
+               "LDS R16, [R3+0x80]", "FFMA R17, R16, R16, R17"]
 
 
 def main_loop_lines(kernel: str, arch: str = "sm_90") -> list[str]:
@@ -143,6 +163,7 @@ def counter_problems(fn, rungs=COUNTED_RUNGS, arch: str = "sm_90") -> list[str]:
     """Where the learner's ``fn(lines) -> words per FFMA`` disagrees with :func:`words_per_ffma`."""
     listings = {f"rung {k}": main_loop_lines(k, arch) for k in rungs}
     listings["a made-up loop"] = SYNTHETIC
+    listings["a second made-up loop"] = SYNTHETIC_2
     problems = []
     for name, lines in listings.items():
         want = words_per_ffma(lines)
@@ -175,6 +196,36 @@ def ptxas_report(tiles: dict, arch: str = "sm_90") -> dict:
     return {"registers": res["registers"],
             "spill_bytes": res["spill_stores"] + res["spill_loads"],
             "occupancy": occ["occupancy"]}
+
+
+#: Tiles the learner's report is also checked on (the first two that are not their choice): a
+#: report right only for the tiles one picked is not the exercise.
+REPORT_TILES = (dict(BM=64, BN=64, BK=8, TM=8), dict(BM=128, BN=64, BK=8, TM=16),
+                dict(BM=64, BN=64, BK=8, TM=16))
+
+
+def report_problems(ptxas_check, choice, arch: str = "sm_90") -> list[str]:
+    """Where ``ptxas_check(tiles)`` (the learner's report) disagrees with :func:`ptxas_report` on
+    two tile choices other than ``choice``."""
+    others = [t for t in REPORT_TILES if t != choice][:2]
+    problems = []
+    for t in others:
+        want = ptxas_report(t, arch)
+        try:
+            got = ptxas_check(dict(t))
+        except Exception as e:  # the learner's bug, shown with the tiles it met
+            problems.append(f"ptxas_check({t}): {type(e).__name__}: {e}")
+            continue
+        for key, value in want.items():
+            g = got.get(key) if isinstance(got, dict) else None
+            try:
+                same = g is not None and np.isclose(float(g), float(value), rtol=1e-9, atol=0)
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                problems.append(f"ptxas_check({t})[{key!r}] = {g!r}; ptxas and the occupancy "
+                                f"rules give {value!r} (the report must hold for any tiles)")
+    return problems
 
 
 def tile_choice_problems(tiles, learner_report=None, arch: str = "sm_90") -> list[str]:

@@ -1,0 +1,111 @@
+"""Wall-clock limits on the kernels a graded check launches (installed in the graded notebook's
+kernel by :func:`install`, once): a kernel that never finishes fails its exercise within the
+limit, saying so, instead of holding grading until nbval's cell limit.
+
+* **On a GPU** every :func:`fraglab.launch.launch` is followed by a wait on an event polled
+  until :data:`GPU_LIMIT_S` (``"the kernel K did not finish within 20 s: a deadlock?"``), except
+  behind :mod:`fraglab.bench`'s gate, whose closed stream is meant to wait. The check's own
+  waits (``sync=True``, copies to the host) then return at once.
+* **On the PTX interpreter** a deadlock is the interpreter's own report
+  (:class:`fraglab.ptx.Deadlock`: every warp spins or waits, and which line); a kernel that
+  runs on and on without repeating itself meets the interpreter's instruction budget, or this
+  module's :data:`INTERPRETER_LIMIT_S`, whichever comes first.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+GPU_LIMIT_S = 20.0
+INTERPRETER_LIMIT_S = 120.0
+
+_installed = False
+
+
+class KernelTimeout(BaseException):
+    """A kernel did not finish within its limit (no check's ``except Exception`` takes it)."""
+
+
+def _name(fn) -> str:
+    return str(getattr(fn, "name", None) or getattr(fn, "kernel", "") or "launched")
+
+
+def _gate_closed() -> bool:
+    from .. import bench
+    gate = getattr(bench, "_Gate", None)
+    g = getattr(gate, "_instance", None) if gate else None
+    return g is not None and g.flags[0] == 0 and g.flags[1] == 0
+
+
+def wait_gpu(stream, what: str, limit_s: float = GPU_LIMIT_S) -> None:
+    """Wait until the work queued on ``stream`` is done, or raise :class:`KernelTimeout`."""
+    import cupy as cp
+    ev = cp.cuda.Event(block=False, disable_timing=True)
+    ev.record(stream if stream is not None else cp.cuda.get_current_stream())
+    end = time.monotonic() + limit_s
+    while not ev.done:
+        if time.monotonic() > end:
+            raise KernelTimeout(f"the kernel {what} did not finish within {limit_s:g} s: "
+                                "a deadlock?")
+        time.sleep(0.0002)
+
+
+class _alarm:
+    """Raise :class:`KernelTimeout` in the main thread after ``seconds`` (nests: inner ones are
+    no-ops)."""
+    depth = 0
+
+    def __init__(self, seconds: float, what: str):
+        self.seconds, self.what = seconds, what
+
+    def __enter__(self):
+        _alarm.depth += 1
+        self.armed = _alarm.depth == 1 and threading.current_thread() is threading.main_thread()
+        if self.armed:
+            def ring(signum, frame):
+                raise KernelTimeout(f"the kernel {self.what} did not finish within "
+                                    f"{self.seconds:g} s on the PTX interpreter: an endless loop?")
+            self.old = signal.signal(signal.SIGALRM, ring)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        _alarm.depth -= 1
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        return False
+
+
+def install() -> None:
+    """Wrap the launch paths of this process (the graded notebook's kernel) with the limits."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    from .. import launch
+    from ..ptx import program
+
+    real_launch = launch.launch
+
+    def launch_with_limit(fn, grid, block, args, shared_mem=0, *, sync=False, stream=None):
+        if launch.interpreted():
+            return real_launch(fn, grid, block, args, shared_mem, sync=sync, stream=stream)
+        real_launch(fn, grid, block, args, shared_mem, sync=False, stream=stream)
+        if not _gate_closed():
+            wait_gpu(stream, _name(fn))
+        if sync:
+            real_sync(stream)
+    launch.launch = launch_with_limit
+
+    def real_sync(stream):
+        import cupy as cp
+        (stream if stream is not None else cp.cuda.get_current_stream()).synchronize()
+
+    real_call = program.KernelFunction.__call__
+
+    def call_with_limit(self, *args, **kwargs):
+        with _alarm(INTERPRETER_LIMIT_S, self.name):
+            return real_call(self, *args, **kwargs)
+    program.KernelFunction.__call__ = call_with_limit
