@@ -15,7 +15,7 @@ import fnmatch
 
 import numpy as np
 
-from .errors import short_path
+from .errors import frames, is_builtin, short_path
 from .program import launch
 
 
@@ -114,15 +114,16 @@ def _reg_names(op, kernel):
 
 
 def _matches(instr, line, file, files):
-    loc = instr.loc
-    if loc is None:
-        return False
-    cands = [(loc.file, loc.line)]
-    if loc.inlined_at:
-        cands.append(loc.inlined_at[:2])
-    for f, ln in cands:
-        if ln == line and (file is None or short_path(files.get(f, "")).endswith(file)
-                           or files.get(f, "").endswith(file)):
+    """Whether ``instr`` comes from source ``line``: its own position or any call site it is
+    inlined at (so the line of a call to a helper or a CUDA intrinsic covers the inlined code).
+    Without ``file``, frames in CUDA's own headers do not count (``errors.is_builtin``)."""
+    for path, ln, _ in frames(instr, files):
+        if ln != line:
+            continue
+        if file is None:
+            if not is_builtin(path):
+                return True
+        elif short_path(path).endswith(file) or path.endswith(file):
             return True
     return False
 
