@@ -139,16 +139,18 @@ def _cuda_include_dirs() -> tuple[str, ...]:
 # directory (cuda_fp16.hpp, sm_30_intrinsics.hpp, crt/mma.hpp, cooperative_groups/..., libcu++'s
 # cuda/std and nv/target, CCCL), or any file below a toolkit's or an NVIDIA wheel's include/.
 _CUDA_HEADER = re.compile(
-    r"(?:^|/)(?:cuda_(?:fp16|bf16|fp8|fp6|fp4|pipeline\w*|awbarrier\w*|runtime\w*|device_runtime_api"
-    r"|texture_types|surface_types)|sm_\d+_(?:intrinsics|atomic_functions)|device_(?:functions"
-    r"|atomic_functions|double_functions|types)|math_functions|vector_functions|mma|host_defines"
-    r"|texture_fetch_functions|texture_indirect_functions|surface_functions"
-    r"|surface_indirect_functions|cooperative_groups)\.hpp?$"
-    r"|(?:^|/)(?:crt|cooperative_groups|cccl|cub|thrust)/|(?:^|/)cuda/(?:std/|__)|(?:^|/)nv/"
-    r"(?:target|detail)"
+    r"(?:^|/)(?:cuda_(?:fp16|bf16|fp8|fp6|fp4|pipeline\w*|awbarrier\w*|runtime\w*"
+    r"|device_runtime_api|texture_types|surface_types)"
+    r"|sm_\d+_(?:intrinsics|atomic_functions)"
+    r"|device_(?:functions|atomic_functions|double_functions|types)"
+    r"|math_functions|vector_functions|mma|host_defines|cooperative_groups"
+    r"|(?:texture|surface)_(?:fetch_functions|functions|indirect_functions))\.hpp?$"
+    r"|(?:^|/)(?:crt|cooperative_groups|cccl|cub|thrust)/|(?:^|/)cuda/(?:std/|__)"
+    r"|(?:^|/)nv/(?:target|detail)"
     r"|/cuda(?:-[\d.]+)?/(?:targets/[^/]+/)?include/|/site-packages/nvidia/[^/]+/include/")
 
 
+@lru_cache(maxsize=4096)
 def is_builtin(path: str | None) -> bool:
     """Whether a source file is one of CUDA's own headers (below the CUDA include directory
     fraglab.tools compiles with, or named like them: cuda_fp16.hpp, sm_30_intrinsics.hpp,
@@ -161,6 +163,7 @@ def is_builtin(path: str | None) -> bool:
     return _CUDA_HEADER.search(path) is not None
 
 
+@lru_cache(maxsize=4096)
 def _builtin_name(path: str) -> str:
     """'.../include/crt/mma.hpp' -> 'crt/mma.hpp': a CUDA header from its include folder on."""
     for d in _cuda_include_dirs():
@@ -350,6 +353,7 @@ class _Names:
             raise ValueError(self.s[self.i:])
 
 
+@lru_cache(maxsize=4096)
 def function_name(mangled: str | None) -> str | None:
     """The qualified name of a function from its mangled symbol, without parameters or template
     arguments: '_ZN6nvcuda4wmma16load_matrix_syncERNS0_8fragment...' ->
@@ -362,7 +366,8 @@ def function_name(mangled: str | None) -> str | None:
         return mangled
     # NVRTC puts a translation unit's internal functions in a namespace of its own; libraries
     # version theirs with inline namespaces (cooperative_groups::__v1, cuda::std::__4)
-    names = [n for n in names if not n.startswith("_INTERNAL_") and not re.fullmatch(r"__v?\d+", n)]
+    names = [n for n in names
+             if not n.startswith("_INTERNAL_") and not re.fullmatch(r"__v?\d+", n)]
     return "::".join(names) or mangled
 
 
