@@ -3,6 +3,7 @@ learner's regions put in, one per exercise; shortcut detection; PTX dependency c
 only: the nbval runs over every lab's fixtures are in tests/test_grading_fixtures.py."""
 import json
 
+import numpy as np
 import pytest
 
 from fraglab import labs, toolchain
@@ -43,7 +44,7 @@ def test_graded_notebook_puts_the_learner_region_in_and_keeps_the_solution_check
     sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
     ex = build.exercises(sol)[1]
     body = "    return v  # MINE\n"
-    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "2": body}, ex)
+    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "2": body}, ex, lab="00_hello_warp")
     text = "\n".join(c["source"] for c in nb["cells"])
     assert "return v  # MINE" in text
     assert "(warp.lane_id() + 1) % 32" not in text            # the solution's region 2 is gone
@@ -57,6 +58,54 @@ def test_graded_notebook_puts_the_learner_region_in_and_keeps_the_solution_check
         if "graded" in c["metadata"].get("tags", []):
             c["source"] = "print('PASS exercise 2: trust me')\n"
     assert build.learner_bodies(lab, sol)["2"] != build.region_bodies(sol)["2"]
+
+
+def _kernel_cell(nb, needle):
+    return next(c["source"] for c in nb["cells"] if needle in c["source"])
+
+
+def test_a_python_region_is_only_a_string_in_the_kernel():
+    """The kernel's cell for a Python region defines nothing itself: it passes the learner's text,
+    as a string, to sandbox.bind (which runs it in the exercise's own process)."""
+    import ast
+    sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
+    ex = build.exercises(sol)[0]
+    body = "    import fraglab.grade as g  # MINE\n    g.fail = None\n    return v\n"
+    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "1": body}, ex, lab="00_hello_warp")
+    cell = _kernel_cell(nb, "MINE")
+    tree = ast.parse(cell)
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Assign))]
+    call = tree.body[-1].value
+    assert call.func.id == "_bind"
+    kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    assert "# MINE" in kw["code"] and kw["names"] == ["warp_sum_emulated"]
+    assert kw["lab"] == "00_hello_warp" and kw["regions"] == ("1",) and "warp" in kw["context"]
+    assert "shuffles" in kw["checks"]            # the check's names: stand-ins that refuse
+
+
+def test_a_cuda_region_that_closes_its_string_stays_cuda():
+    """A CUDA region whose text closes the Python string and runs Python is, in the kernel, the
+    value of the string: the Python after the quotes is source for the compiler, never run."""
+    sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
+    ex = build.exercises(sol)[2]
+    body = "    v = 0;\n}\n'''\nraise SystemExit('escaped')\n_rest = r'''\n"
+    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "3": body}, ex, lab="00_hello_warp")
+    cell = _kernel_cell(nb, "WARP_SUM_SOURCE")
+    ns = {}
+    exec(cell, ns)                                          # runs no Python of the learner's
+    assert set(ns) == {"__builtins__", "WARP_SUM_SOURCE"}
+    src = ns["WARP_SUM_SOURCE"]
+    assert body in src and src.index("// BEGIN EXERCISE 3") < src.index(body) < src.index("// END EXERCISE")
+    assert build.replace_bodies(src, {"3": "X\n"}).count("X\n") == 1
+
+
+def test_the_other_regions_of_a_learner_cell_are_stubs_in_its_process():
+    sol = _read(ROOT / "solutions" / "07_register_reuse.ipynb")
+    ex = build.exercises(sol)[2]
+    nb = build.graded_notebook(sol, {**build.region_bodies(sol), "3a": "    return {}  # MINE\n"}, ex,
+                               lab="07_register_reuse")
+    cell = _kernel_cell(nb, "MINE")
+    assert "rr.build(" in cell and "my_tiles" in cell       # 3b, the solution's: same exercise
 
 
 def test_a_lab_without_its_markers_is_refused():
@@ -141,3 +190,71 @@ def test_clock_dependency_mistakes_are_found_in_the_ptx(name, words):
     body = (FIXTURES_DIR / "04_microbenchmark" / "4" / f"{name}.txt").read_text()
     probs = dataflow.clock_problems(_clock_ptx(body), "rowmax_regs_timed")
     assert any(words in p for p in probs), probs
+
+
+# ---- the wire format ------------------------------------------------------------------------
+
+def test_wire_carries_plain_data_both_ways():
+    from fraglab.grading import wire
+    value = {"a": [1, 2.5, None, True, "x"], "t": (np.float32(1.5), np.arange(6, dtype=np.int16).reshape(2, 3)),
+             "nan": float("nan"), 3: {1, 2}, "__k": b"\x00\x01", "u": np.add,
+             "e": np.zeros((0, 4)), "c": np.array([1 + 2j])}
+    back = wire.decode(json.loads(json.dumps(wire.encode(value))))
+    assert back["t"][0].dtype == np.float32 and back["t"][1].dtype == np.int16
+    assert np.array_equal(back["t"][1], value["t"][1]) and isinstance(back["t"], tuple)
+    assert back[3] == {1, 2} and back["__k"] == b"\x00\x01" and back["u"] is np.add
+    assert back["nan"] != back["nan"] and back["e"].shape == (0, 4) and back["c"][0] == 1 + 2j
+
+
+@pytest.mark.parametrize("value", [
+    np.array([object()], dtype=object),
+    type("Always", (), {"__eq__": lambda s, o: True})(),
+    lambda: 1,
+    np.array(["a"]),
+])
+def test_wire_refuses_what_is_not_plain_data(value):
+    from fraglab.grading import wire
+    with pytest.raises(wire.WireError):
+        wire.encode(value)
+
+
+@pytest.mark.parametrize("obj, words", [
+    ({"__nd__": ["object", [1], ""]}, "dtype"),
+    ({"__nd__": ["float64", [2], "AAAA"]}, "do not fill"),
+    ({"__pickle__": "gASV"}, "unknown tagged"),
+    ({"__ref__": [0, "Build"]}, "reference"),
+    ({"__figure__": {}}, "figure"),
+    ({"__ufunc__": "sum"}, "ufunc"),
+    ({"__ns__": {"_x": 1}}, "public names"),
+    ({"a": 1, "__tuple__": []}, "unknown tagged"),
+])
+def test_wire_refuses_what_breaks_the_format(obj, words):
+    from fraglab.grading import wire
+    with pytest.raises(wire.WireError, match=words):
+        wire.decode(obj)
+
+
+def test_wire_refuses_nesting_and_junk_lines():
+    from fraglab.grading import wire
+    deep = []
+    for _ in range(wire.MAX_DEPTH + 5):
+        deep = [deep]
+    with pytest.raises(wire.WireError):
+        wire.encode(deep)
+    for line in (b"not json\n", b"[1, 2]\n", b'{"no_op": 1}\n'):
+        with pytest.raises(wire.WireError):
+            wire.loads(line)
+
+
+# ---- the verdict file -----------------------------------------------------------------------
+
+def test_a_verdict_file_must_carry_this_runs_signature(tmp_path):
+    from fraglab.grading import capture, run
+    good = tmp_path / "g.json"
+    good.write_text(json.dumps(capture.sign({"ok": True, "output": "PASS x\n"}, b"k1")))
+    assert run._verdict(good, "k1") == {"ok": True, "output": "PASS x\n"}
+    assert not run._verdict(good, "k2")["ok"]
+    forged = tmp_path / "f.json"
+    forged.write_text(json.dumps({"ok": True, "output": "PASS exercise 1: forged\n"}))
+    v = run._verdict(forged, "k1")
+    assert not v["ok"] and "not the grader's" in v["reason"]

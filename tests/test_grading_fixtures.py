@@ -1,14 +1,14 @@
-"""Grading proven on stored wrong answers: for every lab, each fixture in
-tests/fixtures/wrong_answers fails its exercise, the solution passes every exercise and the
+"""Grading proven on stored answers: for every lab, each wrong answer (tests/fixtures/wrong_answers)
+and each cheat (tests/fixtures/cheats, graded without the shortcut scan) fails its exercise, with a
+reason that says what was refused or what differed; the solution passes every exercise and the
 unsolved lab fails every one, through nbval (one nbval process per lab; one kernel per exercise,
-the fixtures of an exercise graded one after the other in it, the solution last). The mutation
-tests weaken one check function inside the kernels and show that fixtures then pass: a broken
-grader cannot hide behind these tests."""
+the answers of an exercise graded one after the other in it, the solution last). The mutation
+tests weaken one check function inside the kernels, or run the learner's cells in the kernel
+again, and show that fixtures then pass: a broken grader cannot hide behind these tests."""
 import functools
 
 import pytest
 
-from fraglab.grading import capture
 from fraglab.grading.fixtures import fixtures, grade_fixtures
 from nbval_run import ROOT
 
@@ -20,7 +20,8 @@ def graded(lab):
     return grade_fixtures(lab)
 
 
-CASES = [(lab, label) for lab in LABS for label in fixtures(lab)]
+CASES = [(lab, label) for lab in LABS for label in {**fixtures(lab), **fixtures(lab, cheats=True)}]
+CHEATS = [(lab, label) for lab, label in CASES if label.startswith("cheat:")]
 
 # Wrong answers whose kernel is undefined behaviour that the H100 happened to run correctly (lab 00
 # exercise 3: every_lane_writes, half_mask) fail in GPU mode too: GPU-mode grading runs every CUDA
@@ -45,6 +46,35 @@ def test_wrong_answer_fails_its_exercise(lab, label):
     assert v.text.strip(), "a failure must say why"
 
 
+#: What a cheat's reason says, by kind (any of these words): what was refused, or what differed.
+CHEAT_SAYS = {"mutant_switch": ("is not solved yet",),       # no switch there: the check's words
+              "cuda_escape": ("compile",),                     # the escape is CUDA: it does not build
+              "frame_expected": ("grading refused", "KeyError")}   # no check in the frames there
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", CHEATS, ids=[f"{a}/{b}" for a, b in CHEATS])
+def test_a_cheat_is_told_what_was_refused_or_what_differed(lab, label):
+    v = graded(lab)[label]
+    kind = label.rsplit("/", 1)[1]
+    assert any(w in v.text for w in CHEAT_SAYS.get(kind, ("grading refused",))), v.text
+
+
+#: Wrong answers that end their process or never end: each fails at once, or at the limit, with a
+#: reason that names the exercise and what happened (not "a cell before the check").
+ENDINGS = {("00_hello_warp", "1/calls_os_exit"): "exited with status 3",
+           ("00_hello_warp", "2/endless_loop"): "did not finish within 20 s",
+           ("00_hello_warp", "3/deadlock"): "deadlock"}
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", sorted(ENDINGS), ids=[f"{a}/{b}" for a, b in sorted(ENDINGS)])
+def test_a_process_or_kernel_that_never_returns_is_told_what_happened(lab, label):
+    v = graded(lab)[label]
+    assert ENDINGS[lab, label] in v.text and v.exercise in v.text, v.text
+    assert "before the check" not in v.text
+
+
 #: Wrong answers whose failure must be the check's own words (a table of the wrong values), not a
 #: crash of the grader: lab 03 grades with one tolerance per element, which the table once
 #: could not print ("The truth value of an array ... is ambiguous").
@@ -67,18 +97,28 @@ MUTANTS = [
     ("check_sass", "00_hello_warp", "3/through_shared_memory"),
     ("problem_check", "00_hello_warp", "3/every_lane_writes"),
     ("check_equal", "02_forward_mapping", "2/missing_tile_offset"),
+    ("in_process", "00_hello_warp", "cheat:1/alias_patch"),     # the learner's cell in the kernel
 ]
 
 
 @pytest.mark.nbval
 @pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[f"{m[1]}/{m[0]}" for m in MUTANTS])
-def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label, monkeypatch):
+def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label):
     assert not graded(lab)[label].ok                 # caught by the real checks
-    monkeypatch.setenv(capture.MUTANT_ENV, mutant)
-    res = grade_fixtures(lab, only={label})
+    res = grade_fixtures(lab, only={label}, mutant=mutant)
     assert res[label].ok, (f"with {mutant} weakened, {label} still fails: the test suite cannot see "
                            f"that check broken ({res[label].text})")
     assert all(v.ok for k, v in res.items() if k.startswith("solution:"))
+
+
+@pytest.mark.nbval
+def test_the_mutation_switch_is_not_taken_from_the_environment(monkeypatch):
+    """FRAGLAB_GRADING_MUTANT in the environment of `make grade` (a learner's shell) weakens
+    nothing: the grader passes it to its kernels only through its API (mutant=)."""
+    from fraglab.grading import capture
+    monkeypatch.setenv(capture.MUTANT_ENV, "fail")
+    res = grade_fixtures("00_hello_warp", only={"1/missing_last_step"})
+    assert not res["1/missing_last_step"].ok, res["1/missing_last_step"].text
 
 
 @pytest.mark.nbval

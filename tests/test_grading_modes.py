@@ -124,15 +124,17 @@ def test_lab07_grader_runs_the_interpreter_cases_on_a_gpu(fake_gpu, monkeypatch,
     runs = []
     real = lab._launch_source
 
-    def launch_source(a, b, source, interpreter):
+    def launch_source(a, b, source, interpreter, tiles=None):
         runs.append(interpreter)
         if interpreter:
-            return real(a, b, source, True)
+            return real(a, b, source, True, tiles)
         return (np.asarray(a, np.float64) @ np.asarray(b, np.float64)).astype(np.float32)
     monkeypatch.setattr(lab, "_launch_source", launch_source)
     monkeypatch.setattr(launch, "to_device", lambda x: x)
     from test_07_register_reuse_lab import SOURCE
     text = lab.check_tile1d_source(SOURCE, rng)
-    n = len(lab.INTERPRETER_CASES)
-    assert runs[:n] == [True] * n and not any(runs[n:]) and len(runs) > n   # interpreter first
+    n, m = len(lab.INTERPRETER_CASES), len(lab.OTHER_CASES)
+    k = len(runs) - 2 * m                             # rung 4's tiles, then the other tiles
+    assert runs[:n] == [True] * n and not any(runs[n:k]) and k > n     # interpreter first
+    assert runs[k:] == [True] * m + [False] * m
     assert "float64" in text and "on Fake GPU and" in text and text.endswith("on the PTX interpreter")

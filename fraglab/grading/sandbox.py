@@ -32,7 +32,8 @@ plain-data arguments)
 
 :func:`bind` puts, in the kernel's namespace, a *proxy* for each function the cell defines (a
 call sends ``call`` and waits) and the value of each plain-data name. Every wait has a limit of
-:data:`LIMIT_S` seconds of the child's own time (time spent serving its requests does not count);
+:data:`LIMIT_S` seconds of the child's time (of the time spent serving its requests, only
+:data:`SERVICE_S` a request counts: a slow compile is the grader's, a loop of requests the child's);
 a child that dies, loops or breaks the format fails its exercise at once, with a reason that
 names the exercise, the learner's cell and what happened (:class:`ExerciseProcessError`, which
 no check's ``except Exception`` swallows).
@@ -51,11 +52,15 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 from . import exposed, wire
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
 #: Seconds of its own time a child may take for one cell or one call.
 LIMIT_S = 20.0
+#: Seconds of each service call counted against the child's limit (the rest is the grader's).
+SERVICE_S = 0.05
 #: Seconds a child may take to start (an interpreter and NumPy, matplotlib for a figure).
 START_S = 60.0
 #: The test suite's switch (``FRAGLAB_GRADING_MUTANT=in_process``, set only by the grader's own
@@ -98,8 +103,8 @@ def figure_content(fig) -> dict:
             "position": list(ax.get_position().bounds), "title": ax.get_title(loc="left")
             or ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
             "xlim": list(ax.get_xlim()), "ylim": list(ax.get_ylim()),
-            "lines": [{"x": wire.encode(l.get_xdata().astype(float)),
-                       "y": wire.encode(l.get_ydata().astype(float)), "label": l.get_label(),
+            "lines": [{"x": wire.encode(np.asarray(l.get_xdata(), float)),
+                       "y": wire.encode(np.asarray(l.get_ydata(), float)), "label": l.get_label(),
                        "color": l.get_color(), "linestyle": l.get_linestyle(),
                        "linewidth": l.get_linewidth()} for l in ax.get_lines()],
             "texts": [{"x": t.get_position()[0], "y": t.get_position()[1], "text": t.get_text()}
@@ -113,7 +118,7 @@ class Child:
     each call, so that a check's patch of a course function sees the calls)."""
 
     def __init__(self, exercise: str, lab: str, regions, ns: dict, context, hidden=(),
-                 checks=()):
+                 checks=(), code: str = ""):
         from .. import child
         self.exercise, self.lab, self.regions, self.ns = exercise, lab, tuple(regions), ns
         self.services = exposed.services(lab, regions)
@@ -132,19 +137,22 @@ class Child:
         os.close(to_child)
         os.close(from_child)
         self.buf = b""
-        names, figures = self._names(context, hidden)
+        names, figures = self._names(context, hidden, code)
         for name in checks:
             names.setdefault(name, {"kind": "refused", "why": f"`{name}` belongs to a check, "
                                     "which runs in another process"})
+        course = sorted(m for m in sys.modules if m.partition(".")[0] == "fraglab")
         self._send({"op": "setup", "exercise": exercise, "workdir": self.dir, "names": names,
-                    "figures": figures})
+                    "figures": figures, "course_modules": course})
         msg = self._recv(time.monotonic() + START_S, "starting the process for your code")
         if msg.get("op") != "ready":
             self._broken(f"it answered {msg.get('op')!r} to its setup")
         self.layers = msg.get("layers", [])
 
     # ---- the names the learner's cells see -----------------------------------------------------
-    def _names(self, context, hidden) -> tuple[dict, bool]:
+    def _names(self, context, hidden, code: str) -> tuple[dict, bool]:
+        """What the child gets for each name of ``context``; a figure only where ``code`` names
+        it (rebuilding one costs the child matplotlib)."""
         import types
         out, figures = {}, False
         for name in context:
@@ -157,8 +165,16 @@ class Child:
             elif isinstance(value, types.ModuleType):
                 out[name] = self._module(name, value)
             elif type(value).__name__ == "Figure" and hasattr(value, "axes"):
-                out[name] = {"kind": "data", "value": {"__figure__": figure_content(value)}}
-                figures = True
+                if not re.search(rf"\b{re.escape(name)}\b", code):
+                    out[name] = {"kind": "refused", "why": f"the figure `{name}` goes only to "
+                                 "code that names it"}
+                    continue
+                try:
+                    out[name] = {"kind": "data", "value": {"__figure__": figure_content(value)}}
+                    figures = True
+                except (TypeError, ValueError, wire.WireError):
+                    out[name] = {"kind": "refused", "why": f"the figure `{name}` does not cross "
+                                 "to the process that runs your code"}
             else:
                 try:
                     enc = wire.encode(value)
@@ -280,7 +296,11 @@ class Child:
             budget -= time.monotonic() - t0
             op = msg["op"]
             if op == "request":
+                t1 = time.monotonic()
                 self._serve(msg)
+                # a quick service counts against the child (a loop of requests is its loop); of
+                # a slow one (a compile), only the first SERVICE_S
+                budget -= min(time.monotonic() - t1, SERVICE_S)
             elif msg.get("id") != mid or op not in ("done", "error"):
                 self._broken(f"an answer {op!r} to nothing it was asked")
             elif op == "done":
@@ -430,7 +450,7 @@ def bind(ns: dict, *, exercise: str, lab: str, regions, cell: int, code: str, na
         child = _SESSIONS.get(session)
         if child is None:
             child = _SESSIONS[session] = Child(exercise, lab, regions, ns, context,
-                                               hidden_names(lab, regions, context), checks)
+                                               hidden_names(lab, regions, context), checks, code)
         got = child.exec_cell(code, f"<exercise {', '.join(regions)}, notebook cell {cell}>",
                               names, f"running {where}")
         for name in names:
