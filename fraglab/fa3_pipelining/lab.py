@@ -8,8 +8,7 @@ sm_90a, reads ptxas's notes and the SASS overlap, and runs the attention Problem
 """
 from __future__ import annotations
 
-from .. import grade, launch, tools
-from ..flash_attention.kernels import as_float
+from .. import grade, tools
 from . import kernels, problems, sass_evidence
 
 BEGIN, END = "// BEGIN MAINLOOP", "// END MAINLOOP"
@@ -54,8 +53,13 @@ def check_parities(exercise: str, fn) -> None:
 def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
     """Grade a two-stage step: it compiles for sm_90a; ptxas keeps the wgmma asynchronous (no
     C75xx note); at least half of the exp2 instructions run beside a wgmma in flight (SASS); and
-    the kernel matches float64 attention on the Problem's cases (both modes). Returns the
-    cases line (for :func:`fraglab.grade.mode_line`)."""
+    the kernel matches float64 attention on the Problem's cases (both modes). The small cases
+    run on the PTX interpreter in both modes (on a GPU before the GPU's cases:
+    :func:`fraglab.grading.checks.check_cases`), whose asynchronous-hazard checks fail a step that
+    reads a stage before waiting for its copy, or releases a stage before the wgmma reading it
+    completed (caught when the producer refills it: the case "first CTA (rings wrap)" sweeps more
+    key tiles than the rings have stages); on a GPU such a race may happen to go right. Returns
+    the cases line (for :func:`fraglab.grade.mode_line`)."""
     from ..grading import checks
     from .. import toolchain
     src = step_source(body)
@@ -77,10 +81,8 @@ def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
                    "the P V multiply")
     p = problems.ATTENTION["twostage"]
 
-    def run_mine(q, k, v, dtype, causal, scale, **_):
-        run, out = kernels.attention_launcher(*map(launch.to_device, (q, k, v)), causal=causal,
-                                              variant="twostage", scale=scale, source=src)
-        run()
-        return as_float(out, dtype)
+    def run_mine(q, k, v, dtype, causal, scale, first_cta=False, **_):
+        return problems.run_attention(q, k, v, dtype, causal, scale, variant="twostage",
+                                      first_cta=first_cta, source=src)
     return checks.check_cases(exercise, p, run_mine, rng, repeats=1,
                               cases=cases)

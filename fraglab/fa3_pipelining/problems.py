@@ -3,14 +3,18 @@
 
 Attention inputs, reference (float64 on the inputs' exact values) and tolerances are chapter
 05's (:mod:`fraglab.flash_attention.problems`); cases marked ``slow`` run on GPUs only, the others
-(one head, N <= 130, a CTA of 384 threads) are small enough for the PTX interpreter.
+(one head, N <= 130, a CTA of 384 threads) are small enough for the PTX interpreter, and one
+case runs five key tiles through the first CTA only (``first_cta``): more tiles than the rings
+have stages, so that every stage is refilled, and a stage released too early or read before its
+copy was waited for is caught there (:mod:`fraglab.ptx`'s asynchronous-hazard checks).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import device, launch
-from ..flash_attention.kernels import as_float
+from ..flash_attention.constants import LOG2E
+from ..flash_attention.kernels import as_float, check_fa2_arguments
 from ..flash_attention.problems import LABELS, TOL, _inputs, _reference
 from ..problem import Case, Problem
 from . import kernels
@@ -24,12 +28,57 @@ def _requires(case: Case) -> tuple[bool, str]:
     return True, ""
 
 
+def first_cta_rows(n: int, causal: bool) -> slice:
+    """The query rows of the grid's first CTA (blockIdx.x = 0): rows 0..127, or with ``causal``
+    the last CTA's rows (the kernel schedules the CTA with the most key tiles first)."""
+    qb = -(-n // kernels.BR) - 1 if causal else 0
+    return slice(qb * kernels.BR, min(n, (qb + 1) * kernels.BR))
+
+
+def run_attention(q, k, v, dtype, causal, scale, *, variant: str, first_cta: bool = False,
+                  source: str | None = None):
+    """O as float64 from the FA-3 ``variant`` (``source``: a replacement .cu text, the lab's).
+    ``first_cta``: only the rows of :func:`first_cta_rows`; on the interpreter only that CTA runs
+    (all key tiles of the sweep at a fifth of the cost of the grid), on a GPU the whole grid."""
+    q, k, v = map(launch.to_device, (q, k, v))
+    if first_cta and launch.interpreted():
+        out = _first_cta_on_interpreter(q, k, v, causal, variant, scale, source)
+    else:
+        run, out = kernels.attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale,
+                                              source=source)
+        run()
+    o = as_float(out, dtype)
+    return o[..., first_cta_rows(q.shape[2], causal), :] if first_cta else o
+
+
+def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
+    """The launch of :func:`kernels.attention_launcher`, for block (0, 0) only."""
+    from .. import ptx
+    kernels.require_hopper(f"the FA-3 kernel {variant!r}")
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
+    out = launch.poisoned(q.shape, q.dtype)
+    name = kernels.kernel_file(variant) + ("" if source is None else "_lab")
+    prog = ptx.load(name, kernels.ARCH, source=source)
+    ptx.launch(prog, kernels.kernel_name(variant, dtype, d), grid=(-(-n // kernels.BR), b * h),
+               block=kernels.THREADS, args=(q, k, v, out, np.int32(n), np.float32(sc * LOG2E),
+                                            np.int32(bool(causal))),
+               shared_mem=kernels.smem_bytes(variant, d), blocks=[(0, 0, 0)])
+    return out
+
+
 def _attention_run(variant: str):
-    def run(q, k, v, dtype, causal, scale, **_):
-        out = kernels.attention(*map(launch.to_device, (q, k, v)), causal=causal,
-                                variant=variant, scale=scale)
-        return as_float(out, dtype)
+    def run(q, k, v, dtype, causal, scale, first_cta=False, **_):
+        return run_attention(q, k, v, dtype, causal, scale, variant=variant, first_cta=first_cta)
     return run
+
+
+def _attention_inputs(rng, first_cta=False, **params):
+    return {**_inputs(rng, **params), "first_cta": first_cta}
+
+
+def _attention_reference(q, k, v, dtype, causal, scale, first_cta=False, **_):
+    o = _reference(q, k, v, dtype, causal, scale)
+    return o[..., first_cta_rows(q.shape[2], causal), :] if first_cta else o
 
 
 def attention_cases() -> tuple:
@@ -48,9 +97,10 @@ def attention_cases() -> tuple:
                   edge=True),
              Case("small bf16 d64 peaky", shape=(1, 1, 72, 64), dtype="bf16", q_scale=8.0,
                   edge=True),
-             # two key tiles for every row, the maximum moving between them
-             Case("small f16 d64 N=256 peaky", shape=(1, 1, 256, 64), dtype="f16", q_scale=4.0,
-                  edge=True)]
+             # five key tiles for every row of the first CTA, the maximum moving between them:
+             # more tiles than stages, so every K and V stage is released and refilled
+             Case("f16 d64 N=640 peaky, first CTA (rings wrap)", shape=(1, 1, 640, 64),
+                  dtype="f16", q_scale=4.0, first_cta=True, edge=True)]
     return (*grid, *edges, *small, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
                                         scale=0.5, slow=True))
 
@@ -58,7 +108,8 @@ def attention_cases() -> tuple:
 ATTENTION = {v: Problem(
     f"10_fa3_pipelining/{v}",
     f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({kernels.DESCRIPTIONS[v]}), sm_90a",
-    inputs=_inputs, reference=_reference, run=_attention_run(v), cases=attention_cases(),
+    inputs=_attention_inputs, reference=_attention_reference, run=_attention_run(v),
+    cases=attention_cases(),
     tol=TOL, requires=_requires, labels=LABELS) for v in kernels.VARIANTS}
 
 

@@ -23,8 +23,9 @@ import numpy as np
 
 from .decode import lanes_of, mods, unsupported
 from .errors import BarrierError, Blocked, Deadlock, MemoryAccessError, raise_at
-from .memory import SHARED_WINDOW, WINDOW_SIZE
+from .memory import PUBLIC, SHARED_WINDOW, WINDOW_SIZE
 from .registry import handler
+from .wgmma import forget_releases, note_release, write_hazard
 
 
 class MBar:
@@ -49,9 +50,13 @@ class BlockSync:
         self.mbar: dict[int, MBar] = {}
         self.named: dict[int, list] = {}     # id -> [count, arrived threads, generation]
         self.copies: list = []               # (dst, bytes, mbarrier address, warp, instr)
+        self.seen: dict = {}                 # (warp, mbarrier) -> phases it saw complete (waits)
 
     def changed(self):
         self.epoch += 1
+
+    def _addr(self, mb: MBar) -> int:
+        return next(a for a, m in self.mbar.items() if m is mb)
 
     def get(self, w, ins, addr: int) -> MBar:
         mb = self.mbar.get(addr)
@@ -63,8 +68,10 @@ class BlockSync:
     def complete(self, mb: MBar) -> None:
         if mb.pending <= 0 and mb.tx == 0:
             mb.phase += 1
+            if self.shared.early:
+                forget_releases(self.shared, self._addr(mb), mb.phase)
             mb.pending, mb.tx = mb.expected, 0
-            self.shared.barrier()
+            self.shared.barrier(publish=False)     # copies: published per barrier (memory.py)
             self.changed()
 
     def land(self, only=None) -> bool:
@@ -77,8 +84,11 @@ class BlockSync:
         for dst, data, bar, w, ins in go:
             sl = slice(dst, dst + len(data))
             sh.buf[sl], sh.init[sl], sh.writer[sl] = data, True, -1   # the async proxy wrote it
-            if bar is not None:
-                mb = self.get(w, ins, bar)
+            mb = self.get(w, ins, bar) if bar is not None else None
+            # readers must wait for the phase this copy completes (or a bar.sync)
+            sh.tag_copy(w, ins, np.arange(dst, dst + len(data)), bar, mb.phase if mb else 0,
+                        bulk=True)
+            if mb is not None:
                 mb.tx -= len(data)
                 self.complete(mb)
         self.changed()
@@ -225,6 +235,9 @@ def _arrive(ins, dc, md):
         for a, ln in _by_barrier(at(w, lanes), lanes):
             mb = sync.get(w, ins, a)
             token[ln] = mb.phase
+            note_release(w, ins, a, mb.phase)      # wgmmas still in flight: released too early?
+            # the cp.async copies this warp landed are published by this arrival
+            sync.shared.publish_copies(w, a, mb.phase)
             if expect:                                     # expect_tx, then one arrival each
                 mb.tx += int(x[ln].astype(np.int64).sum())
                 n = len(ln)
@@ -263,15 +276,18 @@ def _wait(ins, dc, md):
         lanes = lanes_of(m)
         sync = w.mem.sync
         v = arg(w)
+        ok = []
         for a, ln in _by_barrier(at(w, lanes), lanes):
             mb = sync.get(w, ins, a)
-            if done(mb, v[ln[0]]):
-                continue
-            sync.land(a)                                   # its bulk copies land as late as this
+            if not done(mb, v[ln[0]]):
+                sync.land(a)                               # its bulk copies land as late as this
             if not done(mb, v[ln[0]]):
                 want = (f"the phase of parity {int(v[ln[0]]) & 1}" if parity
                         else f"phase {int(v[ln[0]])} to complete")
                 raise Blocked(lambda mb=mb, a=a, want=want: f"{want} of {mb.describe(a)}", True)
+            ok.append((a, mb.phase))
+        for a, phase in ok:                                # what the copies of those phases wrote
+            sync.seen[(w.index, a)] = phase                # is visible to this warp from now on
         wr(w, np.ones(32, bool), m)
     return wait
 
@@ -301,15 +317,19 @@ def named_barrier(ins, dc):
         if not 0 <= bid < 16 or cnt <= 0 or cnt % 32:
             raise_at(BarrierError, f"{ins.base} {bid}, {cnt}: the barrier id must be 0 to 15 and "
                      "the thread count a positive multiple of 32", w, ins, lane=int(lanes[0]))
-        st = sync.named.setdefault(bid, [cnt, 0, 0])
+        st = sync.named.setdefault(bid, [cnt, 0, 0, []])
         if st[1] and st[0] != cnt:
             raise_at(BarrierError, f"named barrier {bid} is used with thread counts {st[0]} and "
                      f"{cnt} in one phase", w, ins, lane=int(lanes[0]))
         st[0] = cnt
         st[1] += 32
+        st[3].append(w)
         if st[1] >= cnt:
             st[1], st[2] = 0, st[2] + 1
-            sync.shared.barrier()
+            sync.shared.barrier(publish=False)
+            for x in st[3]:                                # copies its warps landed: visible
+                sync.shared.publish_copies(x, PUBLIC)      # (to all: a named barrier's warps
+            st[3] = []                                     # are not tracked further)
             sync.changed()
             return
         if not arrive_only:
@@ -319,7 +339,7 @@ def named_barrier(ins, dc):
 
 
 def _named_state(sync, bid):
-    cnt, arrived, _ = sync.named[bid]
+    cnt, arrived = sync.named[bid][:2]
     return f"named barrier {bid} ({arrived} of {cnt} threads arrived)"
 
 
@@ -351,9 +371,13 @@ def bulk_copy(ins, dc):
             for j, ln in enumerate(lanes):
                 nb = _check_bulk(w, ins, int(ln), int(n[j]), int(d[j]), int(s[j]))
                 data = w.mem.load(w, ins, "global", s[j:j + 1], lanes[j:j + 1], nb, 16)[0]
-                if int(d[j]) + nb > w.mem.spaces["shared"].size:
+                sh = w.mem.spaces["shared"]
+                if int(d[j]) + nb > sh.size:
                     raise_at(MemoryAccessError, f"bulk copy of {nb} bytes to shared address "
                              f"{int(d[j])} runs past the block's shared memory", w, ins, lane=int(ln))
+                if sh.wg_n or sh.early:            # wgmma operands in flight / released early
+                    write_hazard(w, ins, np.arange(int(d[j]), int(d[j]) + nb)[None, :],
+                                 lanes[j:j + 1])
                 w.mem.sync.copies.append((int(d[j]), data.copy(), None if b[j] is None else int(b[j]),
                                           w, ins))
         return load

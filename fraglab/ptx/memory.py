@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+from .poison import address_hint
 
 CONST_WINDOW = 0x0000_7D00_0000_0000
 SHARED_WINDOW = 0x0000_7E00_0000_0000
@@ -21,6 +22,7 @@ LOCAL_WINDOW = 0x0000_7F00_0000_0000
 WINDOW_SIZE = 1 << 32
 GLOBAL_BASE = 0x0000_1000_0000_0000
 GLOBAL_GAP = 1 << 32          # so that even a 32-bit index overflow lands in no array
+PUBLIC = "public"             # a copy record visible to every thread (SharedMemory.recs)
 
 
 class Allocation:
@@ -67,7 +69,7 @@ class GlobalMemory:
             a = int(addr[j])
             near = self._nearest(a)
             raise_at(MemoryAccessError, f"out-of-bounds global {what} of {nbytes} bytes at "
-                     f"address {a:#x}{near}", w, instr, lane=int(lanes[j]))
+                     f"address {a:#x}{near}{address_hint(a)}", w, instr, lane=int(lanes[j]))
         return safe
 
     def _nearest(self, a: int) -> str:
@@ -124,14 +126,23 @@ class SharedMemory:
         self.wepoch = np.zeros(size, np.int32)
         self.epoch = 1
         self.check_uninit, self.check_race = check_uninit, check_race
+        # asynchronous copies (sm_90 programs): bytes a lazy cp.async or a bulk copy wrote carry
+        # the copy's record until a plain store or a bar.sync; a read must have waited for it
+        self.tag = None          # per byte: 1 + index into recs (0: no copy record)
+        self.recs: list = []     # [instr, warp, mbarrier address | None | PUBLIC, phase, bulk]
+        self.open_rec = {}       # warp index -> index of its landed, unpublished cp.async record
+        # wgmma operands in flight (wgmma.py): per byte, how many in-flight wgmmas read it
+        self.wg_busy = None
+        self.wg_n = 0
+        self.early = {}          # (mbarrier, phase) -> wgmma reads released early (wgmma.py)
 
     def _offsets(self, w, instr, addr, lanes, nbytes, what):
         if len(addr) and (int(addr.max()) + nbytes > self.size):
             j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
             raise_at(MemoryAccessError, f"out-of-bounds shared {what} of {nbytes} bytes at shared "
                      f"address {int(addr[j])} (the block has {self.size} bytes of shared memory: "
-                     f"{self.static_size} static + {self.size - self.static_size} dynamic)",
-                     w, instr, lane=int(lanes[j]))
+                     f"{self.static_size} static + {self.size - self.static_size} dynamic)"
+                     f"{address_hint(int(addr[j]), offset=True)}", w, instr, lane=int(lanes[j]))
         return addr.astype(np.int64)[:, None] + np.arange(nbytes)
 
     def load(self, w, instr, addr, lanes, nbytes, atomic=False):
@@ -146,9 +157,97 @@ class SharedMemory:
                 raise_at(UninitializedRead, f"read of uninitialised shared memory: {nbytes} bytes "
                          f"at shared address {int(addr[j])} were never written by any thread{hint}",
                          w, instr, lane=int(lanes[j]))
+        if self.check_race and not atomic and instr.base != "wgmma":   # (wgmma.py checks its own)
+            self._copy_in_flight(w, instr, offs, lanes)
+        if self.tag is not None and self.check_race and not atomic:
+            self._copy_visible(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._read_race(w, instr, offs, lanes)
         return self.buf[offs]
+
+    # ---- asynchronous copies -------------------------------------------------------------------
+
+    def tag_copy(self, w, instr, offs, bar=None, phase=0, bulk=False) -> None:
+        """Bytes ``offs`` were just written by an asynchronous copy: a lazy cp.async of warp
+        ``w`` landing at its wait (published by the warp's next mbarrier arrival), or (``bulk``)
+        a bulk copy of warp ``w`` completing on mbarrier ``bar`` in its phase ``phase``."""
+        if self.tag is None:
+            self.tag = np.zeros(self.size, np.int32)
+        k = None if bulk else self.open_rec.get(w.index)
+        if k is None or self.recs[k][0].loc != instr.loc:
+            k = len(self.recs)
+            self.recs.append([instr, w.index, bar, phase, bulk])
+            if not bulk:
+                self.open_rec[w.index] = k
+        self.tag[offs] = k + 1
+
+    def publish_copies(self, w, bar=PUBLIC, phase=0) -> None:
+        """Warp ``w`` arrives on mbarrier ``bar`` in phase ``phase`` (or, ``PUBLIC``, at a named
+        barrier): the cp.async copies it has landed become visible to whoever waits for that
+        phase to complete."""
+        if not self.open_rec:
+            return
+        k = self.open_rec.pop(w.index, None)
+        if k is not None:
+            self.recs[k][2:4] = [bar, phase]
+
+    def _copy_visible(self, w, instr, offs, lanes) -> None:
+        """A read of bytes an asynchronous copy wrote: the reader must have waited for the copy
+        (its own cp.async.wait_group, or the mbarrier phase the copy completes / its issuing warp
+        arrived on after landing it; a bar.sync), else on a GPU it may read the bytes of before.
+        A cp.async's own warp may read what it landed (its wait_group covers it; which of its
+        lanes wrote what is the race checker's business)."""
+        t = self.tag[offs]
+        if not t.any():
+            return
+        seen = w.mem.sync.seen
+        for k in np.unique(t[t > 0]) - 1:
+            ins, warp, bar, phase, bulk = self.recs[k]
+            if (warp == w.index and not bulk) or bar is PUBLIC:
+                continue
+            if bar is not None and seen.get((w.index, bar), 0) > phase:
+                continue
+            hit = (t == k + 1).any(axis=1)
+            j = int(np.argmax(hit))
+            by = (f"the mbarrier at shared address {bar:#x} (phase {phase})" if bar is not None
+                  else "any barrier yet (its warp has not arrived on an mbarrier since the copy "
+                  "landed)")
+            raise_at(SharedRace, f"shared-memory race: {_what(instr)} reads shared address "
+                     f"{int(offs[j][np.argmax(t[j] == k + 1)])}, written by "
+                     f"{_copy_name(ins, warp, w)}, before a wait that covers that copy: the copy "
+                     f"is published by {by}, and this warp has not waited for it (wait on that "
+                     "mbarrier phase before reading; on a GPU the read may see the bytes of before)",
+                     w, instr, lane=int(lanes[j]))
+
+    def _copy_in_flight(self, w, instr, offs, lanes) -> None:
+        """A read of bytes that a copy still in flight (a lazy cp.async not yet waited for, a
+        bulk copy not yet landed) is going to write."""
+        sync = getattr(w.mem, "sync", None)
+        if sync is None or not (sync.copies or w.launch.lazy_copies):
+            return
+        lo, hi = int(offs.min()), int(offs.max()) + 1
+        for x in w.launch.current_warps:
+            for group in x.cp_groups + [x.cp_open]:
+                for ins, d, _, _, size in group:
+                    d = d.astype(np.int64)
+                    if not ((d < hi) & (d + size > lo)).any():
+                        continue
+                    hit = np.isin(offs, (d[:, None] + np.arange(size)).ravel()).any(axis=1)
+                    if hit.any():
+                        self._in_flight_error(w, instr, offs, lanes, hit, _copy_name(ins, x.index, w),
+                                              "cp.async.wait_group")
+        for d, data, bar, x, ins in sync.copies:
+            hit = ((offs >= d) & (offs < d + len(data))).any(axis=1)
+            if hit.any():
+                self._in_flight_error(w, instr, offs, lanes, hit, _copy_name(ins, x.index, w),
+                                      "the wait on its mbarrier")
+
+    def _in_flight_error(self, w, instr, offs, lanes, hit, copy, wait):
+        j = int(np.argmax(hit))
+        raise_at(SharedRace, f"shared-memory race: {_what(instr)} reads shared address "
+                 f"{int(offs[j][0])}, which {copy} is still writing (it completes only at "
+                 f"{wait}): wait for the copy before reading its bytes", w, instr,
+                 lane=int(lanes[j]))
 
     def _read_race(self, w, instr, offs, lanes):
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
@@ -178,10 +277,17 @@ class SharedMemory:
         nbytes = data.shape[1]
         offs = self._offsets(w, instr, addr, lanes, nbytes, "store")
         tids = w.tid_linear[lanes]
+        if self.wg_n or self.early:               # wgmma operands in flight or released early
+            from .wgmma import write_hazard
+            write_hazard(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._race(w, instr, offs, lanes, data, tids)
         self.buf[offs] = data
         self.init[offs] = True
+        if instr.base == "cp" and w.launch.lazy_copies:      # a lazy cp.async lands (ops_mem)
+            self.tag_copy(w, instr, offs)
+        elif self.tag is not None:
+            self.tag[offs] = 0
 
     def _race(self, w, instr, offs, lanes, data, tids):
         flat = offs.ravel()
@@ -204,8 +310,24 @@ class SharedMemory:
         self.bepoch[flat] = self.epoch
         self.wepoch[flat] = w.sync_epoch
 
-    def barrier(self):
+    def barrier(self, publish: bool = True):
+        """A barrier orders the shared memory of all threads before it (the race checker's
+        epoch). ``publish`` (bar.sync / __syncthreads): every copy landed so far is visible to
+        every thread after it; an mbarrier phase or a named barrier passes False (mbarrier.py
+        publishes copies by their barriers)."""
         self.epoch += 1
+        if publish and self.tag is not None:
+            self.tag, self.recs, self.open_rec = None, [], {}
+
+
+def _what(instr) -> str:
+    return f"this {instr.opcode}" if instr is not None else "a read"
+
+
+def _copy_name(ins, warp: int, w) -> str:
+    from .errors import source_of
+    return (f"the {ins.opcode} of warp {warp} at "
+            f"{source_of(ins, w.files) or f'PTX line {ins.ptx_line}'}")
 
 
 class LocalMemory:
@@ -221,8 +343,8 @@ class LocalMemory:
         if len(addr) and int(addr.max()) + nbytes > self.size:
             j = int(np.argmax(addr.astype(np.int64) + nbytes > self.size))
             raise_at(MemoryAccessError, f"out-of-bounds local {what} at local address "
-                     f"{int(addr[j])} (the thread has {self.size} bytes of local memory)",
-                     w, instr, lane=int(lanes[j]))
+                     f"{int(addr[j])} (the thread has {self.size} bytes of local memory)"
+                     f"{address_hint(int(addr[j]), offset=True)}", w, instr, lane=int(lanes[j]))
         rows = w.tid_linear[lanes][:, None]
         return rows, addr.astype(np.int64)[:, None] + np.arange(nbytes)
 

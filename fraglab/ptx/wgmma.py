@@ -104,8 +104,9 @@ class WgState:
     def __init__(self):
         self.open = 0            # the group that uncommitted wgmmas belong to
         self.done = 0            # groups [0, done) are complete
-        self.reads = []          # (group, addresses, bytes, instr)
+        self.reads = []          # [group, addresses, bytes, instr, early release or None]
         self.trace = []          # PTX lines of the wgmma.mma_async it executed, in order
+        self.by_reg = {}         # in-flight register -> the wgmma.mma_async that holds it
 
 
 def _state(w) -> WgState:
@@ -125,16 +126,21 @@ def check_inflight(w, op) -> None:
     if ins.base == "mov" and len(ops) == 2 and ops[0][0] == "reg" and ops[1][0] == "reg" \
             and ops[1][1] in w.inflight:
         w.inflight[ops[0][1]] = w.inflight[ops[1][1]]      # the copy is in flight as well
+        st = _state(w)
+        st.by_reg[ops[0][1]] = st.by_reg.get(ops[1][1])
         return
     reg = min(hit)
     name = w.launch.info.kernel.regs[reg][0]
     group = w.inflight[reg]
+    st = _state(w)
     why = " (not committed yet: wgmma.wait_group waits only for committed groups)" \
-        if group == _state(w).open else ""
-    raise_at(WgmmaHazard, f"register {name} belongs to a wgmma.mma_async that is still in "
+        if group == st.open else ""
+    wg = st.by_reg.get(reg)
+    at = "" if wg is None else f" at {source_of(wg, w.files) or f'PTX line {wg.ptx_line}'}"
+    raise_at(WgmmaHazard, f"register {name} belongs to the wgmma.mma_async{at}, still in "
              f"flight (commit group {group}{why}): its accumulators (and A fragment) may be "
-             "used only after a wgmma.wait_group that covers its group (wgmma.commit_group, "
-             "then wgmma.wait_group N)", w, ins, lane=0)
+             f"used only after a wgmma.wait_group that covers its group (wgmma.commit_group, "
+             f"then wgmma.wait_group N); this {ins.opcode} uses it before", w, ins, lane=0)
 
 
 def check_warpgroups(warps) -> None:
@@ -177,7 +183,9 @@ def _release(w, st, upto: int, ins) -> None:
     if upto <= st.done:
         return
     keep = []
-    for g, addr, data, where in st.reads:
+    sh = w.mem.spaces["shared"]
+    for entry in st.reads:
+        g, addr, data, where, _ = entry
         if g < upto:
             now = w.mem.spaces["shared"].buf[addr]
             copy = pending_copy(w, addr)
@@ -188,11 +196,88 @@ def _release(w, st, upto: int, ins) -> None:
                          f"{what} before the wgmma.wait_group that completes it: the "
                          "asynchronous tensor core may read its operands until then (refill a "
                          "stage only after waiting for the wgmmas that read it)", w, ins, lane=0)
+            sh.wg_busy[addr] -= 1
+            sh.wg_n -= 1
         else:
-            keep.append((g, addr, data, where))
+            keep.append(entry)
     st.reads = keep
     st.done = upto
     w.inflight = {r: g for r, g in w.inflight.items() if g >= upto}
+    st.by_reg = {r: st.by_reg.get(r) for r in w.inflight}
+
+
+def note_release(w, ins, bar: int, phase: int) -> None:
+    """Warp ``w`` arrives (``ins``) on mbarrier ``bar`` in phase ``phase`` while wgmmas of its are
+    in flight: if that arrival releases their operands to a producer, the producer's refill
+    races them. Each such wgmma is remembered with the arrival (block-wide, until ``bar`` has
+    completed the next phase too): a warp that waited for that phase and then writes the
+    wgmma's operand bytes is reported (:func:`write_hazard`), however the interpreter happened to
+    order the wgmma's completion and the write."""
+    st = w.wg
+    if st is None or not st.reads:
+        return
+    sh = w.mem.spaces["shared"]
+    for entry in st.reads:
+        if entry[4] is None:
+            entry[4] = ins
+        addr = entry[1]
+        sh.early.setdefault((bar, phase), []).append(
+            (int(addr.min()), int(addr.max()) + 1, addr, entry[3], ins, w.index, entry[0]))
+
+
+def forget_releases(sh, bar: int, phase: int) -> None:
+    """mbarrier ``bar`` completed phase ``phase - 1``: early releases two phases back are over
+    (a ring's producer refills a stage before the consumers can release it again)."""
+    for key in [k for k in sh.early if k[0] == bar and k[1] + 2 <= phase]:
+        del sh.early[key]
+
+
+def write_hazard(w, instr, offs, lanes) -> None:
+    """``instr`` of warp ``w`` writes shared bytes ``offs`` (one row per lane of ``lanes``): raise
+    WgmmaHazard if a wgmma still in flight (of any warp of the block) reads some of them, or if
+    ``w`` waited for an mbarrier phase that a warp completed by arriving before its wgmma reading
+    them had completed (a stage released early, then refilled)."""
+    sh = w.mem.spaces["shared"]
+    lo, hi = int(offs.min()), int(offs.max()) + 1
+    isrc = source_of(instr, w.files) or f"PTX line {instr.ptx_line}"
+    if sh.wg_n and sh.wg_busy[lo:hi].any() and sh.wg_busy[offs].any():
+        for x in w.launch.current_warps:
+            for g, addr, _, where, release in (x.wg.reads if x.wg is not None else ()):
+                common = np.intersect1d(addr, offs)
+                if len(common):
+                    _write_error(w, instr, offs, lanes, common, where, x.index, g, release,
+                                 f"this {instr.opcode} at {isrc} writes shared address "
+                                 f"{int(common[0])} while the wgmma is in flight")
+    if not sh.early:
+        return
+    seen = w.mem.sync.seen
+    for (bar, phase), entries in sh.early.items():
+        if seen.get((w.index, bar)) != phase + 1:
+            continue
+        for elo, ehi, addr, where, release, warp, g in entries:
+            if elo >= hi or ehi <= lo:
+                continue
+            common = np.intersect1d(addr, offs)
+            if len(common):
+                _write_error(w, instr, offs, lanes, common, where, warp, g, release,
+                             f"this {instr.opcode} at {isrc} writes shared address "
+                             f"{int(common[0])} after waiting for the mbarrier phase that "
+                             "arrival completed, so nothing orders it after the wgmma")
+
+
+def _write_error(w, instr, offs, lanes, common, where, warp, g, release, what):
+    row = int(np.argmax(np.isin(offs, common).any(axis=1)))
+    wsrc = source_of(where, w.files) or f"PTX line {where.ptx_line}"
+    early = ""
+    if release is not None:
+        early = (f"; warp {warp} released the stage with the {release.opcode} at "
+                 f"{source_of(release, w.files) or f'PTX line {release.ptx_line}'} before its "
+                 "wgmma.wait_group covered that wgmma")
+    raise_at(WgmmaHazard, f"shared memory read by the wgmma.mma_async at {wsrc} (warp {warp}, "
+             f"commit group {g}) is changed before the wgmma.wait_group that completes it: "
+             f"{what}{early}. The asynchronous tensor core may read its operands until that "
+             "wait: release a stage (and refill it) only after waiting for the wgmmas that read "
+             "it", w, instr, lane=int(lanes[row]))
 
 
 def _wg_op(ins, fn):
@@ -306,8 +391,14 @@ def _mma_async(ins, dc, md):
         fd.write_matrix(w, prod, m)
         for r in touched:
             w.inflight[r] = st.open
+            st.by_reg[r] = ins
         st.trace.append(ins.ptx_line)
         addrs = b_addr if a_addr is None else np.concatenate([a_addr, b_addr])
         byte_addr = (addrs[:, None] + np.arange(es)).ravel()
-        st.reads.append((st.open, byte_addr, w.mem.spaces["shared"].buf[byte_addr].copy(), ins))
+        sh = w.mem.spaces["shared"]
+        st.reads.append([st.open, byte_addr, sh.buf[byte_addr].copy(), ins, None])
+        if sh.wg_busy is None:
+            sh.wg_busy = np.zeros(sh.size, np.int32)
+        sh.wg_busy[byte_addr] += 1            # (a repeated byte counts once, here and at the wait)
+        sh.wg_n += 1
     return fn
