@@ -397,7 +397,7 @@ class BlockMemory:
     def __init__(self, glob, shared, local, const, param):
         self.spaces = {"global": glob, "shared": shared, "local": local, "const": const,
                        "param": param}
-        self.writes = 0     # stores/atomics to shared or global memory (execute.py's spin check)
+        self.writes = 0     # stores and atomics so far (execute.py's spin check)
 
     def load(self, w, instr, space, addr, lanes, nbytes, align, atomic=False):
         check_align(w, instr, addr, lanes, align)
@@ -414,7 +414,7 @@ class BlockMemory:
 
     def store(self, w, instr, space, addr, lanes, data, align, atomic=False):
         check_align(w, instr, addr, lanes, align)
-        self.writes += space != "local"
+        self.writes += 1
         if space != "generic":
             return self.spaces[space].store(w, instr, addr, lanes, data, atomic=atomic)
         for sp, a, sel in self._split(addr):
