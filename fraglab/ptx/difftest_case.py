@@ -23,7 +23,9 @@ VERSION = ".version 8.8"          # what NVRTC 12.9 writes for sm_80 (and the H1
 REG = {1: ".b16", 2: ".b16", 4: ".b32", 8: ".b64"}
 
 
-def regtype(t: str) -> str:
+def regtype(t: str, narrow: bool = False) -> str:
+    if narrow and WIDTH.get(t) == 1:
+        return ".b8"
     return ".pred" if t == "pred" else REG[WIDTH[t]]
 
 
@@ -37,10 +39,18 @@ def memtype(t: str) -> str:
     return "b%d" % (8 * WIDTH[t])
 
 
-def outtype(t: str) -> str:
+def outtype(t: str, narrow: bool = False) -> str:
     if t == "pred":
         return "u32"
-    return "b16" if WIDTH[t] == 1 else "b%d" % (8 * WIDTH[t])
+    if WIDTH[t] == 1:
+        return "b8" if narrow else "b16"
+    return "b%d" % (8 * WIDTH[t])
+
+
+def outwidth(t: str, narrow: bool = False) -> int:
+    """Bytes stored per element for an output of type t."""
+    o = outtype(t, narrow)
+    return 4 if o == "u32" else int(o[1:]) // 8
 
 
 @dataclass
@@ -54,7 +64,9 @@ class Case:
     at the kernel's top; consts: module-scope ``.const`` declarations (``{k}`` hole); loads:
     False when the body reads the inputs itself (memory tests); scratch: global regions after
     the outputs (the hole ``{g0}`` is the first one's offset from ``%x_p``); params: extra
-    by-value kernel parameters ``{k}_p0, ...`` as (PTX type, NumPy scalar)."""
+    by-value kernel parameters ``{k}_p0, ...`` as (declaration, bytes); threads: the block
+    size (the loop's stride; n is a multiple of it); narrow: 8-bit values in 8-bit registers
+    (cvt between bf16 and 8-bit integers accepts nothing wider)."""
     combo: str
     srcs: list
     dsts: list
@@ -67,6 +79,8 @@ class Case:
     loads: bool = True
     scratch: int = 0
     params: list = field(default_factory=list)
+    threads: int = 32
+    narrow: bool = False
     note: str = ""
 
     def __post_init__(self):
@@ -78,6 +92,10 @@ class Case:
     @property
     def n(self) -> int:
         return len(self.srcs[0][1]) if self.srcs else 32
+
+    @property
+    def widths(self) -> list[int]:
+        return [outwidth(t, self.narrow) for t in self.dsts]
 
     def input_hash(self) -> str:
         h = hashlib.sha1(self.combo.encode())
@@ -101,7 +119,7 @@ class Case:
         n, s, k0 = self.n, self.slot, len(self.srcs)
         out = []
         for o, t in enumerate(self.dsts):
-            w = {"u32": 4}.get(outtype(t)) or int(outtype(t)[1:]) // 8
+            w = outwidth(t, self.narrow)
             view = buf[(k0 + o) * n * s:(k0 + o + 1) * n * s].reshape(n, s)[:, :w]
             out.append(np.ascontiguousarray(view).view({1: np.uint8, 2: np.uint16, 4: np.uint32,
                                                         8: np.uint64}[w]).ravel())
@@ -115,14 +133,14 @@ class Case:
         hole["k"] = name
         for g in range(self.scratch):
             hole[f"g{g}"] = (nin + len(self.dsts) + g) * n * s
-        sig = ", ".join([f".param .u64 {name}_io"] + [f".param .{t} {name}_p{i}"
-                                                       for i, (t, _) in enumerate(self.params)])
+        sig = ", ".join([f".param .u64 {name}_io"] + [f".param {d.format(k=name, i=i)}"
+                                                       for i, (d, _) in enumerate(self.params)])
         lines = [f".visible .entry {name}({sig})", "{",
                  "  .reg .pred %x_lp;", "  .reg .b32 %x_t, %x_u;", "  .reg .b64 %x_b, %x_p, %x_e, %x_o;"]
         for i, (t, _) in enumerate(self.srcs):
-            lines.append(f"  .reg {regtype(t)} %s{i};")
+            lines.append(f"  .reg {regtype(t, self.narrow)} %s{i};")
         for o, t in enumerate(self.dsts):
-            lines.append(f"  .reg {regtype(t)} %d{o};")
+            lines.append(f"  .reg {regtype(t, self.narrow)} %d{o};")
         lines += ["  " + d.format(**hole) for d in self.decls]
         lines += [f"  ld.param.u64 %x_b, [{name}_io];", "  cvta.to.global.u64 %x_b, %x_b;",
                   "  mov.u32 %x_t, %tid.x;", f"  mul.wide.u32 %x_o, %x_t, {s};",
@@ -140,8 +158,8 @@ class Case:
             if t == "pred":
                 lines += [f"  selp.u32 %x_u, 1, 0, %d{o};", f"  st.global.u32 [%x_p+{off}], %x_u;"]
             else:
-                lines.append(f"  st.global.{outtype(t)} [%x_p+{off}], %d{o};")
-        lines += [f"  add.s64 %x_p, %x_p, {32 * s};", "  setp.lt.u64 %x_lp, %x_p, %x_e;",
+                lines.append(f"  st.global.{outtype(t, self.narrow)} [%x_p+{off}], %d{o};")
+        lines += [f"  add.s64 %x_p, %x_p, {self.threads * s};", "  setp.lt.u64 %x_lp, %x_p, %x_e;",
                   "  @%x_lp bra $Lx_loop;", "  ret;", "}"]
         return "\n".join(lines)
 

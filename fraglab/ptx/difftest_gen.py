@@ -5,6 +5,7 @@ saying why none is generated. Memory instructions and warp collectives: :mod:`.d
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -16,6 +17,21 @@ INTS = {"u8", "s8", "b8", "u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64"
 FLOATS = {"f16", "bf16", "f32", "f64", "f16x2", "bf16x2"}
 CMPS = {"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu", "leu",
         "gtu", "geu", "num", "nan"}
+
+
+#: full opcodes that need an sm_90 module (ptxas: "requires .target sm_86/sm_89/sm_90 or higher")
+SM90 = [r"(add|sub|mul)(\.\w+)*\.bf16(x2)?", r"(ex2|tanh)(\.\w+)*\.bf16(x2)?", r"setp?(\.\w+)*\.bf16(x2)?",
+        r"(min|max)(\.\w+)*\.xorsign(\.\w+)*", r"cvt(\.\w+)*\.(e4m3x2|e5m2x2)(\.\w+)*", r"elect\.sync",
+        r"cvt(\.\w+)*\.bf16\.(f16|f64|[su](8|16|32|64))", r"cvt(\.\w+)*\.(f16|f64|[su](8|16|32|64))\.bf16",
+        r"atom(\.\w+)*\.(v2|v4|v8)(\.\w+)*", r"atom(\.\w+)*\.bf16(x2)?", r"red(\.\w+)*\.bf16(x2)?",
+        r"(min|max|add|sub)(\.\w+)*\.[su]16x2", r"cvt(\.\w+)*\.(rn|rz)(\.\w+)*\.tf32\.f32",
+        r"cvt(\.\w+)*\.ftz(\.\w+)*\.f32\.bf16", r"(min|max)\.relu\.s32", r"[\w.:]*\.cluster(\.[\w:]+)*",
+        r"[\w.:]*::cluster[\w.:]*", r"fence\.(proxy|mbarrier_init)[\w.:]*", r"griddepcontrol\.\w+"]
+
+
+def arch_for(text: str) -> str:
+    import re
+    return "sm_90" if any(re.fullmatch(p, text) for p in SM90) else "sm_80"
 
 
 class NoTest(Exception):
@@ -36,23 +52,29 @@ def draw(seed, types, pools=None, crafted=(), n_rand=256, limit=1024, near_pairs
     special values; two: their full cross product (sampled down to `limit`); three or more: a
     cross product of a spread of each; then the `crafted` rows (tuples of ints), and `n_rand`
     random rows (float pairs: half of the second operands close to the first). Padded to a
-    multiple of 32 elements."""
+    multiple of 32 elements. Cached: combinations that differ only in modifiers share inputs."""
+    key = (seed, tuple(types), tuple(tuple(int(v) for v in p) for p in pools) if pools else None,
+           tuple(tuple(int(v) for v in r) for r in crafted), n_rand, limit, near_pairs)
+    return [a.copy() for a in _draw(*key)]
+
+
+@lru_cache(maxsize=2048)
+def _draw(seed, types, pools, crafted, n_rand, limit, near_pairs):
     rng = np.random.default_rng(seed)
     k = len(types)
-    pools = [list(p) for p in (pools or [V.specials(t) for t in types])]
+    pools = [V.as_bits(t, p) for t, p in zip(types, pools or [V.specials(t) for t in types])]
     if k == 1:
-        rows = [(v,) for v in pools[0]]
+        cols = [pools[0]]
     else:
         m = max(2, int(round(limit ** (1 / k))))
-        use = [p if k == 2 else [p[int(i)] for i in np.unique(np.linspace(0, len(p) - 1, m).round())]
-               for p in pools]
-        grid = np.array(np.meshgrid(*[np.arange(len(p)) for p in use], indexing="ij")).reshape(k, -1).T
-        if len(grid) > limit:
-            grid = grid[np.sort(rng.choice(len(grid), limit, replace=False))]
-        rows = [tuple(use[j][i] for j, i in enumerate(r)) for r in grid]
-    rows += [tuple(r) for r in crafted]
-    cols = [V.as_bits(t, [r[j] for r in rows]) if rows else np.zeros(0, V.udt(t))
-            for j, t in enumerate(types)]
+        use = [p if k == 2 else p[np.unique(np.linspace(0, len(p) - 1, m).round().astype(int))] for p in pools]
+        grid = np.indices([len(p) for p in use]).reshape(k, -1)
+        if grid.shape[1] > limit:
+            grid = grid[:, np.sort(rng.choice(grid.shape[1], limit, replace=False))]
+        cols = [u[g] for u, g in zip(use, grid)]
+    if crafted:
+        cols = [np.concatenate([c, V.as_bits(t, [r[j] for r in crafted])]) for j, (c, t) in
+                enumerate(zip(cols, types))]
 
     def rand(count):
         out = [V.random_of(t, rng, count) for t in types]
@@ -63,6 +85,16 @@ def draw(seed, types, pools=None, crafted=(), n_rand=256, limit=1024, near_pairs
     if n_rand:
         cols = [np.concatenate([c, r.astype(c.dtype)]) for c, r in zip(cols, rand(n_rand))]
     return pad32(cols, rand)
+
+
+def thin(arrays, count=64):
+    """A spread of `count` elements of equal-length operand arrays (for the variants of an
+    instruction whose modifiers do not change its values: memory-ordering qualifiers, scopes)."""
+    n = len(arrays[0])
+    if n <= count:
+        return arrays
+    idx = np.unique(np.linspace(0, n - 1, count).round().astype(int))
+    return [a[idx] for a in arrays]
 
 
 def values(t, xs):
@@ -282,10 +314,16 @@ def g_setp(text, base, mods, types):
         dt, t = types[0], types[-1]
     boolop = any(m in ("and", "or", "xor") for m in mods)
     tys = [t, t] + (["pred"] if boolop else [])
-    a = draw(seed_of(base, t, boolop), tys, n_rand=256 if len(tys) == 2 else 384)
+    if base == "set":          # setp's comparisons with another result encoding: fewer elements
+        a = draw(seed_of(base, t, boolop), tys, n_rand=64, limit=256 if not boolop else 216)
+    else:
+        a = draw(seed_of(base, t, boolop), tys, n_rand=256 if not boolop else 128,
+                 limit=1024 if not boolop else 512)
     srcs = [(ty, x) for ty, x in zip(tys, a)]
     if base == "set":
         return Case(text, srcs, [dt], [op_line(text, len(tys))])
+    if t in ("f16", "bf16"):                       # half scalars write one predicate
+        return Case(text, srcs, ["pred"], [op_line(text, len(tys))])
     ds = "{d0}|{d1}"
     return Case(text, srcs, ["pred", "pred"], [f"{text} {ds}, " + ", ".join(
         "{s%d}" % i for i in range(len(tys))) + ";"])
@@ -322,7 +360,7 @@ def g_cvt(text, base, mods, types):
                  limit=2048)
         return Case(text, [("s32", a[0]), ("s32", a[1]), ("b32", a[2])], ["b32"], [op_line(text, 3)])
     dt, at = types[0], types[-1]
-    arch = "sm_90" if any(x.startswith(("e4m3", "e5m2")) for x in types) else "sm_80"
+    arch = arch_for(text)
     seed = seed_of("cvt", dt, at)
     rng = np.random.default_rng(seed)
     if at in ("f16x2", "bf16x2", "e4m3x2", "e5m2x2"):
@@ -352,7 +390,8 @@ def g_cvt(text, base, mods, types):
         return Case(text, [(at, a[0]), (at, a[1])], [dt], [op_line(text, 2)], arch=arch)
     a = draw(seed, [at], pools=[pool], n_rand=192)
     out = "b32" if dt == "tf32" else dt
-    return Case(text, [(at, a[0])], [out], [op_line(text, 1)], arch=arch)
+    narrow = "bf16" in (dt, at) and (V.WIDTH.get(dt) == 1 or V.WIDTH.get(at) == 1)
+    return Case(text, [(at, a[0])], [out], [op_line(text, 1)], arch=arch, narrow=narrow)
 
 
 def fp8_midpoints(fmt):

@@ -12,9 +12,14 @@ import numpy as np
 
 from . import difftest_values as V
 from .difftest_case import Case, memtype, seed_of
-from .difftest_gen import NoTest, draw, split
+from .difftest_gen import NoTest, draw, split, thin
 
 SPACES = ("global", "shared", "local", "const", "param")
+#: modifiers that do not change the values a single thread sees (memory ordering, scopes, the
+#: cluster/CTA spellings of shared memory, the non-coherent path): such variants of an access get
+#: a thinner input set than the plain access
+VARIANT = {"relaxed", "acquire", "release", "acq_rel", "cta", "cluster", "gpu", "sys", "volatile",
+           "weak", "shared::cluster", "shared::cta", "nc"}
 
 
 def space_of(mods) -> str:
@@ -92,6 +97,8 @@ def g_ld(text, base, mods, types):
                 near_pairs=False)
     if space == "const":
         srcs = [a[:128] for a in srcs]
+    if VARIANT & set(mods):
+        srcs = thin(srcs, 32)
     decls, pre = [], []
     body = _address(space, decls)
     hint = _hint(mods, decls, pre)
@@ -111,13 +118,20 @@ def g_ld(text, base, mods, types):
 
 
 def _ld_param(text, t, nv):
-    if nv > 1:
-        raise NoTest("vector ld.param reads a by-value aggregate, which CuPy cannot pass")
-    vals = V.specials(t)[:8]
-    dt = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[V.WIDTH[t]]
-    srcs = [(t, np.full(32, v, dt)) for v in vals]
-    body = [f"{text} %d{i}, [{{k}}_p{i}];" for i in range(len(vals))]
-    return Case(text, srcs, [t] * len(vals), body, loads=False, params=[(t, dt(v)) for v in vals])
+    """ld.param of by-value kernel parameters: eight scalars, or four vectors (declared as
+    aligned byte arrays), holding special values; every thread reads the same."""
+    w = V.WIDTH[t]
+    sp = V.specials(t)
+    count = 8 if nv == 1 else 4
+    vals = [[sp[(i * nv + j) % len(sp)] for j in range(nv)] for i in range(count)]
+    params, body, srcs = [], [], []
+    for i, v in enumerate(vals):
+        raw = V.as_bits(t, v).tobytes()
+        params.append((f".align {max(nv * w, 1)} .b8 {{k}}_p{{i}}[{nv * w}]", raw))
+        regs = [f"%d{i * nv + j}" for j in range(nv)]
+        body.append(f"{text} {_vec(regs)}, [{{k}}_p{i}];")
+        srcs += [(t, np.full(32, x, V.udt(t))) for x in v]
+    return Case(text, srcs, [t] * (count * nv), body, loads=False, params=params)
 
 
 def g_st(text, base, mods, types):
@@ -132,6 +146,8 @@ def g_st(text, base, mods, types):
     slot = _slot(nv * w)
     srcs = draw(seed_of("st", t, nv), [t] * nv, pools=[V.specials(t)] * nv, n_rand=64, limit=64,
                 near_pairs=False)
+    if VARIANT & set(mods):
+        srcs = thin(srcs, 32)
     decls, pre = [], []
     body = _address(space, decls)
     hint = _hint(mods, decls, pre)
@@ -165,9 +181,13 @@ def g_atom(text, base, mods, types):
     tys = [t, t] + ([t] if op == "cas" else [])
     if op == "cas":
         pools = [sp, sp, sp[::-1]]
-    a = draw(seed_of("atom", op, t), tys, pools=pools, n_rand=128, limit=1024)
+    fl = t in ("f32", "f64", "f16", "bf16", "f16x2", "bf16x2")
+    a = draw(seed_of("atom", op, t), tys, pools=pools, n_rand=32 if fl else 32, limit=608 if fl else 224)
     if op == "cas":                                   # half the rows compare equal: they swap
         a[1] = np.where(np.arange(len(a[1])) % 2 == 0, a[0], a[1]).astype(a[1].dtype)
+    variant = bool(VARIANT & set(mods))
+    if variant:                    # the interpreter's atomics cost ~0.1 ms per lane: 8 threads
+        a = thin(a, 8)
     decls, pre = [], []
     body = _address(space, decls)
     hint = _hint(mods, decls, pre)
@@ -181,7 +201,8 @@ def g_atom(text, base, mods, types):
     else:
         body += pre + [f"{text} %d0, [%x_a], {ops}{hint};", f"ld.{pl}.{memtype(t)} %d1, {where};"]
         dsts = [t, t]
-    case = Case(text, [(tt, x) for tt, x in zip(tys, a)], dsts, body, decls=decls, slot=slot)
+    case = Case(text, [(tt, x) for tt, x in zip(tys, a)], dsts, body, decls=decls, slot=slot,
+                threads=8 if variant else 32)
     return _finish(case, space, slot)
 
 

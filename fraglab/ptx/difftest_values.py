@@ -165,6 +165,8 @@ def random_of(t: str, rng, n: int) -> np.ndarray:
 def as_bits(t: str, vals) -> np.ndarray:
     """Python ints (possibly negative) -> unsigned bit patterns of type t."""
     mask = (1 << (8 * WIDTH[t])) - 1
+    if isinstance(vals, np.ndarray) and vals.dtype.kind == "u":
+        return (vals.astype(np.uint64) & np.uint64(mask)).astype(udt(t))
     return np.array([int(v) & mask for v in vals], dtype=udt(t))
 
 
