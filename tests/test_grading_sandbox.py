@@ -169,7 +169,7 @@ def test_an_interpreter_kernel_meets_the_wall_clock_limit(monkeypatch):
 
 def test_a_deadlocking_kernel_is_the_interpreters_deadlock_within_30_s():
     import json
-    from fraglab import hello_warp, launch, ptx
+    from fraglab import device, hello_warp, launch, ptx
     from fraglab.grading import build
     sol = json.loads((ROOT / "solutions" / "00_hello_warp.ipynb").read_text())
     cell = next("".join(c["source"]) for c in sol["cells"]
@@ -179,6 +179,35 @@ def test_a_deadlocking_kernel_is_the_interpreters_deadlock_within_30_s():
     exec(build.replace_bodies(cell, {"3": body}), ns)
     x = np.ones((2, 32), np.float32)
     t = time.monotonic()
-    with pytest.raises(ptx.Deadlock, match="deadlock"):
+    with device.forced_mode("cpu"), pytest.raises(ptx.Deadlock, match="deadlock"):
         hello_warp.warp_sum(launch.to_device(x), source=ns["WARP_SUM_SOURCE"])
     assert time.monotonic() - t < 30
+
+
+SPIN = r"""extern "C" __global__ void fraglab_test_spin(volatile int* flag) { while (flag[0] == 0) { } }"""
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_never_ends_on_the_gpu_fails_at_the_limit(monkeypatch):
+    """A GPU kernel that spins (on a flag in mapped host memory, so that the test can let it go
+    afterwards) fails its launch after GPU_LIMIT_S, saying so, instead of hanging the check."""
+    import ctypes
+    import cupy as cp
+    from fraglab import launch
+    monkeypatch.setattr(limits, "GPU_LIMIT_S", 2.0)
+    rt = cp.cuda.runtime
+    ptr = rt.hostAlloc(8, rt.hostAllocMapped | rt.hostAllocPortable)
+    flag = (ctypes.c_int * 2).from_address(ptr)
+    flag[0] = 0
+    fn = launch.get_kernel("fraglab_test_spin.cu", "fraglab_test_spin", source=SPIN)
+    limits.install()
+    try:
+        t = time.monotonic()
+        with pytest.raises(limits.KernelTimeout, match="did not finish within 2 s: a deadlock"):
+            launch.launch(fn, 1, 1, (np.uint64(ptr),))
+        assert time.monotonic() - t < 10
+    finally:
+        flag[0] = 1                                   # let it go, and wait for it
+        cp.cuda.get_current_stream().synchronize()
+        limits.uninstall()
+    launch.launch(fn, 1, 1, (np.uint64(ptr),), sync=True)   # the plain path is back

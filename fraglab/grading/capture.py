@@ -8,17 +8,14 @@ NumPy ``RuntimeWarning`` cannot make a correct answer fail. An exception (a
 ran out of time) still propagates, so nbval fails the cell. Kernels launched here have
 wall-clock limits (:mod:`.limits`).
 
-When ``result_file`` is given, the outcome is also written there as JSON for the one-line report
-(nbval's verdict stays the engine's; the file supplies the reason). The first failure written
-for a session stays (a learner's cell that failed in :func:`.sandbox.bind` is the reason, not
-the check that then missed its function). With ``FRAGLAB_GRADING_KEY`` set (by :mod:`.run`) the
-file is signed (HMAC-SHA256), and :mod:`.run` takes no unsigned verdict.
+When ``result_file`` is given, the outcome is also written there for the one-line report
+(:mod:`.verdict`; nbval's verdict stays the engine's, the file supplies the reason). The mutation
+tests' switch (:data:`.verdict.MUTANT_ENV`) weakens a check here (:func:`_weaken`).
 """
 from __future__ import annotations
 
 import contextlib
 import io
-import json
 import sys
 import warnings
 
@@ -27,63 +24,15 @@ import numpy as np
 from .build import kept_lines
 
 
-KEY_ENV = "FRAGLAB_GRADING_KEY"
-_key = None
-
-
-def _secret() -> bytes:
-    global _key
-    if _key is None:
-        import os
-        _key = os.environ.pop(KEY_ENV, "").encode()
-    return _key
-
-
-def sign(obj: dict, key: bytes) -> dict:
-    import hashlib
-    import hmac
-    payload = json.dumps(obj, sort_keys=True)
-    return {"payload": payload, "mac": hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()}
-
-
-def _write(result_file, **obj) -> None:
-    if not result_file:
-        return
-    import os
-    if os.path.exists(result_file):
-        return                                  # a session's first verdict stays (its reason)
-    key = _secret()
-    with open(result_file, "w") as f:
-        json.dump(sign(obj, key) if key else obj, f)
+from .verdict import KEY_ENV, MUTANT_ENV, reason as _reason, secret, write as _write  # noqa: F401
 
 
 def install_limits() -> None:
     from . import limits
-    _secret()
+    secret()
     limits.install()
 
 
-def _reason(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    where = getattr(e, "learner_where", "")
-    return f"{text} (raised at {where})" if where else text
-
-
-def write_failure(result_file, exercise: str, e: BaseException, where: str) -> None:
-    """The verdict of a learner's cell that failed before its check: names the cell."""
-    from .sandbox import ExerciseProcessError
-    text = _reason(e)
-    if not isinstance(e, ExerciseProcessError):
-        text = f"{where} raised {type(e).__name__}: {text}"
-    _write(result_file, exercise=exercise, ok=False, error="", reason=text, output="")
-
-
-#: For the course's mutation tests only: ``FRAGLAB_GRADING_MUTANT=<name>`` weakens one check
-#: function in the kernel so that it always succeeds (or, ``in_process``, runs the learner's
-#: cells in the kernel); the fixture tests must then fail. Only the grader's API sets it
-#: (:func:`fraglab.grading.run.run_notebooks`'s ``mutant``): a value in the environment of
-#: ``make grade`` never reaches the kernel, and the learner's process never sees it.
-MUTANT_ENV = "FRAGLAB_GRADING_MUTANT"
 
 
 def _weaken(name: str) -> None:

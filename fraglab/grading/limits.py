@@ -20,7 +20,7 @@ import time
 GPU_LIMIT_S = 20.0
 INTERPRETER_LIMIT_S = 120.0
 
-_installed = False
+_installed = None              # the launch paths as they were, while installed
 
 
 class KernelTimeout(BaseException):
@@ -38,9 +38,11 @@ def _gate_closed() -> bool:
     return g is not None and g.flags[0] == 0 and g.flags[1] == 0
 
 
-def wait_gpu(stream, what: str, limit_s: float = GPU_LIMIT_S) -> None:
-    """Wait until the work queued on ``stream`` is done, or raise :class:`KernelTimeout`."""
+def wait_gpu(stream, what: str, limit_s: float | None = None) -> None:
+    """Wait until the work queued on ``stream`` is done, or raise :class:`KernelTimeout`
+    (after ``limit_s``, default :data:`GPU_LIMIT_S`)."""
     import cupy as cp
+    limit_s = GPU_LIMIT_S if limit_s is None else limit_s
     ev = cp.cuda.Event(block=False, disable_timing=True)
     ev.record(stream if stream is not None else cp.cuda.get_current_stream())
     end = time.monotonic() + limit_s
@@ -83,11 +85,12 @@ def install() -> None:
     global _installed
     if _installed:
         return
-    _installed = True
     from .. import launch
     from ..ptx import program
 
     real_launch = launch.launch
+    real_call = program.KernelFunction.__call__
+    _installed = (real_launch, real_call)
 
     def launch_with_limit(fn, grid, block, args, shared_mem=0, *, sync=False, stream=None):
         if launch.interpreted():
@@ -103,9 +106,18 @@ def install() -> None:
         import cupy as cp
         (stream if stream is not None else cp.cuda.get_current_stream()).synchronize()
 
-    real_call = program.KernelFunction.__call__
-
     def call_with_limit(self, *args, **kwargs):
         with _alarm(INTERPRETER_LIMIT_S, self.name):
             return real_call(self, *args, **kwargs)
     program.KernelFunction.__call__ = call_with_limit
+
+
+def uninstall() -> None:
+    """Put the launch paths back (for tests in a process that goes on)."""
+    global _installed
+    if not _installed:
+        return
+    from .. import launch
+    from ..ptx import program
+    launch.launch, program.KernelFunction.__call__ = _installed
+    _installed = None

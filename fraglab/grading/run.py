@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..labs import REPO_ROOT
+from . import verdict
 
 SANITIZE = REPO_ROOT / "nbval_sanitize.cfg"
 
@@ -62,21 +63,16 @@ def _last_error_line(text: str) -> str:
     return (lines[-1] if lines else "failed")[:400]
 
 
-def _verdict(path: Path, key: str) -> dict | None:
-    """A verdict file's content, if the kernel signed it with this run's key; else None, or a
-    failure saying that the file was not the grader's."""
-    import hashlib
-    import hmac
+def _verdict(path: Path, key: str) -> dict:
+    """A verdict file's content, if the kernel signed it with this run's key; else a failure
+    saying that the file was not the grader's."""
     try:
-        doc = json.loads(path.read_text())
-        payload, mac = doc["payload"], doc["mac"]
-        good = hmac.new(key.encode(), payload.encode(), hashlib.sha256).hexdigest()
-        if hmac.compare_digest(good, str(mac)):
-            return json.loads(payload)
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    return {"ok": False, "error": "", "output": "",
-            "reason": "the verdict file was not the grader's (changed after the check wrote it)"}
+        got = verdict.check(json.loads(path.read_text()), key)
+    except (OSError, ValueError):
+        got = None
+    return got if got is not None else {
+        "ok": False, "error": "", "output": "",
+        "reason": "the verdict file was not the grader's (changed after the check wrote it)"}
 
 
 def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
@@ -87,7 +83,7 @@ def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
     suite's mutation tests only) weakens a check in the kernels (:data:`.capture.MUTANT_ENV`);
     a value of that variable in this process's environment is dropped, never passed on."""
     import secrets
-    from .capture import KEY_ENV, MUTANT_ENV
+    from .verdict import KEY_ENV, MUTANT_ENV
     env = dict(os.environ)
     env.pop(MUTANT_ENV, None)
     if mutant:

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import exposed, wire
+from . import exposed, limits, verdict, wire
 
 CHILD = Path(__file__).with_name("sandbox_child.py")
 #: Seconds of its own time a child may take for one cell or one call.
@@ -63,8 +63,8 @@ LIMIT_S = 20.0
 SERVICE_S = 0.05
 #: Seconds a child may take to start (an interpreter and NumPy, matplotlib for a figure).
 START_S = 60.0
-#: The test suite's switch (``FRAGLAB_GRADING_MUTANT=in_process``, set only by the grader's own
-#: API): run the learner's cells in the kernel, as before this module existed.
+#: The test suite's mutant (:data:`.verdict.MUTANT_ENV` ``=in_process``, set only through the
+#: grader's own API): run the learner's cells in the kernel, as before this module existed.
 IN_PROCESS = "in_process"
 
 BUILTIN_ERRORS = {c.__name__: c for c in (
@@ -438,10 +438,10 @@ def bind(ns: dict, *, exercise: str, lab: str, regions, cell: int, code: str, na
     verdict file (``session``) gets the reason, naming the learner's cell. ``context``: names of
     the notebook's earlier cells the child gets (as :meth:`Child._names` allows); ``checks``:
     names of the graded cells, which the child sees as stand-ins that refuse."""
-    from . import capture
-    capture.install_limits()
+    limits.install()
+    verdict.secret()
     where = f"your cell of exercise region {', '.join(regions)} (notebook cell {cell})"
-    if os.environ.get(capture.MUTANT_ENV) == IN_PROCESS:
+    if os.environ.get(verdict.MUTANT_ENV) == IN_PROCESS:
         exec(compile(code, f"<exercise cell {cell}>", "exec"), ns)
         return
     for name in names:                       # nothing of an answer graded before stays bound
@@ -465,7 +465,7 @@ def bind(ns: dict, *, exercise: str, lab: str, regions, cell: int, code: str, na
                 raise TypeError(f"grading refused the value of {name} from {where}: "
                                 f"{got.get(name, {}).get('why', 'not plain data')}")
     except BaseException as e:
-        capture.write_failure(session, exercise, e, where)
+        verdict.write_failure(session, exercise, e, where, isinstance(e, ExerciseProcessError))
         raise
 
 

@@ -191,7 +191,7 @@ def decode(obj, ref=None, figure=None, _depth: int = 0):
               and isinstance(body[1], str), "a reference is [number, type name]")
         return ref(body[0], body[1])
     _need(figure is not None and isinstance(body, dict), "a figure, where none may come")
-    return figure(body)
+    return figure(decode(body, ref, figure, d))
 
 
 def dumps(message: dict) -> bytes:

@@ -1,0 +1,73 @@
+"""The verdict file a graded cell writes for the one-line report (:mod:`.run` reads it): JSON,
+signed with HMAC-SHA256 under a key that :mod:`.run` draws for each run and hands to the graded
+notebooks' kernels alone (:data:`KEY_ENV`; the kernel takes it out of its environment at once,
+and the process that runs a learner's code never has it). :mod:`.run` takes no verdict without
+this run's signature. A session's first verdict stays: a learner's cell that failed in
+:func:`.sandbox.bind` is the reason, not the check that then missed its function.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+
+KEY_ENV = "FRAGLAB_GRADING_KEY"
+#: For the course's mutation tests only: ``FRAGLAB_GRADING_MUTANT=<name>`` weakens one check
+#: function in the kernel so that it always succeeds (:func:`.capture._weaken`), or,
+#: ``in_process``, runs the learner's cells in the kernel (:func:`.sandbox.bind`); the fixture
+#: tests must then fail. Only the grader's API sets it (:func:`.run.run_notebooks`'s
+#: ``mutant``): a value in the environment of ``make grade`` never reaches the kernel, and the
+#: learner's process never sees it.
+MUTANT_ENV = "FRAGLAB_GRADING_MUTANT"
+
+_key = None
+
+
+def secret() -> bytes:
+    """This kernel's signing key (read once, then gone from the environment)."""
+    global _key
+    if _key is None:
+        _key = os.environ.pop(KEY_ENV, "").encode()
+    return _key
+
+
+def sign(obj: dict, key: bytes) -> dict:
+    payload = json.dumps(obj, sort_keys=True)
+    return {"payload": payload, "mac": hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()}
+
+
+def check(doc: dict, key: str) -> dict | None:
+    """The verdict inside a signed file's content, or None if the signature is not ``key``'s."""
+    try:
+        payload, mac = doc["payload"], doc["mac"]
+        good = hmac.new(key.encode(), payload.encode(), hashlib.sha256).hexdigest()
+        if hmac.compare_digest(good, str(mac)):
+            return json.loads(payload)
+    except (ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+def write(result_file, **obj) -> None:
+    if not result_file or os.path.exists(result_file):
+        return                                  # a session's first verdict stays (its reason)
+    key = secret()
+    with open(result_file, "w") as f:
+        json.dump(sign(obj, key) if key else obj, f)
+
+
+def reason(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    where = getattr(e, "learner_where", "")
+    return f"{text} (raised at {where})" if where else text
+
+
+def write_failure(result_file, exercise: str, e: BaseException, where: str,
+                  says_itself: bool = False) -> None:
+    """The verdict of a learner's cell that failed before its check: names the cell
+    (``says_itself``: the error's text already says what happened)."""
+    text = reason(e)
+    if not says_itself:
+        text = f"{where} raised {type(e).__name__}: {text}"
+    write(result_file, exercise=exercise, ok=False, error="", reason=text, output="")
