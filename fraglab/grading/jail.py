@@ -37,12 +37,14 @@ EXTRA = frozenset(["numpy", "matplotlib", "mpl_toolkits", "PIL", "pyparsing", "c
                    "kiwisolver", "dateutil", "packaging", "fontTools", "contourpy", "six"])
 #: Audit events refused outright, and prefixes of event families refused.
 REFUSED_EVENTS = {
-    "os.system": "runs a shell command", "os.exec": "starts a program", "os.spawn":
-    "starts a program", "os.posix_spawn": "starts a program", "os.fork": "starts a process",
-    "os.forkpty": "starts a process", "subprocess.Popen": "starts a program",
-    "os.startfile": "starts a program", "pty.spawn": "starts a program",
-    "code.__new__": "builds bytecode by hand", "sqlite3.enable_load_extension": "loads native code", "sqlite3.load_extension":
-    "loads native code", "os.setns": "changes namespace", "os.unshare": "changes namespace",
+    "os.system": "runs a shell command", "os.exec": "starts a program",
+    "os.spawn": "starts a program", "os.posix_spawn": "starts a program",
+    "os.fork": "starts a process", "os.forkpty": "starts a process",
+    "subprocess.Popen": "starts a program", "os.startfile": "starts a program",
+    "pty.spawn": "starts a program", "code.__new__": "builds bytecode by hand",
+    "sqlite3.enable_load_extension": "loads native code",
+    "sqlite3.load_extension": "loads native code",
+    "os.setns": "changes namespace", "os.unshare": "changes namespace",
 }
 REFUSED_PREFIXES = {"ctypes.": "calls native code", "socket.": "opens a network connection",
                     "_xxsubinterpreters.": "starts an interpreter without these rules",

@@ -301,7 +301,8 @@ class Session:
 
 
 def _where(e: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith("<exercise")]
+    frames = [f for f in traceback.extract_tb(e.__traceback__)
+              if f.filename.startswith("<exercise")]
     if not frames:
         return ""
     f = frames[-1]

@@ -75,6 +75,8 @@ def encode(value, ref=None, _depth: int = 0):
         return value
     if type(value) is int or type(value) is float:
         return value
+    if type(value).__module__.startswith("cupy") and hasattr(value, "get"):
+        value = value.get()                      # a GPU array crosses as its host copy
     if isinstance(value, np.ndarray):
         name = _dtype_name(value.dtype)
         a = np.ascontiguousarray(value).astype(np.dtype(name).newbyteorder("<"), copy=False)
