@@ -249,9 +249,9 @@ def test_wire_refuses_nesting_and_junk_lines():
 # ---- the verdict file -----------------------------------------------------------------------
 
 def test_a_verdict_file_must_carry_this_runs_signature(tmp_path):
-    from fraglab.grading import capture, run
+    from fraglab.grading import run, verdict
     good = tmp_path / "g.json"
-    good.write_text(json.dumps(capture.sign({"ok": True, "output": "PASS x\n"}, b"k1")))
+    good.write_text(json.dumps(verdict.sign({"ok": True, "output": "PASS x\n"}, b"k1")))
     assert run._verdict(good, "k1") == {"ok": True, "output": "PASS x\n"}
     assert not run._verdict(good, "k2")["ok"]
     forged = tmp_path / "f.json"

@@ -115,8 +115,8 @@ def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label):
 def test_the_mutation_switch_is_not_taken_from_the_environment(monkeypatch):
     """FRAGLAB_GRADING_MUTANT in the environment of `make grade` (a learner's shell) weakens
     nothing: the grader passes it to its kernels only through its API (mutant=)."""
-    from fraglab.grading import capture
-    monkeypatch.setenv(capture.MUTANT_ENV, "fail")
+    from fraglab.grading import verdict
+    monkeypatch.setenv(verdict.MUTANT_ENV, "fail")
     res = grade_fixtures("00_hello_warp", only={"1/missing_last_step"})
     assert not res["1/missing_last_step"].ok, res["1/missing_last_step"].text
 
