@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 import sys
 import time
@@ -25,11 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from . import difftest_gen, difftest_mem, difftest_misc, difftest_rules
-from .difftest_case import Case, module, outtype
+from .difftest_case import Case, module, outtype, pack, split_outputs
 from .difftest_gen import NoTest
 
-RECORD = Path(__file__).resolve().parents[2] / "tests" / "data" / "ptx_differential.npz"
-CHUNK = 40                   # kernels per module (and per CPU test unit)
+#: the committed H100 record (FRAGLAB_PTX_RECORD overrides, e.g. to replay a fresh one)
+RECORD = Path(os.environ.get("FRAGLAB_PTX_RECORD")
+              or Path(__file__).resolve().parents[2] / "tests" / "data" / "ptx_differential.npz")
+CHUNK = 48                   # combinations per module (and per CPU test unit)
 
 #: opcode (or regular expression over the full opcode) -> the GPU test that checks it against
 #: the hardware, for what a one-instruction kernel cannot test (tests/test_ptx_differential.py
@@ -147,6 +150,15 @@ def build(text: str) -> Case:
     return case
 
 
+def _family_order(text: str):
+    """Variants that differ only in memory ordering, scope or the spelling of a space come
+    next to each other (so that they pack into one kernel): sort by types, then the other
+    modifiers, then the variant ones."""
+    base, mods, types = difftest_gen.split(text)
+    plain = tuple(m for m in mods if m not in difftest_mem.VARIANT)
+    return types, plain, text
+
+
 def families(combos=None) -> dict:
     """{family id: [combination, ...]}: the tested combinations by opcode, in chunks of at most
     :data:`CHUNK` ('cvt', 'cvt.1', ...); the units of modules and of the CPU test."""
@@ -157,6 +169,7 @@ def families(combos=None) -> dict:
             by.setdefault(c.split(".")[0], []).append(c)
     out = {}
     for base, cs in sorted(by.items()):
+        cs = sorted(cs, key=_family_order)
         for i in range(0, len(cs), CHUNK):
             out[base if i == 0 else f"{base}.{i // CHUNK}"] = cs[i:i + CHUNK]
     return out
@@ -177,13 +190,22 @@ def build_family(combos) -> tuple[dict, dict]:
     return cases, missing
 
 
-def modules(cases: dict) -> dict:
-    """{arch: PTX text} of the kernels of `cases` (one module per target)."""
+def packed(cases: dict) -> dict:
+    """{arch: (PTX text, [(kernel name, Case, parts)])}: the kernels of `cases` packed
+    (:func:`~.difftest_case.pack`), one module per target."""
     by: dict = {}
     for c, case in cases.items():
-        by.setdefault(case.arch, []).append(c)
-    return {arch: module([cases[c] for c in cs], [kernel_name(c) for c in cs], arch)
-            for arch, cs in by.items()}
+        by.setdefault(case.arch, {})[c] = case
+    out = {}
+    for arch, cs in by.items():
+        ks = [(kernel_name(name), case, parts) for name, case, parts in pack(cs)]
+        out[arch] = (module([k[1] for k in ks], [k[0] for k in ks], arch), ks)
+    return out
+
+
+def modules(cases: dict) -> dict:
+    """{arch: PTX text} of the (packed) kernels of `cases`, one module per target."""
+    return {arch: text for arch, (text, _) in packed(cases).items()}
 
 
 def launch_args(case: Case, buf, gpu: bool = False):
@@ -202,56 +224,72 @@ def run_interp(cases: dict) -> dict:
     parsed once, each kernel decoded once)."""
     from .program import Program, launch
     out = {}
-    for arch, text in modules(cases).items():
+    for arch, (text, kernels) in packed(cases).items():
         try:
             prog = Program(text)
         except Exception as e:                                     # noqa: BLE001
-            for c, case in cases.items():
-                if case.arch == arch:
-                    out[c] = f"parse: {type(e).__name__}: {e}"
+            for _, _, parts in kernels:
+                out.update(split_outputs(parts, f"parse: {type(e).__name__}: {e}"))
             continue
-        for c, case in cases.items():
-            if case.arch != arch:
-                continue
+        for name, case, parts in kernels:
             buf = case.buffer()
             try:
-                launch(prog, kernel_name(c), 1, case.threads, launch_args(case, buf), echo_printf=False)
-                out[c] = case.outputs(buf)
+                launch(prog, name, 1, case.threads, launch_args(case, buf), echo_printf=False)
+                res = case.outputs(buf)
             except Exception as e:                                 # noqa: BLE001
-                out[c] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+                res = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            out.update(split_outputs(parts, res))
     return out
+
+
+def _gpu_launch(mod, name, case):
+    import cupy
+    dev = cupy.asarray(case.buffer())
+    mod.get_function(name)((1, 1, 1), (case.threads, 1, 1), launch_args(case, dev, True))
+    cupy.cuda.get_current_stream().synchronize()
+    return case.outputs(dev.get())
+
+
+def _gpu_load(text):
+    import cupy
+    m = cupy.cuda.function.Module()
+    m.load(text.encode())
+    return m
 
 
 def run_gpu(cases: dict) -> dict:
     """{combo: list of output arrays, or an error string} on the GPU (CuPy): one module per
-    target; if a module fails to load, each kernel is loaded alone to find the failing one."""
-    import cupy
+    target; if it fails to load, each packed kernel alone, and if that fails, each combination
+    alone, so that a kernel the driver rejects takes no other combination with it."""
     out = {}
-    for arch, text in modules(cases).items():
-        mine = {c: case for c, case in cases.items() if case.arch == arch}
-        mods = {}
+    for arch, (text, kernels) in packed(cases).items():
         try:
-            m = cupy.cuda.function.Module()
-            m.load(text.encode())
-            mods = {c: m for c in mine}
+            whole = _gpu_load(text)
         except Exception:                                          # noqa: BLE001
-            for c, case in mine.items():
+            whole = None
+        for name, case, parts in kernels:
+            todo = [(name, case, parts, whole)]
+            if whole is None:
                 try:
-                    m = cupy.cuda.function.Module()
-                    m.load(module([case], [kernel_name(c)], arch).encode())
-                    mods[c] = m
+                    todo = [(name, case, parts, _gpu_load(module([case], [name], arch)))]
                 except Exception as e:                             # noqa: BLE001
-                    out[c] = f"JIT: {type(e).__name__}: {str(e)[:300]}"
-        for c, m in mods.items():
-            case = mine[c]
-            buf = case.buffer()
-            try:
-                dev = cupy.asarray(buf)
-                m.get_function(kernel_name(c))((1, 1, 1), (case.threads, 1, 1), launch_args(case, dev, True))
-                cupy.cuda.get_current_stream().synchronize()
-                out[c] = case.outputs(dev.get())
-            except Exception as e:                                 # noqa: BLE001
-                out[c] = f"launch: {type(e).__name__}: {str(e)[:300]}"
+                    if len(parts) == 1:
+                        out[parts[0][0]] = f"JIT: {type(e).__name__}: {str(e)[:300]}"
+                        continue
+                    todo = []
+                    for c, _ in parts:
+                        one = build(c)
+                        try:
+                            todo.append((kernel_name(c), one, [(c, len(one.dsts))],
+                                         _gpu_load(module([one], [kernel_name(c)], arch))))
+                        except Exception as e2:                    # noqa: BLE001
+                            out[c] = f"JIT: {type(e2).__name__}: {str(e2)[:300]}"
+            for nm, cs, ps, m in todo:
+                try:
+                    res = _gpu_launch(m, nm, cs)
+                except Exception as e:                             # noqa: BLE001
+                    res = f"launch: {type(e).__name__}: {str(e)[:300]}"
+                out.update(split_outputs(ps, res))
     return out
 
 
@@ -282,29 +320,26 @@ def compare_case(case: Case, gpu, mine, examples: int = 4) -> dict:
 # ---- the record ----------------------------------------------------------------------------
 
 def save_record(path: Path, cases: dict, gpu: dict, meta: dict) -> int:
-    """Write the GPU outputs (bytes of each combination's outputs, XORed with the previous
-    combination of the same size and opcode so that close variants compress to little, the
-    whole LZMA-compressed) and the index (JSON). Returns the file size."""
-    index, chunks, pos, prev = {}, [], 0, {}
+    """Write the GPU outputs (each combination's output bytes, in opcode order, the whole
+    LZMA-compressed: variants of an instruction repeat each other, which LZMA's window finds)
+    and the index (JSON: per combination its target, element count, output widths, input hash,
+    and where its bytes are; or the error). Returns the file size."""
+    index, chunks, pos = {}, [], 0
     for c in sorted(cases):
         case, res = cases[c], gpu.get(c, "not run")
         entry = {"arch": case.arch, "n": case.n, "w": case.widths, "hash": case.input_hash()}
         if isinstance(res, str):
             entry["error"] = res
         else:
-            raw = np.concatenate([np.ascontiguousarray(a).view(np.uint8) for a in res])
-            key = (c.split(".")[0], raw.size)
-            ref = prev.get(key)
-            data = raw ^ np.frombuffer(ref[1], np.uint8) if ref else raw
-            entry.update(off=pos, len=int(raw.size), ref=ref[0] if ref else None)
-            chunks.append(data.tobytes())
-            pos += raw.size
-            prev[key] = (c, raw.tobytes())
+            raw = b"".join(np.ascontiguousarray(a).tobytes() for a in res)
+            entry.update(off=pos, len=len(raw))
+            chunks.append(raw)
+            pos += len(raw)
         index[c] = entry
     blob = lzma.compress(b"".join(chunks), preset=9 | lzma.PRESET_EXTREME)
     path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, blob=np.frombuffer(blob, np.uint8),
-             index=np.array(json.dumps({"meta": meta, "cases": index})))
+    idx = lzma.compress(json.dumps({"meta": meta, "cases": index}, separators=(",", ":")).encode())
+    np.savez(path, blob=np.frombuffer(blob, np.uint8), index=np.frombuffer(idx, np.uint8))
     return path.stat().st_size
 
 
@@ -314,20 +349,16 @@ class Record:
 
     def __init__(self, path: Path = RECORD):
         with np.load(path) as z:
-            idx = json.loads(str(z["index"]))
+            idx = json.loads(lzma.decompress(z["index"].tobytes()))
             self._raw = lzma.decompress(z["blob"].tobytes())
         self.meta, self.cases = idx["meta"], idx["cases"]
-        self._cache: dict = {}
 
     def entry(self, combo):
         return self.cases.get(combo)
 
     def _bytes(self, combo) -> np.ndarray:
-        if combo not in self._cache:
-            e = self.cases[combo]
-            data = np.frombuffer(self._raw, np.uint8, e["len"], e["off"])
-            self._cache[combo] = data ^ self._bytes(e["ref"]) if e.get("ref") else data
-        return self._cache[combo]
+        e = self.cases[combo]
+        return np.frombuffer(self._raw, np.uint8, e["len"], e["off"])
 
     def outputs(self, combo):
         e = self.cases[combo]
@@ -346,12 +377,20 @@ def missing_message(combo: str) -> str:
 
 
 def check_family(family_combos, record: Record | None) -> tuple[list, dict]:
-    """Replay one family on the interpreter against `record`: (problems, stats)."""
+    """Replay one family on the interpreter against `record`: (problems, interpreter outputs)."""
     cases, missing = build_family(family_combos)
+    mine = run_interp(cases)
+    return replay(cases, missing, mine, record), mine
+
+
+def replay(cases: dict, missing: dict, mine: dict, record: Record | None) -> list:
+    """The problems of the interpreter's outputs `mine` against the GPU `record`: combinations
+    with no test, no record, changed inputs, a failed GPU run, or elements that differ."""
     problems = [f"{c}: no generated test ({why}) and no GPU test in COVERED_BY" for c, why in missing.items()]
     if record is None:
-        return problems + [missing_message(c) for c in cases], {}
-    have = {}
+        return problems + [missing_message(c) for c in cases]
+    if str(record.meta.get("device", "")).startswith("FAKE"):
+        problems.append("the record is a pipeline self-test (--fake-gpu), not a GPU's outputs")
     for c, case in cases.items():
         e = record.entry(c)
         if e is None:
@@ -360,21 +399,18 @@ def check_family(family_combos, record: Record | None) -> tuple[list, dict]:
             problems.append(f"{c}: the generated inputs changed since the H100 record (hash {e['hash']} "
                             f"-> {case.input_hash()}): run `python -m fraglab.ptx.difftest record` on a GPU")
         elif "error" in e:
-            problems.append(f"{c}: the GPU run failed when recorded: {e['error']}")
+            why = (" (the driver rejected the PTX: the interpreter accepts a combination the hardware does "
+                   "not; `python -m fraglab.ptx.difftest ptxas` shows ptxas's reason)") if e["error"].startswith("JIT") else ""
+            problems.append(f"{c}: the GPU run failed when recorded: {e['error']}{why}")
         else:
-            have[c] = case
-    t0 = time.process_time()
-    mine = run_interp(have)
-    stats = {"cpu_s": time.process_time() - t0, "cases": len(have)}
-    for c, case in have.items():
-        r = compare_case(case, record.outputs(c), mine[c])
-        if r["bad"]:
-            problems.append(f"{c}: {r['bad']} of {case.n} elements differ from the H100"
-                            + (f" ({r['error']})" if r.get("error") else "")
-                            + "".join(f"\n    element {x['element']} output {x['output']}: inputs "
-                                      f"{' '.join(x['inputs'])} gpu {x['gpu']} interp {x['interp']}"
-                                      for x in r["examples"]))
-    return problems, stats
+            r = compare_case(case, record.outputs(c), mine[c])
+            if r["bad"]:
+                problems.append(f"{c}: {r['bad']} of {case.n} elements differ from the H100"
+                                + (f" ({r['error']})" if r.get("error") else "")
+                                + "".join(f"\n    element {x['element']} output {x['output']}: inputs "
+                                          f"{' '.join(x['inputs'])} gpu {x['gpu']} interp {x['interp']}"
+                                          for x in r["examples"]))
+    return problems
 
 
 if __name__ == "__main__":

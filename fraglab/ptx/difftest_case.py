@@ -9,6 +9,7 @@ warp-instructions per 32 elements."""
 from __future__ import annotations
 
 import hashlib
+import re
 import zlib
 from dataclasses import dataclass, field
 
@@ -183,3 +184,64 @@ def pad32(arrays: list[np.ndarray], fill) -> list[np.ndarray]:
         return arrays
     more = fill(extra)
     return [np.concatenate([a, m.astype(a.dtype)]) for a, m in zip(arrays, more)]
+
+
+_OUT = re.compile(r"%d(\d+)\b|\{d(\d+)\}")
+
+
+def _mergeable(c: Case):
+    """Cases with equal keys can share one kernel (same inputs, layout and declarations)."""
+    if c.params or c.consts or any("$L" in b for b in c.body):
+        return None
+    return (c.arch, c.slot, c.threads, c.scratch, c.loads, c.narrow, tuple(c.decls),
+            tuple(t for t, _ in c.srcs), tuple(hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
+                                               for _, a in c.srcs))
+
+
+def pack(cases: dict, limit: int = 24) -> list:
+    """Group the cases of a module into kernels: cases with the same inputs and layout (the
+    variants of an instruction) run one after another in one kernel, each with its own outputs,
+    which saves the interpreter's per-launch and decode work and the driver's per-kernel JIT
+    work. Returns [(name, Case, [(combo, number of outputs), ...])]."""
+    groups: dict = {}
+    out = []
+    for c, case in cases.items():
+        key = _mergeable(case)
+        if key is None:
+            out.append((c, case, [(c, len(case.dsts))]))
+            continue
+        g = groups.setdefault(key, [])
+        if g and len(g[-1]) < limit:
+            g[-1].append(c)
+        else:
+            g.append([c])
+    for g in groups.values():
+        for members in g:
+            if len(members) == 1:
+                c = members[0]
+                out.append((c, cases[c], [(c, len(cases[c].dsts))]))
+                continue
+            first = cases[members[0]]
+            body, dsts, parts = [], [], []
+            for c in members:
+                k = len(dsts)
+                ren = lambda m: f"%d{int(m.group(1)) + k}" if m.group(1) else "{d%d}" % (int(m.group(2)) + k)  # noqa: E731
+                body += [_OUT.sub(ren, b) for b in cases[c].body]
+                dsts += cases[c].dsts
+                parts.append((c, len(cases[c].dsts)))
+            merged = Case(f"{members[0]}+{len(members) - 1}", first.srcs, dsts, body, arch=first.arch,
+                          decls=first.decls, slot=first.slot, loads=first.loads, scratch=first.scratch,
+                          threads=first.threads, narrow=first.narrow)
+            out.append((members[0] + "+", merged, parts))
+    return out
+
+
+def split_outputs(parts, outputs):
+    """The outputs of a packed kernel -> {combo: its outputs} (an error string goes to all)."""
+    if isinstance(outputs, str):
+        return {c: outputs for c, _ in parts}
+    res, k = {}, 0
+    for c, n in parts:
+        res[c] = outputs[k:k + n]
+        k += n
+    return res
