@@ -184,3 +184,32 @@ def test_interpreter_matches_the_gpu_live(family):
         if r["bad"]:
             problems.append(f"{c}: {r['bad']} of {case.n} differ {r.get('error') or ''} {r['examples'][:2]}")
     assert not problems, f"({time.time() - t0:.1f} s)\n" + "\n".join(problems[:25])
+
+
+def test_comparison_rules():
+    """The bounds of the approximate instructions, the ISA's special values and ranges."""
+    from fraglab.ptx.difftest_rules import compare, rules_for
+    f = lambda *v: np.array(v, np.float32).view(np.uint32)             # noqa: E731
+    ex2 = rules_for("ex2.approx.f32", ["f32"])[0]
+    one = f(1.0)[0]
+    gpu = np.array([one, one, 0, 0x7FFFFFFF], np.uint32)
+    mine = np.array([one + 2, one + 3, 0x80000000, 0x7FC00000], np.uint32)
+    bad, uns = compare(ex2, "f32", gpu, mine, [f(0.1, 0.1, -np.inf, np.nan)], "ex2.approx.f32")
+    assert bad.tolist() == [False, True, True, True] and not uns.any()   # 2 ulp ok, 3 not; -inf, NaN exact
+    sin = rules_for("sin.approx.f32", ["f32"])[0]
+    bad, uns = compare(sin, "f32", f(0.5, 0.5, 0.5), f(0.5 + 2**-22, 0.5 + 2**-19, 0.6), [f(1.0, 1.0, 1e6)],
+                       "sin.approx.f32")
+    assert bad.tolist() == [False, True, False] and uns.tolist() == [False, False, True]
+    div = rules_for("div.approx.f32", ["f32"])[0]
+    bad, uns = compare(div, "f32", f(0.0, 0.5), f(2.0**-127, 0.5 + 2**-23), [f(1.0, 1.0), f(2.0**127, 2.0)],
+                       "div.approx.f32")
+    assert bad.tolist() == [True, False]                                  # |b| > 2^126: a signed zero
+    idiv = rules_for("div.s32", ["s32"])[0]
+    bad, uns = compare(idiv, "s32", np.array([1, 2], np.uint32), np.array([3, 4], np.uint32),
+                       [np.array([5, 5], np.uint32), np.array([0, 1], np.uint32)], "div.s32")
+    assert bad.tolist() == [False, True] and uns.tolist() == [True, False]
+    g = rules_for("rcp.approx.ftz.f64", ["f64"])[0]
+    x = np.array([0.25], np.float64).view(np.uint64)
+    bad, _ = compare(g, "f64", np.array([4.0]).view(np.uint64), np.array([4.0 + 2**-40]).view(np.uint64), [x],
+                     "rcp.approx.ftz.f64")
+    assert bad.all()                                                     # the low word must be zero

@@ -103,6 +103,12 @@ def values(t, xs):
         return [int(b) for b in V.from_float64(V.half_of(t), np.asarray(xs, np.float64))]
 
 
+def _pow2(rng, lo, hi, n):
+    """n values 2^e for e uniform in [lo, hi), built exactly (a mantissa in [1, 2) scaled by
+    an integer power of two): no libm call, so the inputs are the same bits on every machine."""
+    return np.ldexp(rng.uniform(1, 2, n), rng.integers(lo, hi, n))
+
+
 def domain(base, t, seed):
     """Inputs of the approximate/special functions: the points where their description
     changes (range limits, denormal results, overflow) and spreads over their ranges."""
@@ -115,21 +121,20 @@ def domain(base, t, seed):
                             rng.uniform(-1, 1, 40), rng.uniform(-130, 130, 60)])
     elif base == "lg2":
         x = np.concatenate([rng.uniform(0.5, 2, 60), [0.5, 2, 1 - 2**-24, 1 + 2**-23, 0.49999997],
-                            2.0 ** rng.uniform(-149, 128, 80), -rng.uniform(0, 10, 8)])
+                            _pow2(rng, -149, 128, 80), -rng.uniform(0, 10, 8)])
     elif base in ("sin", "cos"):
         x = np.concatenate([rng.uniform(-2 * np.pi, 2 * np.pi, 80), rng.uniform(-100 * np.pi, 100 * np.pi, 60),
                             np.arange(-16, 17) * np.pi / 4, [2 * np.pi, -2 * np.pi, 100 * np.pi, 1e3, 1e5,
                                                              1e10, -1e20, 1e-10]])
     elif base == "tanh":
-        x = np.concatenate([rng.uniform(-10, 10, 80), rng.uniform(-1, 1, 40), 2.0 ** -rng.uniform(5, 140, 30),
+        x = np.concatenate([rng.uniform(-10, 10, 80), rng.uniform(-1, 1, 40), _pow2(rng, -140, -5, 30),
                             [9.0, 10, 20, 44, 100, -9]])
     else:                                  # rcp, sqrt, rsqrt: the whole range by exponent
-        e = rng.uniform(-150, 128, 160)
-        x = np.concatenate([2.0 ** e * rng.choice([-1, 1], 160), [2.0**126, 2.0**-126, 2.0**127, 2.0**-127,
+        x = np.concatenate([_pow2(rng, -150, 128, 160) * rng.choice([-1, 1], 160), [2.0**126, 2.0**-126, 2.0**127, 2.0**-127,
                             1.5 * 2.0**126, 2.0**-149, 4.0, 0.25]])
     x = x[np.abs(x) <= big]
     if h == "f64" and base in ("rcp", "sqrt", "rsqrt"):
-        x = np.concatenate([x, 2.0 ** rng.uniform(-1070, 1020, 60), [2.0**-1022, 2.0**-1074, 2.0**1023]])
+        x = np.concatenate([x, _pow2(rng, -1070, 1020, 60), [2.0**-1022, 2.0**-1074, 2.0**1023]])
     vals = values(h, x)
     if t in ("f16x2", "bf16x2"):
         vals = [(a << 16) | b for a, b in zip(vals, vals[::-1])]
@@ -166,7 +171,7 @@ def _fma_crafted(t):
     h = V.half_of(t)
     m = V.FORMAT[h][1]
     rng = np.random.default_rng(seed_of("fma", t))
-    a = rng.uniform(1, 2, 24) * 2.0 ** rng.integers(-4, 4, 24)
+    a = np.ldexp(rng.uniform(1, 2, 24), rng.integers(-4, 4, 24))
     b = rng.uniform(1, 2, 24)
     a, b = (V.to_float64(h, V.from_float64(h, v)) for v in (a, b))
     with np.errstate(all="ignore"):

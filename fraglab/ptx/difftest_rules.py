@@ -64,10 +64,16 @@ BOUNDS = [
 #: opcode pattern -> why its NaN payload is compared as "any NaN" (empty: every NaN is exact)
 NAN_NOTES: dict = {}
 
+#: 9.7.1.8 div / 9.7.1.9 rem (integer): "Division by zero yields an unspecified, machine-specific
+#: value": elements with a zero divisor are unspecified
+INT_DIV = r"(div|rem)\.[su](16|32|64)"
+
 
 def rules_for(combo: str, dsts: list) -> list:
     """One rule per output: the first output of an approximate instruction gets its bound,
     everything else is exact."""
+    if re.fullmatch(INT_DIV, combo):
+        return [("intdiv",)]
     for pat, rule in BOUNDS:
         if re.fullmatch(pat, combo):
             return [rule] + [("exact",)] * (len(dsts) - 1)
@@ -97,6 +103,12 @@ def compare(rule, t: str, gpu, mine, inputs, combo: str = ""):
     """(bad, unspecified): bool arrays over the elements. `gpu`/`mine` are the output's bit
     patterns, `inputs` the instruction's source operands (bit patterns)."""
     same = gpu == mine
+    if t in V.FORMAT and any(re.fullmatch(p, combo) for p in NAN_NOTES):
+        with np.errstate(all="ignore"):
+            same = same | (np.isnan(V.to_float64(t, gpu)) & np.isnan(V.to_float64(t, mine)))
+    if rule[0] == "intdiv":
+        unspec = ~same & (inputs[1] == 0)
+        return ~same & ~unspec, unspec
     if rule[0] == "exact" or same.all():
         return ~same, np.zeros(len(same), bool)
     if t in ("f16x2", "bf16x2"):
