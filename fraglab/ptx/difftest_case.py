@@ -67,7 +67,9 @@ class Case:
     the outputs (the hole ``{g0}`` is the first one's offset from ``%x_p``); params: extra
     by-value kernel parameters ``{k}_p0, ...`` as (declaration, bytes); threads: the block
     size (the loop's stride; n is a multiple of it); narrow: 8-bit values in 8-bit registers
-    (cvt between bf16 and 8-bit integers accepts nothing wider)."""
+    (cvt between bf16 and 8-bit integers accepts nothing wider); interleave: the inputs of an
+    element side by side in one region (a vector in memory before the kernel starts, for loads
+    that require read-only data: ld.global.nc, ldu), not loaded into registers."""
     combo: str
     srcs: list
     dsts: list
@@ -82,6 +84,7 @@ class Case:
     params: list = field(default_factory=list)
     threads: int = 32
     narrow: bool = False
+    interleave: bool = False
     note: str = ""
 
     def __post_init__(self):
@@ -98,26 +101,41 @@ class Case:
     def widths(self) -> list[int]:
         return [outwidth(t, self.narrow) for t in self.dsts]
 
+    @property
+    def nin(self) -> int:
+        """Input regions of the io buffer."""
+        return 1 if self.interleave else len(self.srcs)
+
     def input_hash(self) -> str:
+        """A hash of the inputs and of the kernel's text: any change of the generated test
+        invalidates its record."""
         h = hashlib.sha1(self.combo.encode())
         for t, a in self.srcs:
             h.update(t.encode())
             h.update(np.ascontiguousarray(a).tobytes())
+        h.update(self.kernel("k").encode())
+        h.update("".join(self.consts).encode())
+        for d, raw in self.params:
+            h.update(d.encode() + raw)
         return h.hexdigest()[:16]
 
     def buffer(self) -> np.ndarray:
         """The io buffer with the inputs in place (uint8)."""
         n, s = self.n, self.slot
-        buf = np.zeros((len(self.srcs) + len(self.dsts) + self.scratch) * n * s, np.uint8)
+        buf = np.zeros((self.nin + len(self.dsts) + self.scratch) * n * s, np.uint8)
+        at = 0
         for k, (t, a) in enumerate(self.srcs):
             w = 4 if t == "pred" else WIDTH[t]
-            view = buf[k * n * s:(k + 1) * n * s].reshape(n, s)
-            view[:, :w] = np.ascontiguousarray(a).astype(a.dtype).view(np.uint8).reshape(n, -1)[:, :w]
+            r = 0 if self.interleave else k
+            view = buf[r * n * s:(r + 1) * n * s].reshape(n, s)
+            col = at if self.interleave else 0
+            view[:, col:col + w] = np.ascontiguousarray(a).view(np.uint8).reshape(n, -1)[:, :w]
+            at += w
         return buf
 
     def outputs(self, buf: np.ndarray) -> list[np.ndarray]:
         """The outputs' bit patterns (unsigned arrays) read back from an io buffer."""
-        n, s, k0 = self.n, self.slot, len(self.srcs)
+        n, s, k0 = self.n, self.slot, self.nin
         out = []
         for o, t in enumerate(self.dsts):
             w = outwidth(t, self.narrow)
@@ -128,7 +146,7 @@ class Case:
 
     def kernel(self, name: str) -> str:
         n, s = self.n, self.slot
-        nin = len(self.srcs)
+        nin = self.nin
         hole = {f"s{i}": f"%s{i}" for i in range(nin)}
         hole.update({f"d{o}": f"%d{o}" for o in range(len(self.dsts))})
         hole["k"] = name
@@ -146,7 +164,7 @@ class Case:
         lines += [f"  ld.param.u64 %x_b, [{name}_io];", "  cvta.to.global.u64 %x_b, %x_b;",
                   "  mov.u32 %x_t, %tid.x;", f"  mul.wide.u32 %x_o, %x_t, {s};",
                   "  add.s64 %x_p, %x_b, %x_o;", f"  add.s64 %x_e, %x_b, {n * s};", "$Lx_loop:"]
-        if self.loads:
+        if self.loads and not self.interleave:
             for i, (t, _) in enumerate(self.srcs):
                 if t == "pred":
                     lines += [f"  ld.global.u32 %x_u, [%x_p+{i * n * s}];",
@@ -193,7 +211,7 @@ def _mergeable(c: Case):
     """Cases with equal keys can share one kernel (same inputs, layout and declarations)."""
     if c.params or c.consts or any("$L" in b for b in c.body):
         return None
-    return (c.arch, c.slot, c.threads, c.scratch, c.loads, c.narrow, tuple(c.decls),
+    return (c.arch, c.slot, c.threads, c.scratch, c.loads, c.narrow, c.interleave, tuple(c.decls),
             tuple(t for t, _ in c.srcs), tuple(hashlib.sha1(np.ascontiguousarray(a).tobytes()).hexdigest()
                                                for _, a in c.srcs))
 
@@ -231,7 +249,7 @@ def pack(cases: dict, limit: int = 24) -> list:
                 parts.append((c, len(cases[c].dsts)))
             merged = Case(f"{members[0]}+{len(members) - 1}", first.srcs, dsts, body, arch=first.arch,
                           decls=first.decls, slot=first.slot, loads=first.loads, scratch=first.scratch,
-                          threads=first.threads, narrow=first.narrow)
+                          threads=first.threads, narrow=first.narrow, interleave=first.interleave)
             out.append((members[0] + "+", merged, parts))
     return out
 

@@ -87,7 +87,7 @@ def g_ld(text, base, mods, types):
     t = types[-1]
     if t == "b128":
         raise NoTest(".b128 registers")
-    space = space_of(mods) if base == "ld" else "global"
+    space = space_of(mods)
     nv = vec_of(mods)
     w = V.WIDTH[t]
     slot = _slot(nv * w)
@@ -100,6 +100,13 @@ def g_ld(text, base, mods, types):
     if VARIANT & set(mods):
         srcs = thin(srcs, 32)
     decls, pre = [], []
+    if "nc" in mods or base == "ldu":         # read-only for the kernel's lifetime: in memory before it
+        body = [] if space == "global" else ["cvta.global.u64 %x_a, %x_p;"]
+        decls.append(".reg .b64 %x_a;")
+        hint = _hint(mods, decls, pre)
+        where = "%x_p" if space == "global" else "%x_a"
+        body += pre + [f"{text} {_vec([f'%d{i}' for i in range(nv)])}, [{where}]{hint};"]
+        return Case(text, [(t, a) for a in srcs], [t] * nv, body, decls=decls, slot=slot, interleave=True)
     body = _address(space, decls)
     hint = _hint(mods, decls, pre)
     if space != "const":
