@@ -82,6 +82,12 @@ REFUSED = [
     ("vote.all.pred", "needs .sync"), ("fma.f32", "needs one of .rn"),
     ("brx.idx", "indirect branches"), ("vabsdiff.u32.u32.u32", "video instructions"),
     ("tex.2d.v4.f32.f32", "textures"), ("prefetch.tensormap", ".tensormap"),
+    # what the H100's JIT rejected in the 2026-11-27 differential record (and ptxas 13.0 too)
+    ("cvt.sat.s32.s16", "illegal PTX"), ("cvt.sat.u32.u32", "illegal PTX"),
+    ("cvt.sat.s64.u32", "illegal PTX"), ("cvt.rn.sat.bf16.f32", "Illegal modifier '.sat'"),
+    ("cvt.rz.sat.bf16.u8", ".bf16 operand"), ("cvt.rmi.sat.s32.bf16", ".bf16 operand"),
+    ("cvt.sat.f64.bf16", ".bf16 operand"), ("cvt.ftz.sat.f32.bf16", ".bf16 operand"),
+    ("st.param.v2.b32", "vector store to a call parameter"), ("st.param.v4.f32", "call parameter"),
 ]
 
 
@@ -90,6 +96,27 @@ def test_unimplemented_modifiers_are_refused_by_name(opcode, names):
     why = accepted.check(opcode)
     assert why is not None and names in why, (opcode, why)
     assert why.startswith(opcode.split(".")[0] + ":")
+
+
+def test_cvt_sat_only_where_the_hardware_takes_it():
+    """Integer -> integer .sat exactly where the destination cannot hold every source value
+    (ptxas and the H100's JIT reject the others); no .sat with a .bf16 operand; the rest of the
+    .sat forms stay."""
+    ints = "u8 u16 u32 u64 s8 s16 s32 s64".split()
+    rng = {t: (0, 2 ** int(t[1:]) - 1) if t[0] == "u" else (-2 ** (int(t[1:]) - 1), 2 ** (int(t[1:]) - 1) - 1)
+           for t in ints}
+    for d in ints:
+        for a in ints:
+            can_overflow = rng[a][0] < rng[d][0] or rng[a][1] > rng[d][1]
+            assert accepted.accepts(f"cvt.sat.{d}.{a}") == can_overflow, (d, a)
+            assert accepted.accepts(f"cvt.{d}.{a}")
+    texts = {c.text for c in accepted.combinations("cvt")}
+    assert not any(".sat." in t and "bf16" in t for t in texts)
+    for op in ("cvt.rn.sat.f16.f32", "cvt.rzi.sat.s8.f32", "cvt.rni.sat.u32.f64", "cvt.sat.f32.f16",
+               "cvt.rn.sat.f32.s32", "cvt.ftz.sat.f32.f32", "cvt.rn.bf16.f32", "cvt.ftz.f32.bf16",
+               "cvt.rzi.s8.bf16", "cvt.rn.bf16.u64", "st.param.b32", "st.global.v4.f32"):
+        assert op in texts or accepted.accepts(op), op
+    assert not any(t.startswith("st.param.v") for t in {c.text for c in accepted.combinations("st")})
 
 
 def test_refused_instruction_raises_at_execution_naming_modifier_and_line():

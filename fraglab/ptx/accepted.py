@@ -26,6 +26,7 @@ qualifier) are accepted but not enumerated (:data:`ALIASES`).
 from __future__ import annotations
 
 import itertools
+import re
 from typing import NamedTuple
 
 # ---- vocabulary ----------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ GROUPS = {
     "scope": "cta cluster gpu sys", "cscope": "cta cluster",
     "ss": "const global local param shared shared::cta shared::cluster",
     "sts": "global local param shared shared::cta shared::cluster",
+    "vsts": "global local shared shared::cta shared::cluster",
     "sync_ss": "global shared shared::cta shared::cluster",
     "cta_ss": "shared shared::cta", "vec": "v2 v4",
     "cop": "ca cg cs lu cv", "st_cop": "wb cg cs wt", "nc_cop": "ca cg cs",
@@ -96,6 +98,21 @@ REASONS = {
     **{t: "fp8/fp6/fp4 types" for t in "e4m3 e5m2 e2m1 e2m3 e3m2 e4m3x2 e5m2x2 e2m1x2 e2m3x2 "
        "e3m2x2 e4m3x4 e5m2x4 e2m1x4 e2m3x4 e3m2x4 ue8m0 ue8m0x2 ue4m3".split()},
 }
+
+#: Combinations refused although each modifier and type is known, with why: (regular expression
+#: over the full opcode, reason). Consulted only for an opcode that no form accepts.
+ILLEGAL = [
+    (r"cvt(\.\w+)*\.sat(\.\w+)*\.[su]\d+\.[su]\d+",
+     "is illegal PTX: the destination type holds every value of the source type (PTX ISA, cvt: "
+     "integer .sat only where the destination range is not a superset of the source's; ptxas: "
+     "\"Illegal modifier '.sat'\")"),
+    (r"cvt(\.\w+)*\.sat(\.\w+)*\.(bf16\.\w+|\w+\.bf16)",
+     "is rejected by ptxas 13.0 and by the driver's JIT on an H100 (\"Illegal modifier '.sat'\": "
+     "no .sat with a .bf16 operand, although the ISA's syntax lists it)"),
+    (r"st(\.\w+)*\.param(\.[\w:]+)*\.v[248]\.\w+",
+     "is not implemented: a vector store to a call parameter (call parameters are held as whole "
+     "registers)"),
+]
 
 #: Opcodes the interpreter has no handler for, with why (for the messages).
 REFUSED_OPCODES = {
@@ -176,6 +193,18 @@ def _fl(**forms):
     return {k.rstrip("_"): v for k, v in forms.items()}
 
 
+def _narrowing(pairs: str) -> str:
+    """The integer ``dst.src`` pairs of `pairs` (a type spec) whose destination range is not a
+    superset of the source's: the only ones where cvt takes ``.sat`` (PTX ISA, cvt: for integer
+    destinations ".sat" is "allowed only in cases where the destination type's value range is
+    not a superset of the source type's value range"; ptxas rejects the others, "Illegal
+    modifier '.sat'")."""
+    def holds(d, a):                # every value of type a fits in type d
+        wd, wa = int(d[1:]), int(a[1:])
+        return wa <= wd if d[0] == a[0] else (d[0] == "s" and wa < wd)
+    return " ".join(sorted(f"{d}.{a}" for d, a in _types(pairs) if not holds(d, a)))
+
+
 # ---- the table -----------------------------------------------------------------------------------
 
 _ADD = (F("", "INT"), F("sat", "s32"), F("rnd? ftz? sat?", "f32"), F("rnd?", "f64"),
@@ -194,7 +223,9 @@ _LD = (F("weak? ss? ~cop? " + _LDSYNC + " v2?", "LD"), F("weak? ss? ~cop? " + _L
        F("global ~nc_cop? nc " + _LDSYNC + " v2?", "LD"),
        F("global ~nc_cop? nc " + _LDSYNC + " v4", "LD32"))
 _STHINTS = "~l1? ~l2? ~hint?"
-_ST = (F("weak? sts? ~st_cop? " + _STHINTS + " v2?", "LD"), F("weak? sts? ~st_cop? " + _STHINTS + " v4", "LD32"),
+# st.param (a call's argument) is scalar: call parameters are held as whole registers
+_ST = (F("weak? sts? ~st_cop? " + _STHINTS, "LD"), F("weak? vsts? ~st_cop? " + _STHINTS + " v2", "LD"),
+       F("weak? vsts? ~st_cop? " + _STHINTS + " v4", "LD32"),
        F("volatile sync_ss? v2?", "LD"), F("volatile sync_ss? v4", "LD32"),
        F("{relaxed,release} scope sync_ss? " + _STHINTS + " v2?", "LD"),
        F("{relaxed,release} scope sync_ss? " + _STHINTS + " v4", "LD32"))
@@ -253,12 +284,17 @@ FORMS: dict = _fl(
     rsqrt=(F("approx ftz?", "f32 f64"),),
     ex2=(F("approx ftz?", "f32"), F("approx", "H"), F("approx ftz", "BH")),
     lg2=(_SPECIAL,), sin=(_SPECIAL,), cos=(_SPECIAL,), tanh=(F("approx", "f32 H BH"),),
-    cvt=(F("sat?", "CI.CI"),                                     # integer <-> integer
-         F("irnd ftz? sat?", "CI.f32"), F("irnd sat?", "CI.f16 CI.f64 CI.bf16"),
-         F("rnd sat?", "f16.CI f32.CI f64.CI bf16.CI"),
+    # .sat: on integer -> integer only where the value can overflow (_narrowing); never with a
+    # .bf16 source or destination (the ISA's syntax allows it, ptxas 13.0 and the H100's JIT
+    # refuse it: "Illegal modifier '.sat' for instruction 'cvt'", 2026-11-27 differential record)
+    cvt=(F("", "CI.CI"), F("sat", _narrowing("CI.CI")),          # integer <-> integer
+         F("irnd ftz? sat?", "CI.f32"), F("irnd sat?", "CI.f16 CI.f64"), F("irnd", "CI.bf16"),
+         F("rnd sat?", "f16.CI f32.CI f64.CI"), F("rnd", "bf16.CI"),
          F("irnd ftz? sat?", "f32.f32"), F("irnd sat?", "f16.f16 f64.f64"),   # to integral value
-         F("ftz? sat?", "f32.f32 f64.f32 f32.f16 f32.bf16"), F("sat?", "f64.f64 f64.f16 f64.bf16"),
-         F("rnd ftz? sat?", "f16.f32 f32.f64"), F("rnd sat?", "f16.f64 bf16.f32 bf16.f64 bf16.f16"),
+         F("ftz? sat?", "f32.f32 f64.f32 f32.f16"), F("ftz?", "f32.bf16"),
+         F("sat?", "f64.f64 f64.f16"), F("", "f64.bf16"),
+         F("rnd ftz? sat?", "f16.f32 f32.f64"), F("rnd sat?", "f16.f64"),
+         F("rnd", "bf16.f32 bf16.f64 bf16.f16"),
          F("{rn,rz} relu", "f16.f32 bf16.f32"), F("{rn,rz} relu?", "f16x2.f32 bf16x2.f32"),
          F("{rna,rz}", "tf32.f32")),
     cvta=(F("to? {global,shared,shared::cta,local,const}", "u64"),),
@@ -366,6 +402,9 @@ def _check(opcode: str):
             return f"{base}: modifier .{m}{_why(m)} is not implemented"
     tt = "." + ".".join(types) if types else "no type"
     with_t = [(f, ix) for f, ix in zip(forms, _INDEX[base]) if types in f.types]
+    for pat, why in ILLEGAL:
+        if with_t and re.fullmatch(pat, opcode):
+            return f"{base}: {opcode[len(base):]} {why}"
     if not with_t:
         bad = next((t for t in types if t in REASONS), None)
         if bad:

@@ -93,7 +93,8 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             if fz and x.dtype == np.float32:        # flush f32 subnormals (before widening)
                 x = ftz(x)
             x = x.astype(np.float64)
-            r = np.where(np.isnan(x), 0.0, rf(x))
+            nan = np.isnan(x)
+            r = np.where(nan, 0.0, rf(x))
             if dt_t.endswith("64"):                 # 2^63 and 2^64 are not int64/uint64 values
                 top = 2.0 ** (64 if dt_t[0] == "u" else 63)
                 inside = np.where(r >= top, 0.0, np.maximum(r, lo))
@@ -101,7 +102,10 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
                 nan_bits = np.array(1 << 63, np.uint64).view(ddt)   # NaN: 0x8000000000000000
                 out = np.where(np.isnan(x), nan_bits, out).astype(ddt)   # (seen on an H100)
                 return out
-            return np.clip(r, lo, hi).astype(np.int64).astype(ddt)
+            out = np.clip(r, lo, hi).astype(np.int64).astype(ddt)
+            if at_t == "f64" and nan.any():         # 8/16/32-bit from f64: NaN -> 1 << (n - 1)
+                out = np.where(nan, np.array(1 << (8 * out.itemsize - 1), np.uint64).astype(ddt), out)
+            return out
         return f2i
     # -> float
     rnd = mode or "rn"
@@ -110,6 +114,8 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
 
         def to_int_valued(a):
             v = _post(rf(_pre(up(a), fz)).astype(ddt), fz, st)
+            if dt_t == "f16" and np.isnan(v).any():   # cvt.rni.f16.f16 of a NaN: 0x7FFF
+                v = np.where(np.isnan(v), np.uint16(0x7FFF).view(np.float16), v)
             return canon32(v) if v.dtype == np.float32 else v
         return to_int_valued
     if dt_t == "tf32":
@@ -117,8 +123,9 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
             return lambda a: np.where(np.isnan(a), np.ascontiguousarray(a, np.float32).view(np.uint32)
                                       & np.uint32(0xFFFFE000),
                                       round_tf32(a.astype(np.float32)).view(np.uint32))
-        if rnd == "rz":
-            return lambda a: a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)
+        if rnd == "rz":                    # NaN: 0x7FFFE000 (the canonical NaN, truncated)
+            return lambda a: np.where(np.isnan(a), np.uint32(0x7FFFE000),
+                                      a.astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000))
         unsupported(ins, "tf32 rounding other than .rna/.rz")
     if dt_t == "bf16":
         def tobf(a):
@@ -129,12 +136,28 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
                 x = np.where(np.isnan(x), x, np.maximum(x, 0))
             if st:
                 x = sat(x)
-            return _to_bf16_mode(x, rnd)
+            out = _to_bf16_mode(x, rnd)
+            if at_t == "f64":
+                out = _narrow_nan(a, out, 7)
+            return out
         return tobf
+
+    # .ftz on f16.f32 leaves f32 subnormal inputs alone: cvt.rp.ftz.f16.f32 of 0x00000001 is
+    # 0x0001 and cvt.rm.ftz.f16.f32 of 0x80000001 is 0x8001 on an H100, where the ISA says
+    # .ftz flushes f32 subnormal inputs (H100, 2026-11-27 differential record)
+    flush_in = fz and at_t == "f32" and dt_t != "f16"
+    # .ftz f32 results from f64: a value below 2^-126 flushes unless rounding it to 24 bits
+    # with an unbounded exponent reaches 2^-126 (tininess after rounding, not IEEE's subnormal
+    # rounding): cvt.rn.ftz.f32.f64 of 0x380fffffe0000000 (2^-126 - 2^-150, which IEEE rounds
+    # to 2^-126) is +0, cvt.rp.ftz.f32.f64 of 0x380fffffe0000001 is 2^-126 (H100, 2026-11-27
+    # differential record)
+    flush_tiny = fz and at_t == "f64" and dt_t == "f32"
 
     def tof(a):
         x = up(a) if afloat else a
-        x = _pre(x, fz and at_t == "f32") if afloat else x
+        x = _pre(x, flush_in) if afloat else x
+        if flush_tiny:
+            x = _flush_tiny_f64(np.asarray(x), rnd)
         if relu:
             x = np.where(np.isnan(x), x, np.maximum(x, 0))
         x = np.asarray(x)
@@ -143,11 +166,57 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
         else:
             v = round_to(x.astype(np.float64), np.dtype(ddt), rnd)
         v = _post(v, fz and dt_t == "f32", st)
-        if (dt_t == "f16" or (dt_t == "f32" and at_t == "f16")) and np.isnan(v).any():
-            canon = np.uint16(0x7FFF) if dt_t == "f16" else np.uint32(0x7FFFFFFF)
-            v = np.where(np.isnan(v), canon.view(v.dtype), v)   # the GPU's canonical NaN
+        if afloat and np.isnan(v).any():
+            v = _nan_bits(a, v)
+        return v
+
+    def _nan_bits(a, v):
+        """The H100's NaN results (2026-11-27 differential record): f16 from f64 keeps the
+        sign and the top payload bits, quieted; other f16 results are 0x7FFF; f32 from f16,
+        and with .ftz from f32 or bf16, is 0x7FFFFFFF; f32 from f32 or bf16 without .ftz is
+        the input's bits (an sNaN stays signalling: a move); f64 from f32 with .ftz is the f32
+        canonical NaN widened (0x7FFFFFFFE0000000); the rest are NumPy's (quieted, payload
+        kept), as on the H100."""
+        nan = np.isnan(v)
+        if dt_t == "f16":
+            if at_t == "f64":
+                return _narrow_nan(a, v.view(np.uint16), 10).view(np.float16)
+            return np.where(nan, np.uint16(0x7FFF).view(np.float16), v)
+        if dt_t == "f32" and (at_t == "f16" or (fz and at_t in ("f32", "bf16"))):
+            return np.where(nan, np.uint32(0x7FFFFFFF).view(np.float32), v)
+        if dt_t == "f32" and at_t == "f32":
+            return np.where(nan, np.asarray(a, np.float32), v)
+        if dt_t == "f32" and at_t == "bf16":
+            return np.where(nan, from_bf16(a), v)
+        if dt_t == "f64" and at_t == "f32" and fz:
+            return np.where(nan, np.uint64(0x7FFFFFFFE0000000).view(np.float64), v)
         return v
     return tof
+
+
+def _flush_tiny_f64(x, rnd):
+    """f64 values bound for an f32 .ftz result: those below 2^-126 that do not round (24 bits,
+    unbounded exponent, mode `rnd`) to 2^-126 or more become zeros of their sign."""
+    tiny = np.abs(x) < 2.0 ** -126
+    if not tiny.any():
+        return x
+    scaled = round_to(np.where(tiny, x, 0.0) * 2.0 ** 64, np.dtype(np.float32), rnd)   # exact scaling
+    return np.where(tiny & (np.abs(scaled.astype(np.float64)) < 2.0 ** -62), x * 0, x)
+
+
+def _narrow_nan(a, out_bits, m):
+    """f64 NaNs narrowed to a 16-bit float with `m` mantissa bits (f16: 10, bf16: 7) as an H100
+    does: the sign, all-ones exponent, the quiet bit and the top payload bits (cvt.rn.f16.f64 of
+    0xfff2000000000001 is 0xfe80; H100, 2026-11-27 differential record); `out_bits` elsewhere."""
+    bits = np.ascontiguousarray(a, np.float64).view(np.uint64)
+    nan = (bits & np.uint64(0x7FFFFFFFFFFFFFFF)) > np.uint64(0x7FF0000000000000)
+    if not nan.any():
+        return out_bits
+    sign = ((bits >> np.uint64(63)) << np.uint64(15)).astype(np.uint16)
+    pay = ((bits >> np.uint64(52 - m)) & np.uint64((1 << m) - 1)).astype(np.uint16)
+    exp = np.uint16(((1 << (15 - m)) - 1) << m)
+    q = np.uint16(1 << (m - 1))
+    return np.where(nan, sign | exp | q | pay, np.asarray(out_bits).view(np.uint16)).astype(np.uint16)
 
 
 def _pre(x, fz):

@@ -127,13 +127,16 @@ def h_mad(ins, dc):
 
 
 def _divrem(a, b, rem):
+    """Truncating div/rem. By zero the ISA leaves the result "unspecified, machine-specific":
+    an H100 gives all ones for both, every width, signed or not (rem.u32 7 % 0 = 0xffffffff;
+    H100, 2026-11-27 differential record)."""
     bs = np.where(b == 0, 1, b).astype(b.dtype)
     if a.dtype.kind == "u":
         r = a % bs if rem else a // bs
     else:
         rr = np.fmod(a, bs)
         r = rr if rem else ((a - rr) // bs).astype(a.dtype)
-    return np.where(b == 0, np.array(-1).astype(a.dtype) if not rem else a, r).astype(a.dtype)
+    return np.where(b == 0, np.array(-1).astype(a.dtype), r).astype(a.dtype)
 
 
 @handler("div", "rem")
@@ -294,6 +297,17 @@ def _bitlength(x):
     return np.where(hi > 0, 32 + bl(hi), bl(lo)).astype(np.int64)
 
 
+def _field(pos, ln, bits):
+    """bfe/bfi's position and length as int64. The ISA restricts both to 0..255 and its
+    pseudo-code takes them mod 256 (``pos = b & 0xff``): the 32-bit forms do so on an H100, the
+    64-bit forms do not: a value >= 256 counts as what it is (>= 64: past the end), e.g.
+    bfe.u64 of 0xffffffffffffffff at position 1, length 0x100 gives 0x7fffffffffffffff, not 0
+    (H100, 2026-11-27 differential record; 864 bfe.u64/s64 and 512 bfi.b64 cases)."""
+    if bits == 32:
+        return (pos & 0xFF).astype(np.int64), (ln & 0xFF).astype(np.int64)
+    return pos.astype(np.int64), ln.astype(np.int64)
+
+
 @handler("bfe")
 def h_bfe(ins, dc):
     t = last_type(ins)
@@ -302,8 +316,7 @@ def h_bfe(ins, dc):
     u = UINT[bits // 8]
 
     def f(a, pos, ln):
-        pos = (pos & 0xFF).astype(np.int64)
-        ln = (ln & 0xFF).astype(np.int64)
+        pos, ln = _field(pos, ln, bits)
         x = a.view(u).astype(_U64)
         valid = np.clip(np.minimum(ln, bits - pos), 0, None)
         ext = (x >> np.minimum(pos, bits - 1).astype(_U64)) & _lowmask(valid)
@@ -322,8 +335,7 @@ def h_bfi(ins, dc):
     u = UINT[bits // 8]
 
     def f(a, b, pos, ln):
-        pos = (pos & 0xFF).astype(np.int64)
-        ln = (ln & 0xFF).astype(np.int64)
+        pos, ln = _field(pos, ln, bits)
         av, bv = a.view(u).astype(_U64), b.view(u).astype(_U64)
         sh = np.minimum(pos, 63).astype(_U64)
         mask = (_lowmask(np.minimum(ln, bits)) << sh) & _lowmask(bits)
