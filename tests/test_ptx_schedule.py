@@ -65,6 +65,9 @@ def test_reverse_warps_and_options_are_aliases():
     with ptx.options(schedule=5):
         assert run_handoff(1, None)[1].schedule == 5
         assert run_handoff(1, "fixed")[1].schedule == "fixed"     # an argument beats options
+    with ptx.options(schedule=5):
+        with ptx.options(reverse_warps=True):            # the inner one wins
+            assert run_handoff(1, None)[1].schedule == "reverse"
     assert run_handoff(1, None)[1].schedule == "fixed"
     with pytest.raises(ValueError, match="contradicts"):
         run_handoff(1, 3, reverse_warps=True)
@@ -391,6 +394,14 @@ def test_seeds_keep_the_first_run_and_pass_a_correct_kernel():
     assert (got == out).all()
 
 
+def test_seeds_from_the_environment(monkeypatch):
+    monkeypatch.setenv("FRAGLAB_PTX_SEEDS", "5, 6")
+    x, out, res = run_ring("fixed", n=2)
+    assert res.seeds == (5, 6) and (out == 2 * x + 1).all()
+    with ptx.options(seeds=()):                           # options win over the environment
+        assert run_ring("fixed", n=2)[2].seeds == ()
+
+
 def _trace(prog, kernel, args, schedule):
     order = []
 
@@ -432,7 +443,8 @@ def _gpu_vs_interpreter(src, kernel, block, make_args, check):
 @pytest.mark.parametrize("producer", [0, 1])
 def test_gpu_flag_handoff(producer):
     _gpu_vs_interpreter(HANDOFF, "handoff", 64,
-                        lambda: (np.zeros(32, np.int32), np.zeros(32, np.int32), np.int32(producer)),
+                        lambda: (np.zeros(32, np.int32), np.zeros(32, np.int32),
+                                 np.int32(producer)),
                         lambda r: np.testing.assert_array_equal(r[1], np.arange(32) * 3 + 101))
 
 

@@ -7,18 +7,20 @@ each until it parks at ``bar.sync``, exits, blocks on an mbarrier / named barrie
 ready warp runs a random number of instructions, then another: :func:`_run_random`).
 
 Spins. At each taken backward branch (the end of a loop's pass) :func:`_backward` compares the
-warp with its previous pass of that branch: the block's count of shared/global stores, of its
-sync state changes and of its opened barriers (:func:`_progress`) and a
-fingerprint of the registers the loop names (all registers, lane PCs and masks when the warp is
-divergent). Same progress and same fingerprint: the warp is exactly where it was one pass ago,
-and nothing it can read has changed, so on its own it would go round forever. It is *parked*
-until the progress count moves (some other warp stores, arrives, ...). If only its own stores
-moved memory while its registers repeat for several passes (a lock taken with atomicCAS, a
-store in the polling loop), it yields. Within a divergent warp the spinning lanes are put aside
-(``stalled``) while the warp's other lanes run, as independent thread scheduling lets them on a
-GPU. When every warp is parked, blocked or at a barrier and nothing can change, ``Deadlock``
-names each warp and the line it spins at. A loop that changes a register each pass (a counter,
-an accumulator, a clock read) or sees memory change is never a spin.
+warp with its previous pass of that branch: the block's progress count (:func:`_progress`:
+stores and atomics, mbarrier / named-barrier changes, opened bar.syncs) and a
+fingerprint of the registers named by the instructions that lie on a path from the branch target
+back to the branch (between two passes a uniform warp runs only those, outer loops included;
+for a divergent warp: all registers, lane PCs and masks). Same progress and same fingerprint:
+the warp is exactly where it was one pass ago and nothing it can read has changed, so on its
+own it would go round forever. It is *parked* until the progress count moves. If its registers
+repeat for several passes while memory moved (its own stores: a lock taken with atomicCAS, a
+store in the polling loop), it only yields: it goes on after the others had their turn. Within
+a divergent warp the spinning lanes are put aside (``stalled``) while the warp's other lanes
+run, as independent thread scheduling lets them on a GPU. When every warp is parked, blocked,
+at a barrier or gone and nothing can change, ``Deadlock`` names each warp and the line it spins
+at. A loop that changes a register each pass (a counter, an accumulator, a clock read) is
+never parked.
 
 Per-lane program counters: a warp repeatedly executes the instruction at the smallest PC among
 its live lanes that are not parked at a barrier, for the lanes at that PC. Structured code thus
@@ -79,11 +81,11 @@ class Warp:
         self.timeout_epoch = -1
         self.maxnreg = []                        # setmaxnreg values, in order (warpgroup check)
         self.cp_open, self.cp_groups = [], []    # lazy cp.async: uncommitted, committed groups
-        self.spin = {}                           # backward branch pc -> [progress, fingerprint, passes]
+        self.spin = {}                           # backward branch pc -> [progress, fp, passes]
         self.parked = None                       # the progress count this spinning warp waits out
         self.stalled = None                      # lanes put aside at a spin while the others run
         self.stall_key = -1                      # ... until the progress count moves from this
-        self.stall_proven = False                # they cannot go on before it moves (not a store-spin)
+        self.stall_proven = False                # they cannot go on before it moves
         self.spin_pc = self.spin_to = -1         # the loop it spins in (the deadlock report)
         self.spin_lanes = None
 
@@ -246,8 +248,9 @@ def run_warp(w: Warp, code: list, launch) -> None:
 
 
 def _progress(mem) -> int:
-    """Grows whenever a warp could see something new: a store or atomic to shared or global
-    memory, a change of mbarrier / named-barrier state, a bar.sync that opens."""
+    """Grows whenever a warp could see something new: a store or atomic (any space: a loop's
+    state may live on the stack), a change of mbarrier / named-barrier state, a bar.sync that
+    opens."""
     sync = mem.sync
     return mem.writes + sync.epoch + sync.shared.epoch
 

@@ -2,6 +2,7 @@
 :func:`launch` (run a grid on NumPy arrays)."""
 from __future__ import annotations
 
+import os
 import struct
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -274,6 +275,8 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     (e.g. ``(0, 1, 2)``) runs the launch in ``schedule`` (in place, as usual), then once per
     seed on copies of the arrays: the first error raised names its seed, and so does an array
     that ends up different from the first run's (a result that depends on the warp order).
+    Without ``seeds`` here or in :func:`options`, ``FRAGLAB_PTX_SEEDS=1,2`` in the environment
+    sets them (for a whole test run).
     ``lazy_copies`` lands ``cp.async`` copies at their wait_group instead of at issue (default:
     on for sm_90 programs, off for sm_80 ones). ``schedule``, ``seeds``, ``reverse_warps`` and
     ``lazy_copies`` default to :func:`options`. Returns the :class:`Launch` (``.steps`` =
@@ -281,7 +284,11 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     if isinstance(prog, str):
         prog = Program(prog)
     schedule = _schedule(schedule, reverse_warps)
-    seeds = _OPTIONS.get("seeds", ()) if seeds is None else seeds
+    if seeds is None:
+        seeds = _OPTIONS.get("seeds")
+        if seeds is None:
+            env = os.environ.get("FRAGLAB_PTX_SEEDS", "").replace(",", " ").split()
+            seeds = tuple(int(x) for x in env)
     if seeds:
         return _explore(prog, kernel, dict(
             grid=grid, block=block, args=args, shared_mem=shared_mem, max_steps=max_steps,
@@ -388,9 +395,14 @@ def _explore(prog, kernel, kw, schedule, seeds) -> Launch:
                f"the {schedule!r} order ran without error)")
         try:
             launch(prog, kernel, args=mine, schedule=seed, seeds=(), **kw)
-        except PTXError as e:
-            raise type(e)(f"{how}:\n{e}", block=e.block, warp=e.warp, lane=e.lane,
-                          instr=e.instr, source=e.source) from e
+        except Exception as e:
+            try:
+                again = type(e)(f"{how}:\n{e}", block=e.block, warp=e.warp, lane=e.lane,
+                                instr=e.instr, source=e.source)
+            except Exception:                     # not a PTXError (or its own signature)
+                e.add_note(how)
+                raise e from None
+            raise again from e
         for i, (a, b) in enumerate(zip(args, mine)):
             if isinstance(a, np.ndarray) and not np.array_equal(
                     a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)):
@@ -400,9 +412,10 @@ def _explore(prog, kernel, kw, schedule, seeds) -> Launch:
                 raise ScheduleDependent(
                     f"argument {i} ({pname}) differs between the {schedule!r} order and "
                     f"schedule={seed!r}: {int(diff.reshape(-1, a.itemsize).any(1).sum())} of "
-                    f"{a.size} elements, the first at flat index {k} ({a.reshape(-1)[k]!r} vs "
-                    f"{b.reshape(-1)[k]!r}). The result depends on the order the warps run in: "
-                    "a race through global memory, or a missing __syncthreads / fence / wait")
+                    f"{a.size} elements, the first at flat index {k} ({a.reshape(-1)[k].item()!r} "
+                    f"vs {b.reshape(-1)[k].item()!r}). The result depends on the order the "
+                    "warps run in: a race through global memory, or a missing __syncthreads / "
+                    "fence / wait")
     first.seeds = tuple(seeds)
     return first
 
@@ -425,6 +438,12 @@ def options(**kw):
                         f"{sorted(bad)}")
     if kw.get("schedule") is not None:
         _check_schedule(kw["schedule"])
+    if kw.get("reverse_warps") is not None:       # an inner reverse_warps beats an outer schedule
+        want = "reverse" if kw["reverse_warps"] else "fixed"
+        if kw.get("schedule") not in (None, want):
+            raise ValueError(f"reverse_warps={kw['reverse_warps']!r} contradicts "
+                             f"schedule={kw['schedule']!r}")
+        kw["schedule"] = want
     saved = dict(_OPTIONS)
     _OPTIONS.update(kw)
     try:
