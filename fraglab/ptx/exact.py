@@ -1,7 +1,14 @@
-"""Exact float arithmetic for correctly rounded results: error-free sums and products in float64
-and rounding of an exact value ``s + e`` (a float64 pair) to float32/float16/float64 in any PTX
-rounding mode. Used for fma and for the directed roundings, so they are bit exact."""
+"""Exact float arithmetic for correctly rounded results.
+
+f32/f16 targets: error-free sums and products in float64 and rounding of an exact value
+``s + e`` (a float64 pair) in any PTX rounding mode. f64 targets (:func:`exact64`): the exact
+rational value in Python integers (``m * 2^e`` per operand), rounded once to float64 in the
+requested mode, subnormal results and overflow included (f64 fma in every mode, and the directed
+modes of add, sub, mul, div, rcp and sqrt; NumPy is correctly rounded for the others). Python
+integers per element (about 10 us each): f64 arithmetic is rare in the course's kernels."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -70,13 +77,10 @@ def round_pair(s, e, dt, mode: str = "rn"):
 
 
 def fma(a, b, c, dt, mode="rn"):
-    """Correctly rounded a * b + c for float32/float16 inputs (float64 as close as a pair allows)."""
+    """Correctly rounded a * b + c (float64: :func:`exact64`)."""
     a, b, c = (np.asarray(x, F64) for x in (a, b, c))
     if np.dtype(dt) == np.float64:
-        p, pe = two_prod(a, b)
-        s, e = two_sum(p, c)
-        s, e2 = two_sum(s, e + pe)
-        return round_pair(s, e2, dt, mode)
+        return exact64("fma", (a, b, c), mode)
     p = a * b                                 # exact: at most 48 significant bits
     s, e = two_sum(p, c)
     return _zero_sign(round_pair(s, e, dt, mode), s, e, p, c, mode)
@@ -94,6 +98,8 @@ def _zero_sign(r, s, e, x, y, mode):
 
 def add(a, b, dt, mode="rn"):
     a, b = np.asarray(a, F64), np.asarray(b, F64)
+    if np.dtype(dt) == np.float64 and mode != "rn":
+        return exact64("add", (a, b), mode)
     s, e = two_sum(a, b)
     return _zero_sign(round_pair(s, e, dt, mode), s, e, a, b, mode)
 
@@ -101,9 +107,16 @@ def add(a, b, dt, mode="rn"):
 def mul(a, b, dt, mode="rn"):
     a, b = np.asarray(a, F64), np.asarray(b, F64)
     if np.dtype(dt) == np.float64:
-        p, e = two_prod(a, b)
-        return round_pair(p, e, dt, mode)
+        return (a * b) if mode == "rn" else exact64("mul", (a, b), mode)
     return round_pair(a * b, np.zeros_like(a), dt, mode)
+
+
+def div(a, b, dt, mode="rn"):
+    """a / b correctly rounded to float64 (directed modes exact; float64 division is correctly
+    rounded for .rn)."""
+    a, b = np.asarray(a, F64), np.asarray(b, F64)
+    with np.errstate(all="ignore"):
+        return (a / b) if mode == "rn" else exact64("div", (a, b), mode)
 
 
 def fma_round_odd32(a, b, c):
@@ -115,3 +128,109 @@ def fma_round_odd32(a, b, c):
     inexact = ((r.astype(F64) != s) | (e != 0)) & np.isfinite(s)
     bits = np.ascontiguousarray(r).view(np.uint32) | inexact.astype(np.uint32)
     return bits.view(np.float32)
+
+
+# ---- f64: exact values in Python integers --------------------------------------------------------
+
+_MAX64 = float(np.finfo(np.float64).max)
+
+
+def _parts(x: float):
+    """Finite x -> (negative, m, e) with |x| = m * 2^e exactly (m a Python int)."""
+    f, e = math.frexp(abs(x))
+    return math.copysign(1.0, x) < 0, int(f * 9007199254740992.0), e - 53     # f * 2^53
+
+
+def round_exact(neg: bool, n: int, d: int, e: int, mode: str) -> float:
+    """The float64 nearest (in PTX rounding `mode`) to (-1)^neg * n / d * 2^e, n >= 0, d > 0:
+    one rounding of the exact value, with subnormal results and overflow (inf, or the largest
+    finite value when rounding toward zero)."""
+    if n == 0:
+        return -0.0 if neg else 0.0
+    big = n.bit_length() - d.bit_length()                 # n / d in [2^(big-1), 2^(big+1))
+    if (n << max(0, -big)) < (d << max(0, big)):
+        big -= 1                                          # now 2^big <= n / d < 2^(big+1)
+    q_exp = max(big + e - 52, -1074)                      # the result's quantum: 53 bits or subnormal
+    s = e - q_exp
+    num, den = (n << s, d) if s >= 0 else (n, d << -s)
+    q, r = divmod(num, den)                               # |value| / 2^q_exp = q + r / den
+    if r:
+        if mode in ("rn", "rni"):
+            q += 2 * r > den or (2 * r == den and q & 1)
+        elif mode in ("rp", "rpi"):
+            q += not neg
+        elif mode in ("rm", "rmi"):
+            q += neg
+    try:
+        v = math.ldexp(q, q_exp)
+    except OverflowError:
+        away = mode in ("rn", "rni") or (mode in ("rp", "rpi") and not neg) or (mode in ("rm", "rmi") and neg)
+        v = math.inf if away else _MAX64
+    return -v if neg else v
+
+
+def _sum(neg1, m1, e1, neg2, m2, e2, mode, zero_signs):
+    """(-1)^neg1 m1 2^e1 + (-1)^neg2 m2 2^e2 rounded; an exact zero is -0 when both terms are
+    negative zeros or (rounding toward -inf) either is negative (IEEE 754 6.3)."""
+    e = min(e1, e2)
+    n = (-m1 if neg1 else m1) * (1 << (e1 - e)) + (-m2 if neg2 else m2) * (1 << (e2 - e))
+    if n == 0:
+        s1, s2 = zero_signs
+        return -0.0 if (s1 and s2) or (mode in ("rm", "rmi") and (s1 or s2)) else 0.0
+    return round_exact(n < 0, abs(n), 1, e, mode)
+
+
+def _exact_one(kind: str, xs, mode: str) -> float:
+    """One element of :func:`exact64` (finite operands)."""
+    p = [_parts(x) for x in xs]
+    if kind == "add":
+        (na, ma, ea), (nb, mb, eb) = p
+        return _sum(na, ma, ea, nb, mb, eb, mode, (na, nb))
+    if kind == "mul":
+        (na, ma, ea), (nb, mb, eb) = p
+        return round_exact(na != nb, ma * mb, 1, ea + eb, mode)
+    if kind == "fma":
+        (na, ma, ea), (nb, mb, eb), (nc, mc, ec) = p
+        return _sum(na != nb, ma * mb, ea + eb, nc, mc, ec, mode, (na != nb, nc))
+    if kind == "div":
+        (na, ma, ea), (nb, mb, eb) = p
+        return round_exact(na != nb, ma, mb, ea - eb, mode)
+    if kind == "rcp":
+        (na, ma, ea), = p
+        return round_exact(na, 1, ma, -ea, mode)
+    if kind == "sqrt":                                    # x > 0
+        (_, m, e), = p
+        if e & 1:
+            m, e = m << 1, e - 1
+        k = max(0, 58 - m.bit_length() // 2)              # a root of at least 57 bits
+        q = math.isqrt(m << (2 * k))
+        if q * q == m << (2 * k):
+            return round_exact(False, q, 1, e // 2 - k, mode)
+        # inexact: q < root < q + 1; q + 1/2 rounds the same way (every rounding boundary is a
+        # multiple of 2^(bits - 54) >= 2 units of q)
+        return round_exact(False, 2 * q + 1, 1, e // 2 - k - 1, mode)
+    raise ValueError(kind)
+
+
+def exact64(kind: str, args, mode: str):
+    """f64 `kind` ('add', 'mul', 'fma', 'div', 'rcp', 'sqrt') of float64 arrays, correctly
+    rounded in PTX `mode`: finite operands exactly (Python integers); infinities, NaN, a zero
+    divisor and negative square roots as NumPy gives them (the caller applies the NaN rules)."""
+    args = [np.asarray(a, F64) for a in args]
+    with np.errstate(all="ignore"):
+        a = args
+        out = {"add": lambda: a[0] + a[1], "mul": lambda: a[0] * a[1],
+               # a finite product (even one that overflows) plus an infinity is that infinity
+               "fma": lambda: np.where(np.isfinite(a[0]) & np.isfinite(a[1]) & np.isinf(a[2]), a[2],
+                                       a[0] * a[1] + a[2]),
+               "div": lambda: a[0] / a[1],
+               "rcp": lambda: 1.0 / a[0], "sqrt": lambda: np.sqrt(a[0])}[kind]()
+    out = np.array(out, F64)
+    ok = np.logical_and.reduce([np.isfinite(x) for x in args])
+    if kind in ("div", "rcp"):
+        ok &= args[-1] != 0
+    elif kind == "sqrt":
+        ok &= args[0] > 0
+    for i in np.flatnonzero(ok.ravel()):
+        out.flat[i] = _exact_one(kind, [float(x.flat[i]) for x in args], mode)
+    return out

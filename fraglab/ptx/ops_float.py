@@ -2,11 +2,18 @@
 x2 packed forms; the approximate functions (ex2, lg2, rcp, sqrt, rsqrt, sin, cos, tanh).
 
 Rounding: results are correctly rounded in every mode. .rn add/sub/mul use NumPy's float32
-arithmetic; fma and the directed modes go through :mod:`.exact` (error-free sums and products in
-float64, then one rounding of the exact value); div/sqrt/rcp round a float64 result once, which is
-innocuous for them. ``fma.f64`` is within a hair of correct rounding (a float64 pair).
-Approximate functions are computed in float64 and rounded, so they are well within the PTX error
-bounds (ex2.approx.f32: 2 ulp + ftz; lg2.approx.f32: 2^-22.6 absolute; rcp.approx: 1 ulp).
+arithmetic; fma and the directed modes go through :mod:`.exact` (f32: error-free sums and
+products in float64, then one rounding of the exact value; f64: the exact rational value in
+Python integers, then one rounding: fma in every mode, the directed modes of add, sub, mul, div,
+rcp, sqrt); f32 div/sqrt/rcp round a float64 result once, which is exact for them (a float64
+quotient or root of f32 operands never lands on an f32 value or a midpoint unless it is one).
+
+.ftz flushes subnormal inputs and results; a result is subnormal when its exact value is below
+the smallest normal (tininess before rounding: mul.ftz.f32 0x00800000 * 0x3F7FFFFF -> +0, not
+the 0x00800000 it rounds to; H100, 2026-11-27 differential record). NaN results follow
+:mod:`.nan`. Approximate functions are computed in float64 and rounded, so they are well within
+the PTX error bounds (ex2.approx.f32: 2 ulp + ftz; lg2.approx.f32: 2^-22.6 absolute; rcp.approx:
+1 ulp); div.approx.f32 and the upper-word f64 approximations follow the ISA's description.
 """
 from __future__ import annotations
 
@@ -15,8 +22,9 @@ from functools import partial
 import numpy as np
 
 from ..dtypes import from_bf16, to_bf16
-from . import exact
+from . import exact, nan
 from .decode import DT, last_type, mods, unsupported
+from .nan import CANON16, CANON32, canon32  # noqa: F401  (re-exported: ops_cvt, tests)
 from .registry import handler
 
 F32_MIN_NORMAL = np.float32(1.1754944e-38)
@@ -82,64 +90,74 @@ def unpack(t):
     raise KeyError(t)
 
 
-def canon32(v):
-    """NaN results of f32 arithmetic are the GPU's canonical NaN, 0x7FFFFFFF (checked on an
-    H100: add, mul, fma, div, sqrt, rcp, ex2, min/max of two NaNs, neg, abs)."""
-    nan = np.isnan(v)
-    if nan.any():
-        v = np.where(nan, CANON32, v)
-    return v
-
-
-CANON32 = np.array(0x7FFFFFFF, np.uint32).view(np.float32)
-CANON16 = np.uint16(0x7FFF)             # f16 and bf16 results and conversions: 0x7FFF
-
-
-def _nan16(bits, v):
-    nan = np.isnan(v)
-    return np.where(nan, CANON16, bits).astype(np.uint16) if nan.any() else bits
-
-
 def pack(t):
     """fn(float32 or float64 values) -> raw bits for the 16-bit float type (round to nearest;
     NaN -> 0x7FFF, as the GPU gives)."""
     if t in ("f16", "f16x2"):
-        f = lambda v: _nan16(v.astype(np.float16).view(np.uint16), v)  # noqa: E731
+        f = lambda v: nan.canon16(v.astype(np.float16).view(np.uint16), v)  # noqa: E731
     else:
-        f = lambda v: _nan16(to_bf16(v.astype(np.float32)).reshape(v.shape), v)  # noqa: E731
+        f = lambda v: nan.canon16(to_bf16(v.astype(np.float32)).reshape(v.shape), v)  # noqa: E731
     if t.endswith("x2"):
         return lambda v: np.ascontiguousarray(f(v)).view(np.uint32).reshape(32)
     return f
 
 
-def _half_op(ins, dc, t, fn, n, post=None):
+def _tiny_pair(s, e, mn):
+    """The exact value s + e (a float64 pair, |e| below half an ulp of s) is below `mn` in
+    magnitude (tininess before rounding)."""
+    a = np.abs(s)
+    return (a < mn) | ((a == mn) & (e * s < 0))
+
+
+def _tiny_mul(mn):
+    return lambda a, b: np.abs(a.astype(np.float64) * b) < mn    # exact: f32 products fit f64
+
+
+def _tiny_fma(mn):
+    def tiny(a, b, c):
+        s, e = exact.two_sum(a.astype(np.float64) * b, c.astype(np.float64))  # exact product
+        return _tiny_pair(s, e, mn)
+    return tiny
+
+
+def _half_op(ins, dc, t, fn, n, tiny=None):
+    """A 16-bit float op: fn on float32 values (exact, or rounded once by pack()); with .ftz,
+    subnormal inputs and results become signed zeros, `tiny(*args)` telling which exact results
+    are below the smallest normal (mul and fma; add/sub results that small are exact)."""
     rt, up = unpack(t)
     pk = pack(t)
     rds = [dc.reader(o, rt, ins) for o in ins.operands[1:1 + n]]
     wr = dc.writer(ins.operands[0], rt, ins)
     s = "sat" in mods(ins)
-    fz = "ftz" in mods(ins)          # subnormal inputs and (rounded) results -> signed zero
+    fz = "ftz" in mods(ins)
 
     def f(w, m):
         args = [up(r(w)) for r in rds]
-        v = fn(*[ftz_half(x, t) for x in args] if fz else args)
+        if fz:
+            args = [ftz_half(x, t) for x in args]
+        v = fn(*args)
         if s:
             v = sat(v)
         if fz:
             v = ftz_half(up(pk(v)), t)
+            if tiny is not None:
+                v = np.where(tiny(*args), v * 0, v)
         wr(w, pk(v), m)
     return f
 
 
-def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None):
+def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None, tiny=None):
     """An f32/f64 op: fn_native on the native type for .rn; else fn_exact(*args, dtype, mode)
-    (correctly rounded) or fn64 in float64 + rounding."""
+    (correctly rounded) or fn64 in float64 + rounding. .ftz (f32): `tiny(*args)` marks the
+    exact results below the smallest normal, flushed even where they round up to it. NaN
+    results follow :mod:`.nan` (f32 canonical, f64 propagated in the hardware's order)."""
     md = mods(ins)
     dt = DT[t]
     rnd = rounding(ins)
     fz = "ftz" in md and t == "f32"
     st = "sat" in md
     is32 = t == "f32"
+    order = nan.F64_ORDER.get(ins.base, tuple(range(n))) if t == "f64" else None
     rds = [dc.reader(o, t, ins) for o in ins.operands[1:1 + n]]
     wr = dc.writer(ins.operands[0], t, ins)
 
@@ -155,10 +173,14 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None):
             v = round_to(fn64(*[a.astype(np.float64) for a in args]), dt, rnd)
         if fz:
             v = ftz(v)
+            if tiny is not None:
+                v = np.where(tiny(*args), v * 0, v)
         if st:
             v = sat(v)
         if is32:
             v = canon32(v)
+        elif order is not None:
+            v = nan.propagate64(v, [args[i] for i in order])
         wr(w, v, m)
     return f
 
@@ -171,8 +193,10 @@ _EXACT = {"add": exact.add, "sub": lambda a, b, dt, mode: exact.add(a, -b, dt, m
 def arith(ins, dc, t):
     fn = _ARITH[ins.base]
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
-        return _half_op(ins, dc, t, fn, 2)
-    return _float_op(ins, dc, t, fn, fn, fn_exact=_EXACT[ins.base])
+        tiny = _tiny_mul(HALF_MIN_NORMAL[t]) if ins.base == "mul" else None
+        return _half_op(ins, dc, t, fn, 2, tiny)
+    tiny = _tiny_mul(F32_MIN_NORMAL) if ins.base == "mul" else None
+    return _float_op(ins, dc, t, fn, fn, fn_exact=_EXACT[ins.base], tiny=tiny)
 
 
 def _fma64(a, b, c):
@@ -180,22 +204,20 @@ def _fma64(a, b, c):
 
 
 def fma(ins, dc, t):
-    """Fused multiply-add, correctly rounded (exact product, error-free sum, one rounding)."""
+    """Fused multiply-add, correctly rounded (exact product, error-free sum, one rounding; f64
+    in exact integers)."""
+    relu = "relu" in mods(ins)
     if t in ("f16", "f16x2"):
-        relu = "relu" in mods(ins)
-
         def f16fma(a, b, c):
             r = exact.fma(a, b, c, np.float16).astype(np.float32)
             return np.where(np.isnan(r), r, np.maximum(r, 0)) if relu else r
-        return _half_op(ins, dc, t, f16fma, 3)
+        return _half_op(ins, dc, t, f16fma, 3, _tiny_fma(HALF_MIN_NORMAL[t]))
     if t in ("bf16", "bf16x2"):
-        relu = "relu" in mods(ins)
-
         def bffma(a, b, c):         # round-to-odd f32, then pack() rounds to bf16 exactly once
             r = exact.fma_round_odd32(a, b, c)
             return np.where(np.isnan(r), r, np.maximum(r, 0)) if relu else r
-        return _half_op(ins, dc, t, bffma, 3)
-    return _float_op(ins, dc, t, _fma64, None, 3, fn_exact=exact.fma)
+        return _half_op(ins, dc, t, bffma, 3, _tiny_fma(HALF_MIN_NORMAL[t]))
+    return _float_op(ins, dc, t, _fma64, None, 3, fn_exact=exact.fma, tiny=_tiny_fma(F32_MIN_NORMAL))
 
 
 @handler("fma")
@@ -203,18 +225,52 @@ def h_fma(ins, dc):
     return fma(ins, dc, last_type(ins))
 
 
+_TWO126 = np.float32(2.0 ** 126)
+
+
+def _div_approx(a, b):
+    """div.approx.f32 (9.7.3.8): a * (1 / b). For |b| in [2^-126, 2^126] within 2 ulp (here the
+    correctly rounded quotient); for 2^126 < |b| < 2^128 the reciprocal is flushed to zero: a
+    sign-preserving zero, NaN when a is infinite (H100: inf / 0x7F7FFFFF -> 0x7FFFFFFF)."""
+    q = np.divide(a, b)
+    big = (np.abs(b) > _TWO126) & np.isfinite(b)
+    if big.any():
+        q = np.where(big, a * np.copysign(np.float32(0), b), q)
+    return q
+
+
 def div(ins, dc, t):
-    return _float_op(ins, dc, t, np.divide, np.divide)
+    if t == "f32" and "approx" in mods(ins):
+        return _float_op(ins, dc, t, None, _div_approx, tiny=None)
+    if t == "f32":
+        tiny = lambda a, b: np.abs(a.astype(np.float64) / b) < F32_MIN_NORMAL  # noqa: E731
+        return _float_op(ins, dc, t, np.divide, np.divide, tiny=tiny)
+    return _float_op(ins, dc, t, np.divide, np.divide, fn_exact=exact.div)
+
+
+def _max(a, b, nan_wins=False):
+    """max with max(+0, -0) = max(-0, +0) = +0 (H100, 2026-11-27 differential record: every
+    float type, .NaN and x2 lanes too); a NaN loses unless `nan_wins` (.NaN)."""
+    r = (np.maximum if nan_wins else np.fmax)(a, b)
+    z = r == 0
+    if z.any():
+        r = np.where(z & (a == 0) & (b == 0), a + b, r)       # +0 unless both are -0
+    return r
+
+
+def _min(a, b, nan_wins=False):
+    """min with min(+0, -0) = min(-0, +0) = -0 (H100, 2026-11-27 differential record)."""
+    r = (np.minimum if nan_wins else np.fmin)(a, b)
+    z = r == 0
+    if z.any():
+        r = np.where(z & (a == 0) & (b == 0), -(-a - b), r)   # -0 unless both are +0
+    return r
 
 
 def minmax(ins, dc, t):
     if len(ins.operands) != 3:
         unsupported(ins, "three-input min/max")
-    nan = "NaN" in mods(ins)
-    if ins.base == "max":
-        fn = np.maximum if nan else np.fmax
-    else:
-        fn = np.minimum if nan else np.fmin
+    fn = partial(_max if ins.base == "max" else _min, nan_wins="NaN" in mods(ins))
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
         return _half_op(ins, dc, t, fn, 2)
     return _float_op(ins, dc, t, fn, fn)
@@ -222,20 +278,32 @@ def minmax(ins, dc, t):
 
 def unary_sign(ins, dc, t):
     fn = np.negative if ins.base == "neg" else np.abs
-    if t in ("f16", "bf16", "f16x2", "bf16x2"):       # sign-bit operations, exact on NaN too
+    if t in ("f16", "bf16", "f16x2", "bf16x2"):       # sign-bit operations on the raw halves
         rt = "b16" if t in ("f16", "bf16") else "b32"
-        mask = np.uint16(0x8000) if rt == "b16" else np.uint32(0x80008000)
-        op = (lambda x: x ^ mask) if ins.base == "neg" else (lambda x: x & ~mask)
-        if "ftz" in mods(ins):           # f16 subnormal (exponent 0): keep only the sign
-            sign = op
+        sign = np.uint16(0x8000)
+        exp = np.uint16(0x7C00 if t.startswith("f16") else 0x7F80)
+        neg = ins.base == "neg"
+        fz = "ftz" in mods(ins)
 
-            def op(x):
-                h = np.ascontiguousarray(x).view(np.uint16)
-                h = np.where(h & np.uint16(0x7C00), h, h & np.uint16(0x8000)).astype(np.uint16)
-                return sign(h.view(x.dtype))
+        def op(x):
+            h = np.ascontiguousarray(x).view(np.uint16)
+            r = h
+            if fz:                       # subnormal (exponent 0): keep only the sign
+                r = np.where(r & exp, r, r & sign).astype(np.uint16)
+            r = (r ^ sign) if neg else (r & ~sign)
+            # a NaN gives 0x7FFF (H100, 2026-11-27 differential record: abs/neg.f16 0x7E05 -> 0x7FFF)
+            return nan.canon16_bits(h, r, t).view(x.dtype).reshape(x.shape)
         a = dc.reader(ins.operands[1], rt, ins)
         wr = dc.writer(ins.operands[0], rt, ins)
         return lambda w, m: wr(w, op(a(w)), m)
+    if t == "f64":                       # a NaN comes back quieted, its sign unchanged (nan.py)
+        rd = dc.reader(ins.operands[1], t, ins)
+        wr = dc.writer(ins.operands[0], t, ins)
+
+        def f64op(w, m):
+            x = rd(w)
+            wr(w, nan.unary64(fn(x), x), m)
+        return f64op
     return _float_op(ins, dc, t, fn, fn, 1)
 
 
@@ -269,6 +337,29 @@ def fcompare(ins, cmp, t, fz):
 
 # ---- approximate and special functions ---------------------------------------------------------
 
+_HI64 = np.uint64(0xFFFFFFFF00000000)
+
+
+def _upper_word(ins, dc, fn64):
+    """rcp.approx.ftz.f64 and rsqrt.approx.ftz.f64 (PTX ISA 9.7.3.14, 9.7.3.17): a fast, gross
+    approximation computed from the upper 32 bits of the operand (sign, exponent, 20 mantissa
+    bits), the lower 32 bits of the result zero. Here the exact function of that upper word,
+    truncated to its upper word: the H100's words are within one unit of it (2026-11-27
+    differential record; the comparison allows 2^-19 relative). Subnormal operands and results
+    are flushed; NaN gives 0x7FFFFFFF00000000, and an operand whose upper word is an infinity
+    (0x7FF0000000000001) is that infinity (:mod:`.nan` rule 5)."""
+    a = dc.reader(ins.operands[1], "f64", ins)
+    wr = dc.writer(ins.operands[0], "f64", ins)
+
+    def f(w, m):
+        x = np.ascontiguousarray(a(w), np.float64)
+        hi = (x.view(np.uint64) & _HI64).view(np.float64)
+        v = np.ascontiguousarray(ftz(fn64(ftz(hi))), np.float64)
+        v = (v.view(np.uint64) & _HI64).view(np.float64)
+        wr(w, np.where(np.isnan(v), nan.CANON64_HI, v), m)
+    return f
+
+
 def _special(ins, dc, fn64):
     t = last_type(ins)
     if t in ("f16", "bf16", "f16x2", "bf16x2"):
@@ -279,6 +370,11 @@ def _special(ins, dc, fn64):
     dt = DT[t]
     fz = "ftz" in md                 # f64 too: rcp/rsqrt.approx.ftz.f64
     rnd = rounding(ins)
+    if t == "f64" and fz and ins.base in ("rcp", "rsqrt"):
+        return _upper_word(ins, dc, fn64)
+    exact64 = t == "f64" and rnd != "rn" and ins.base in ("rcp", "sqrt")
+    # rcp.{rn,rz,rm,rp}.ftz.f32: 1/x is below the smallest normal exactly when |x| > 2^126
+    tiny_rcp = t == "f32" and fz and ins.base == "rcp" and "approx" not in md
     a = dc.reader(ins.operands[1], t, ins)
     wr = dc.writer(ins.operands[0], t, ins)
 
@@ -286,11 +382,18 @@ def _special(ins, dc, fn64):
         x = a(w)
         if fz:
             x = ftz(x)
-        v = round_to(fn64(x.astype(np.float64)), dt, rnd)
+        if exact64:
+            v = exact.exact64(ins.base, [x], rnd)
+        else:
+            v = round_to(fn64(x.astype(np.float64)), dt, rnd)
         if fz:
             v = ftz(v)
+            if tiny_rcp:
+                v = np.where((np.abs(x) > _TWO126) & np.isfinite(x), v * 0, v)
         if t == "f32":
             v = canon32(v)
+        else:
+            v = nan.propagate64(v, [x])
         wr(w, v, m)
     return f
 
@@ -321,7 +424,8 @@ def h_testp(ins, dc):
     tiny = F32_MIN_NORMAL if t == "f32" else F64_MIN_NORMAL
     fns = {"finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x),
            "notanumber": np.isnan,
-           "normal": lambda x: np.isfinite(x) & (np.abs(x) >= tiny),
+           # +-0 is normal to the H100 (2026-11-27 differential record: testp.normal.f32/f64 of 0)
+           "normal": lambda x: np.isfinite(x) & ((np.abs(x) >= tiny) | (x == 0)),
            "subnormal": lambda x: (x != 0) & (np.abs(x) < tiny)}
     if op not in fns:
         unsupported(ins)
