@@ -100,10 +100,12 @@ def test_instruction_budget():
     src = r'''
 extern "C" __global__ void k(volatile int* flag)
 {
-    while (flag[0] == 0) { }                // SPIN
+    int i = 0;
+    while (flag[0] == 0) { i++; }           // SPIN (counting: progress, so never parked as a spin)
+    flag[1] = i;
 }'''
     with pytest.raises(ptx.StepBudgetExceeded, match="instruction budget of 5000"):
-        ptx.launch(build(src), "k", 1, 32, (np.zeros(1, np.int32),), max_steps=5000)
+        ptx.launch(build(src), "k", 1, 32, (np.zeros(2, np.int32),), max_steps=5000)
 
 
 def test_unsupported_instruction_names_opcode_and_line():

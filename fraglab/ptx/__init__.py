@@ -10,7 +10,7 @@ Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the m
 from .errors import (BarrierError, CollectiveError, Deadlock, DeviceAssertion,  # noqa: F401
                      MemoryAccessError, PTXError, PTXSyntaxError, SharedRace, StepBudgetExceeded,
                      TrapError, UninitializedRead, UnsupportedInstruction, WgmmaHazard)
-from .program import Launch, Program, launch, load, options  # noqa: F401
+from .program import Launch, Program, ScheduleDependent, launch, load, options  # noqa: F401
 from .opcodes import interpreter_arch, opcodes, supported, unsupported_opcodes  # noqa: F401
 from .inspect import registers_at, register_table, plot_registers  # noqa: F401
 

@@ -40,6 +40,7 @@ from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
 from .errors import BarrierError, Blocked, Deadlock, Defer, StepBudgetExceeded, raise_at, source_of
 from .memory import BlockMemory, LocalMemory, SharedMemory
 from .mbarrier import BlockSync, deadlock
+from .poison import fresh_registers
 from .wgmma import check_inflight, check_warpgroups
 
 _BIG = np.int64(1 << 60)
@@ -61,7 +62,7 @@ class Warp:
         bx, by, _ = launch.block
         self.tid = [(t % bx).astype(np.uint32), ((t // bx) % by).astype(np.uint32),
                     (t // (bx * by)).astype(np.uint32)]
-        self.R = [np.zeros(32, dt) for dt in reg_dtypes]
+        self.R = fresh_registers(reg_dtypes)     # never-written registers read poison (poison.py)
         self.live = self.exists.copy()
         self.waiting = np.zeros(32, bool)
         self.pc = np.zeros(32, np.int64)
