@@ -51,13 +51,25 @@ class GlobalMemory:
     def map_bytes(self, data: bytes, name: str, writable=True) -> int:
         return self._add(np.frombuffer(bytearray(data), np.uint8).copy(), name, writable)
 
-    def _add(self, data, name, writable) -> int:
+    def map_all(self, items) -> list:
+        """Map many ``(bytes, name)`` at once (a module's .global variables: thousands in a
+        module that includes libcu++), building the address tables once."""
+        bases = [self._add(np.frombuffer(bytearray(d), np.uint8).copy(), n, True, index=False)
+                 for d, n in items]
+        self._index()
+        return bases
+
+    def _add(self, data, name, writable, index=True) -> int:
         base = self.next
         self.allocs.append(Allocation(base, data, name, writable))
         self.next = base + ((max(data.size, 1) + GLOBAL_GAP + 0xFFFF) & ~0xFFFF)
+        if index:
+            self._index()
+        return base
+
+    def _index(self):
         self._bases = np.array([a.base for a in self.allocs], np.uint64)
         self._ends = np.array([a.base + a.size for a in self.allocs], np.uint64)
-        return base
 
     def _resolve(self, w, instr, addr, lanes, nbytes, what):
         idx = np.searchsorted(self._bases, addr, side="right").astype(np.int64) - 1

@@ -56,8 +56,9 @@ class Program:
         # module-scope .global variables: mapped first in every launch, so their addresses are fixed
         self._globals_order = [v for v in self.module.vars.values() if v.space == "global"]
         probe = GlobalMemory()
-        self._global_addr = {v.name: probe.map_bytes(v.init or bytes(v.size), v.name)
-                             for v in self._globals_order}
+        self._global_addr = dict(zip((v.name for v in self._globals_order),
+                                     probe.map_all([(v.init or bytes(v.size), v.name)
+                                                    for v in self._globals_order])))
         const = b""
         self._const_addr = {}
         for v in self.module.vars.values():
@@ -314,8 +315,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     lazy_copies = _OPTIONS.get("lazy_copies") if lazy_copies is None else lazy_copies
     if lazy_copies is not None:
         L.lazy_copies = bool(lazy_copies)
-    for v in prog._globals_order:
-        L.glob.map_bytes(v.init or bytes(v.size), v.name)
+    L.glob.map_all([(v.init or bytes(v.size), v.name) for v in prog._globals_order])
     pbuf = bytearray(info.param_size)
     for i, ((pname, t, off, size), a) in enumerate(zip(info.param_layout, args)):
         if isinstance(a, np.ndarray):
