@@ -9,11 +9,13 @@ sees the shared memory of before.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .decode import DT, SPACES, lanes_of, last_type, mods, unsupported
 from .registry import handler
-from .errors import UnsupportedInstruction
+from .errors import MemoryAccessError, UnsupportedInstruction, raise_at
 from .memory import SHARED_WINDOW, WINDOW_SIZE
 from .ops_float import ftz
 
@@ -65,6 +67,92 @@ def _scatter(vals, lanes, dt):
     return full
 
 
+# ---- read-only loads of data the launch wrote ---------------------------------------------------
+#
+# ld.global.nc and ldu read through the non-coherent (read-only) path: PTX requires the data to
+# stay read-only for the kernel's lifetime, and the compiler may move such a load above stores.
+# A read of bytes the same launch wrote earlier (by st or an atomic, any thread or block) is
+# reported. Bulk copies and wmma.store writes to global memory are not tracked. Tracking only
+# runs for kernels that contain a read-only load.
+
+_WRITTEN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # GlobalMemory -> {alloc: [mask, instr]}
+_RO_KERNELS: dict = {}                                                  # id(kernel) -> (weakref, bool)
+
+
+def _read_only(ins) -> bool:
+    return ins.base == "ldu" or (ins.base == "ld" and "nc" in mods(ins))
+
+
+def _tracks_writes(kernel) -> bool:
+    """Whether `kernel` (inlined calls included) has a read-only load."""
+    hit = _RO_KERNELS.get(id(kernel))
+    if hit is None or hit[0]() is not kernel:
+        hit = (weakref.ref(kernel), any(_read_only(i) for i in kernel.instrs))
+        _RO_KERNELS[id(kernel)] = hit
+    return hit[1]
+
+
+def _global_parts(w, space, addr):
+    """(global addresses, their selector) among `addr` of an access in `space`."""
+    if space == "global":
+        return addr, slice(None)
+    if space != "generic":
+        return None, None
+    for sp, a, sel in w.mem._split(addr):
+        if sp == "global":
+            return a, sel
+    return None, None
+
+
+def _by_alloc(glob, addr):
+    idx = np.searchsorted(glob._bases, addr, side="right").astype(np.int64) - 1
+    for k in np.unique(idx):
+        yield int(k), idx == k
+
+
+def _note_writes(w, ins, space, addr, nbytes):
+    """Global bytes [addr, addr + nbytes) were just stored by `ins`."""
+    a, _ = _global_parts(w, space, addr)
+    if a is None or not len(a):
+        return
+    glob = w.launch.glob
+    book = _WRITTEN.setdefault(glob, {})
+    for k, sel in _by_alloc(glob, a):
+        al = glob.allocs[k]
+        entry = book.get(k)
+        if entry is None:
+            entry = book[k] = [np.zeros(al.size, bool), ins]
+        offs = (a[sel] - np.uint64(al.base)).astype(np.int64)
+        entry[0][offs[:, None] + np.arange(nbytes)] = True
+        entry[1] = ins
+
+
+def _check_read_only(w, ins, addr, lanes, nbytes):
+    """Report a read-only load (ld.global.nc, ldu) of bytes this launch already wrote."""
+    glob = w.launch.glob
+    book = _WRITTEN.get(glob)
+    if not book:
+        return
+    for k, sel in _by_alloc(glob, addr):
+        entry = book.get(k)
+        if entry is None:
+            continue
+        al = glob.allocs[k]
+        offs = (addr[sel] - np.uint64(al.base)).astype(np.int64)
+        hit = entry[0][offs[:, None] + np.arange(nbytes)].any(axis=1)
+        if hit.any():
+            j = int(np.flatnonzero(sel)[np.argmax(hit)])
+            writer = entry[1]
+            raise_at(MemoryAccessError,
+                     f"`{ins.opcode}` reads {nbytes} bytes at {int(addr[j]):#x} of `{al.name}` that this "
+                     f"launch already wrote (the latest store there: `{writer.text}`, PTX line "
+                     f"{writer.ptx_line}): a read-only load requires data that stays unchanged for the "
+                     "whole kernel, so what it returns is undefined (the compiler may even move it above "
+                     "the store: on an H100 it returned the old bytes). Load with ld.global (in CUDA: "
+                     "drop const __restrict__ or __ldg on this pointer), or write the data in an "
+                     "earlier launch", w, ins, lane=int(lanes[j]))
+
+
 @handler("ld", "ldu")
 def h_ld(ins, dc):
     t = last_type(ins)
@@ -80,10 +168,14 @@ def h_ld(ins, dc):
     total = es * n
     # volatile / relaxed / acquire loads are how threads poll each other: no race report
     sync = any(x in mods(ins) for x in ("volatile", "relaxed", "acquire"))
+    read_only = _read_only(ins)
 
     def fn(w, m):
         lanes = lanes_of(m)
-        raw = w.mem.load(w, ins, space, addr(w)[lanes], lanes, total, total, atomic=sync)
+        at = addr(w)[lanes]
+        raw = w.mem.load(w, ins, space, at, lanes, total, total, atomic=sync)
+        if read_only:
+            _check_read_only(w, ins, at, lanes, total)
         for j, wr in enumerate(wrs):
             v = np.ascontiguousarray(raw[:, j * es:(j + 1) * es]).view(dt).ravel()
             wr(w, _scatter(v, lanes, dt), m)
@@ -107,11 +199,15 @@ def h_st(ins, dc):
     addr = dc.address(ins.operands[0], space, ins)
     total = np.dtype(DT[t]).itemsize * n
     sync = any(x in mods(ins) for x in ("volatile", "relaxed", "release"))
+    track = space in ("global", "generic") and _tracks_writes(dc.kernel)
 
     def fn(w, m):
         lanes = lanes_of(m)
         data = _value_bytes(rds, w, t)[lanes]
-        w.mem.store(w, ins, space, addr(w)[lanes], lanes, data, total, atomic=sync)
+        at = addr(w)[lanes]
+        w.mem.store(w, ins, space, at, lanes, data, total, atomic=sync)
+        if track:
+            _note_writes(w, ins, space, at, total)
     return fn
 
 
@@ -240,6 +336,9 @@ def h_atom(ins, dc):
     c = dc.reader(ops[3], t, ins) if len(ops) > 3 and op == "cas" else None
     if op == "add" and t == "f32":      # on global memory: subnormal inputs and results flush
         f = _f32_add(space)
+    elif op == "add" and t == "f64":
+        f = _f64_add(space)
+    track = space in ("global", "generic") and _tracks_writes(dc.kernel)
 
     def fn(w, m):
         lanes = lanes_of(m)
@@ -254,19 +353,42 @@ def h_atom(ins, dc):
             w.mem.store(w, ins, space, a[one], one,
                         np.ascontiguousarray(new).view(np.uint8).reshape(1, es), es, atomic=True)
             out[ln] = old[0]
+        if track:
+            _note_writes(w, ins, space, a[lanes], es)
         wr(w, out, m)
     return fn
 
 
+def _is_global(space, addr) -> bool:
+    """Whether an atomic's address is in global memory (generic ones by their window)."""
+    return space == "global" or (space == "generic" and not (
+        SHARED_WINDOW <= int(addr[0]) < SHARED_WINDOW + WINDOW_SIZE))
+
+
 def _f32_add(space):
     """atom/red.add.f32: on global memory subnormal inputs and results flush to signed zero,
-    on shared memory they do not (PTX ISA, atom); generic addresses decide by their window."""
+    on shared memory they do not (PTX ISA, atom); generic addresses decide by their window.
+    A NaN result is 0x7FFFFFFF in both spaces, whatever the NaN operands (H100, 2026-11-27
+    differential record: 0x7fa00003 + 2.5 gives 0x7fffffff)."""
     def add(old, b, addr):
-        glob = space == "global" or (space == "generic" and not (
-            SHARED_WINDOW <= int(addr[0]) < SHARED_WINDOW + WINDOW_SIZE))
-        if not glob:
-            return old + b
-        return ftz(ftz(old) + ftz(b))
+        r = ftz(ftz(old) + ftz(b)) if _is_global(space, addr) else old + b
+        return np.where(np.isnan(r), _CANON32, r)
+    return add
+
+
+_CANON32 = np.uint32(0x7FFFFFFF).view(np.float32)
+
+
+def _f64_add(space):
+    """atom/red.add.f64. On global memory a NaN operand comes back with its bits unchanged (an
+    sNaN stays signalling), the added value's if both are NaN: 0x7ff4000000000003 + 1.0 gives
+    0x7ff4000000000003; on shared memory the ALU's rule, as NumPy's: quieted, the old value's
+    first (H100, 2026-11-27 differential record)."""
+    def add(old, b, addr):
+        r = old + b
+        if not _is_global(space, addr):
+            return r
+        return np.where(np.isnan(b), b, np.where(np.isnan(old), old, r))
     return add
 
 
