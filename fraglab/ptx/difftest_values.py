@@ -70,7 +70,8 @@ def from_float64(t: str, x) -> np.ndarray:
     """float64 values that are representable in `t` -> bit patterns (exact for those)."""
     x = np.asarray(x, np.float64)
     if t in FLOAT_NP:
-        return x.astype(FLOAT_NP[t]).view(udt(t))
+        with np.errstate(over="ignore"):          # +-inf inputs, and values meant to overflow
+            return x.astype(FLOAT_NP[t]).view(udt(t))
     if t == "bf16":
         return (x.astype(np.float32).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
     raise KeyError(t)

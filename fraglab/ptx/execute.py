@@ -497,7 +497,9 @@ def _spin_deadlock(warps, code, launch):
         if w.parked is not None:
             who = f"warp {w.index} spins"
             if w.spin_lanes is not None and not w.spin_lanes[w.exists].all():
-                who = f"lanes {_lane_ranges(w.spin_lanes)} of warp {w.index} spin"
+                many = int(w.spin_lanes.sum()) > 1
+                who = (f"lane{'s' if many else ''} {_lane_ranges(w.spin_lanes)} of warp "
+                       f"{w.index} spin{'' if many else 's'}")
             parts.append(f"{who} at {where(w.spin_pc)} waiting for a change that no warp makes")
             body = _loop_body(launch.info, code, w.spin_to, w.spin_pc)
             if any(code[i].instr.base in ("ld", "ldu", "atom") and ".shared" not in
