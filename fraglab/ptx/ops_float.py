@@ -249,21 +249,19 @@ def div(ins, dc, t):
 
 
 def _max(a, b, nan_wins=False):
-    """max with max(+0, -0) = max(-0, +0) = +0 (H100, 2026-11-27 differential record: every
+    """max, with max(+0, -0) = max(-0, +0) = +0 (H100, 2026-11-27 differential record: every
     float type, .NaN and x2 lanes too); a NaN loses unless `nan_wins` (.NaN)."""
     r = (np.maximum if nan_wins else np.fmax)(a, b)
-    z = r == 0
-    if z.any():
-        r = np.where(z & (a == 0) & (b == 0), a + b, r)       # +0 unless both are -0
+    if np.count_nonzero(r) != r.size:                      # (the cheapest test for a zero)
+        r = np.where((a == 0) & (b == 0), a + b, r)        # +0 unless both are -0
     return r
 
 
 def _min(a, b, nan_wins=False):
-    """min with min(+0, -0) = min(-0, +0) = -0 (H100, 2026-11-27 differential record)."""
+    """min, with min(+0, -0) = min(-0, +0) = -0 (H100, 2026-11-27 differential record)."""
     r = (np.minimum if nan_wins else np.fmin)(a, b)
-    z = r == 0
-    if z.any():
-        r = np.where(z & (a == 0) & (b == 0), -(-a - b), r)   # -0 unless both are +0
+    if np.count_nonzero(r) != r.size:
+        r = np.where((a == 0) & (b == 0), -(-a - b), r)    # -0 unless both are +0
     return r
 
 
