@@ -1,6 +1,8 @@
 """Conversions: cvt (integer, float, f16, bf16, tf32, packed x2) and address conversions (cvta,
 isspacep). f16 rounding is NumPy's (correct round-to-nearest-even); bf16 and tf32 use
-:mod:`fraglab.dtypes`, the course's bit-exact emulation."""
+:mod:`fraglab.dtypes`, the course's bit-exact emulation. NaN results and the .ftz cases where the
+hardware departs from the ISA's text follow an H100 bit for bit (the differential record of
+2026-11-27; each rule is commented where it is applied)."""
 from __future__ import annotations
 
 import numpy as np
@@ -103,7 +105,9 @@ def convert(ins, dt_t, at_t, mode, fz, st, relu=False):
                 out = np.where(np.isnan(x), nan_bits, out).astype(ddt)   # (seen on an H100)
                 return out
             out = np.clip(r, lo, hi).astype(np.int64).astype(ddt)
-            if at_t == "f64" and nan.any():         # 8/16/32-bit from f64: NaN -> 1 << (n - 1)
+            # NaN to 8/16/32 bits: from f64 1 << (n - 1), signed or not (cvt.rni.u8.f64: 0x80,
+            # cvt.rzi.s32.f64: 0x80000000); from f32/f16/bf16 0 (H100, 2026-11-27 record)
+            if at_t == "f64" and nan.any():
                 out = np.where(nan, np.array(1 << (8 * out.itemsize - 1), np.uint64).astype(ddt), out)
             return out
         return f2i
