@@ -132,7 +132,7 @@ def test_f32_nan_is_canonical():
     check("neg.f32", "f32", [(0x7FC00005, 0x7FFFFFFF)])
 
 
-# ---- min/max of +0 and -0 -----------------------------------------------------------------------
+# ---- min/max of +0 and -0 (PTX ISA 9.7.3.11/12, 9.7.4.7/8: "-0.0 < +0.0 here") -----------------
 
 @pytest.mark.parametrize("op,t,cases", [
     ("max.f32", "f32", [(0x00000000, 0x80000000, 0x00000000), (0x80000000, 0x00000000, 0x00000000),
@@ -186,7 +186,7 @@ def test_div_approx_subnormal_divisor_without_ftz():
                                     (0x3F800000, 0x007FFFFF, 0x7E800001)])
 
 
-# ---- testp.normal -------------------------------------------------------------------------------
+# ---- testp.normal (PTX ISA 9.7.3.1: "positive and negative zero are considered normal numbers") --
 
 def test_testp_normal_of_zero_is_true():
     check("testp.normal.f32", "f32", [(0x00000000, 1), (0x80000000, 1), (0x00000001, 0), (0x00800000, 1),

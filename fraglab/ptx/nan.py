@@ -4,7 +4,8 @@ wrote in the differential record (``tests/data/ptx_differential.npz``, 2026-11-2
 
 1. f32 arithmetic (add, sub, mul, fma, mad, div, rcp, sqrt, rsqrt, ex2, lg2, ..., abs, neg, and
    min/max when both inputs are NaN or with .NaN) gives the canonical NaN 0x7FFFFFFF, whatever
-   the input NaNs were (:func:`canon32`).
+   the input NaNs were (:func:`canon32`; as the CUDA Programming Guide's "Floating-Point
+   Standard" section states for single precision).
 2. f16 and bf16 results, scalar and in each half of x2, are 0x7FFF; abs and neg too (with and
    without .ftz): e.g. abs.f16 0x7E05 -> 0x7FFF, neg.bf16x2 0x7FC08000 -> 0x7FFF0000
    (:func:`canon16`, :func:`canon16_bits`).
@@ -14,14 +15,16 @@ wrote in the differential record (``tests/data/ptx_differential.npz``, 2026-11-2
    source of add, sub, mul, min and max (so (qNaN, sNaN) gives the sNaN, quieted); b, then c,
    then a for fma and mad (fma(0, -inf, 0x7FF8000000000005) -> 0x7FF8000000000005, not an
    invalid-operation NaN: the NaN addend wins over 0 * inf); a, then b for div (a software
-   sequence); the operand of rcp and sqrt. sub and neg leave the NaN's sign alone:
+   sequence); the operand of rcp and sqrt. sub and neg leave the NaN's sign alone (the CUDA
+   Programming Guide says f64 abs and neg pass NaNs through unchanged; the H100 quiets them):
    neg.f64 0x7FF8000000000000 -> 0x7FF8000000000000, abs.f64 0xFFF2000000000001 ->
    0xFFFA000000000001 (:func:`unary64`).
 4. An f64 invalid operation without a NaN input (inf - inf, 0 * inf, 0 / 0, sqrt(-1)) gives
    0xFFF8000000000000 (:data:`DEFAULT64`).
 5. The f64 approximations that work on the upper 32 bits (rcp.approx.ftz.f64,
-   rsqrt.approx.ftz.f64) give 0x7FFFFFFF00000000 for a NaN (:data:`CANON64_HI`); an input whose
-   upper word is an infinity (0x7FF0000000000001) is an infinity to them, not a NaN.
+   rsqrt.approx.ftz.f64) give 0x7FFFFFFF00000000 for a NaN (:data:`CANON64_HI`; PTX ISA
+   9.7.3.14/17 "Input NaNs map to a canonical NaN with encoding 0x7fffffff00000000"); an input
+   whose upper word is an infinity (0x7FF0000000000001) is an infinity to them, not a NaN.
 """
 from __future__ import annotations
 

@@ -249,8 +249,9 @@ def div(ins, dc, t):
 
 
 def _max(a, b, nan_wins=False):
-    """max, with max(+0, -0) = max(-0, +0) = +0 (H100, 2026-11-27 differential record: every
-    float type, .NaN and x2 lanes too); a NaN loses unless `nan_wins` (.NaN)."""
+    """max with -0 < +0 (PTX ISA 9.7.3.12, 9.7.4.8: "-0.0 < +0.0 here"; the H100 agrees in every
+    float type, .NaN and x2 lanes: max(+0, -0) = max(-0, +0) = +0); a NaN loses unless
+    `nan_wins` (.NaN)."""
     r = (np.maximum if nan_wins else np.fmax)(a, b)
     if np.count_nonzero(r) != r.size:                      # (the cheapest test for a zero)
         r = np.where((a == 0) & (b == 0), a + b, r)        # +0 unless both are -0
@@ -258,7 +259,7 @@ def _max(a, b, nan_wins=False):
 
 
 def _min(a, b, nan_wins=False):
-    """min, with min(+0, -0) = min(-0, +0) = -0 (H100, 2026-11-27 differential record)."""
+    """min with -0 < +0 (PTX ISA 9.7.3.11, 9.7.4.7): min(+0, -0) = min(-0, +0) = -0."""
     r = (np.minimum if nan_wins else np.fmin)(a, b)
     if np.count_nonzero(r) != r.size:
         r = np.where((a == 0) & (b == 0), -(-a - b), r)    # -0 unless both are +0
@@ -339,13 +340,15 @@ _HI64 = np.uint64(0xFFFFFFFF00000000)
 
 
 def _upper_word(ins, dc, fn64):
-    """rcp.approx.ftz.f64 and rsqrt.approx.ftz.f64 (PTX ISA 9.7.3.14, 9.7.3.17): a fast, gross
-    approximation computed from the upper 32 bits of the operand (sign, exponent, 20 mantissa
-    bits), the lower 32 bits of the result zero. Here the exact function of that upper word,
-    truncated to its upper word: the H100's words are within one unit of it (2026-11-27
-    differential record; the comparison allows 2^-19 relative). Subnormal operands and results
-    are flushed; NaN gives 0x7FFFFFFF00000000, and an operand whose upper word is an infinity
-    (0x7FF0000000000001) is that infinity (:mod:`.nan` rule 5)."""
+    """rcp.approx.ftz.f64 and rsqrt.approx.ftz.f64 (PTX ISA 9.7.3.14, 9.7.3.17): "tmp = a[63:32];
+    d[63:32] = 1.0 / tmp (1.0 / sqrt(tmp)); d[31:0] = 0", a fast, gross approximation from the
+    upper word of the operand (sign, exponent, 20 mantissa bits). Here the exact function of that
+    upper word, truncated to its upper word. The ISA states no error bound; the H100's upper
+    word is this one or the next one up (2026-11-27 differential record: 427 and 434 of 448
+    elements identical, the others one unit above; a table-driven approximation, not
+    reproducible bit for bit), and the comparison allows 2^-19 relative. Subnormal operands and
+    results are flushed; NaN gives 0x7FFFFFFF00000000, and an operand whose upper word is an
+    infinity (0x7FF0000000000001) is that infinity (:mod:`.nan` rule 5)."""
     a = dc.reader(ins.operands[1], "f64", ins)
     wr = dc.writer(ins.operands[0], "f64", ins)
 
@@ -422,7 +425,7 @@ def h_testp(ins, dc):
     tiny = F32_MIN_NORMAL if t == "f32" else F64_MIN_NORMAL
     fns = {"finite": np.isfinite, "infinite": np.isinf, "number": lambda x: ~np.isnan(x),
            "notanumber": np.isnan,
-           # +-0 is normal to the H100 (2026-11-27 differential record: testp.normal.f32/f64 of 0)
+           # PTX ISA 9.7.3.1: "positive and negative zero are considered normal numbers" (H100 too)
            "normal": lambda x: np.isfinite(x) & ((np.abs(x) >= tiny) | (x == 0)),
            "subnormal": lambda x: (x != 0) & (np.abs(x) < tiny)}
     if op not in fns:
