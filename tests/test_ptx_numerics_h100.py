@@ -243,3 +243,71 @@ def test_upper_word_f64_approximations():
                                           (0x800FFFFFFFFFFFFF, NINF), (SN1, 0),
                                           (0x3FE0000000000000, 0x3FF6A09E00000000),
                                           (0x7FEFFFFFFFFFFFFF, 0x1FF0000000000000)])
+
+
+# ---- exact.exact64 against Python fractions (no GPU needed) ------------------------------------
+
+def _round_fraction(v, mode: str) -> float:
+    """A Fraction rounded to float64 in `mode`, by its neighbours (Fraction -> float is correctly
+    rounded to nearest)."""
+    import math
+    from fractions import Fraction
+    big = float(np.finfo(np.float64).max)
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf if v > 0 else -math.inf
+    if mode == "rn" or v == 0 or (math.isfinite(f) and Fraction(f) == v):
+        return f
+    if math.isinf(f):
+        lo, hi = (big, math.inf) if v > 0 else (-math.inf, -big)
+    elif Fraction(f) < v:
+        lo, hi = f, math.nextafter(f, math.inf)
+    else:
+        lo, hi = math.nextafter(f, -math.inf), f
+    return {"rm": lo, "rp": hi, "rz": lo if v > 0 else hi}[mode]
+
+
+def test_exact64_is_correctly_rounded_in_every_mode():
+    from fractions import Fraction
+
+    from fraglab.ptx import exact
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2**63, 240, dtype=np.uint64) | (rng.integers(0, 2, 240, dtype=np.uint64) << 63)
+    x = bits.view(np.float64)
+    x = np.where(np.isfinite(x), x, 1.5)
+    x[:60] = np.ldexp(rng.uniform(1, 2, 60), rng.integers(-30, 30, 60)) * rng.choice([-1, 1], 60)
+    x[60:70] = [0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 1.0, 3.0,
+                2.0 ** -1060, -(2.0 ** 1000)]
+    a, b, c = x[:80], x[80:160], x[160:]
+    F = [[Fraction(float(v)) for v in arr] for arr in (a, b, c)]
+    want_of = {"add": lambda i: F[0][i] + F[1][i], "mul": lambda i: F[0][i] * F[1][i],
+               "fma": lambda i: F[0][i] * F[1][i] + F[2][i],
+               "div": lambda i: F[0][i] / F[1][i] if F[1][i] else None,
+               "rcp": lambda i: 1 / F[0][i] if F[0][i] else None}
+    bad = []
+    for mode in ("rn", "rz", "rm", "rp"):
+        for kind, want in want_of.items():
+            args = {"add": (a, b), "mul": (a, b), "fma": (a, b, c), "div": (a, b), "rcp": (a,)}[kind]
+            got = exact.exact64(kind, args, mode)
+            for i in range(len(a)):
+                v = want(i)
+                if v is None or v == 0:
+                    continue
+                w = _round_fraction(v, mode)
+                if got[i] != w:
+                    bad.append(f"{kind}.{mode} {[float(y[i]).hex() for y in args]}: {got[i].hex()} != {w.hex()}")
+        r = exact.exact64("sqrt", (np.abs(a),), mode)
+        for i, v in enumerate(np.abs(a)):
+            if v == 0:
+                continue
+            lo = _round_fraction(Fraction(float(r[i])), "rn")        # the root's neighbours bracket
+            below, above = np.nextafter(lo, 0), np.nextafter(lo, np.inf)
+            sq = lambda y: Fraction(float(y)) ** 2                        # noqa: E731
+            ok = {"rz": sq(lo) <= Fraction(float(v)) < sq(above), "rm": sq(lo) <= Fraction(float(v)) < sq(above),
+                  "rp": sq(below) < Fraction(float(v)) <= sq(lo),
+                  "rn": (Fraction(float(lo)) + Fraction(float(below))) ** 2 / 4 <= Fraction(float(v))
+                  <= (Fraction(float(lo)) + Fraction(float(above))) ** 2 / 4}[mode]
+            if not ok:
+                bad.append(f"sqrt.{mode} {float(v).hex()}: {r[i].hex()}")
+    assert not bad, "\n".join(bad[:20])
