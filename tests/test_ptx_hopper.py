@@ -530,6 +530,28 @@ def test_elect_setmaxnreg_stmatrix_griddepcontrol(gpu):
     np.testing.assert_array_equal(stt.reshape(4, 8, 8), val.transpose(0, 2, 1))
 
 
+ELECT_TILES = r"""
+extern "C" __global__ void elect_tiles(u32* out) {
+    const u32 lane = threadIdx.x % 32, tile = lane / 8;
+    const u32 mask = 0xffu << (8 * tile);                // four tiles of 8 lanes, one mask each
+    u32 who, me;
+    asm volatile("{\n.reg .pred p;\nelect.sync %0|p, %2;\nselp.u32 %1, 1, 0, p;\n}"
+                 : "=r"(who), "=r"(me) : "r"(mask));
+    out[lane] = who * 100 + me;
+}
+"""
+
+
+@pytest.mark.parametrize("gpu", GPU)
+def test_elect_per_lane_masks(gpu):
+    """Each lane's own member mask: every tile of 8 lanes elects its lowest lane."""
+    _need_sm90(gpu)
+    out = np.zeros(32, np.uint32)
+    run(ELECT_TILES, "hopper_elect.cu", "elect_tiles", 32, (out,), gpu=gpu)
+    lane = np.arange(32)
+    np.testing.assert_array_equal(out, (lane // 8 * 8) * 100 + (lane % 8 == 0))
+
+
 def test_setmaxnreg_must_match_across_a_warpgroup():
     with pytest.raises(ptx.BarrierError, match="all 4 warps of a warpgroup"):
         _misc({"BAD_SETMAXNREG": 1})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .collectives import check_members
+from .collectives import member_groups
 from .decode import mods, unsupported
 from .errors import BarrierError, raise_at
 from .registry import handler
@@ -17,8 +17,9 @@ _LANE_IDS = np.arange(32, dtype=np.uint32)
 
 @handler("elect")
 def h_elect(ins, dc):
-    """elect.sync d|p, membermask: the lowest executing lane of the mask is elected; every lane
-    gets its id in d, and p is true in that lane only."""
+    """elect.sync d|p, membermask: the lowest lane of each lane's own member mask is elected
+    (per-lane masks, as the other collectives: tiles of a warp elect one leader each); every lane
+    gets its leader's id in d, and p is true in the leaders only."""
     op = ins.operands[0]
     d, p = (op[1], op[2]) if op[0] == "pair" else (op, None)
     wr_d = dc.writer(d, "u32", ins)
@@ -26,11 +27,12 @@ def h_elect(ins, dc):
     mask = dc.reader(ins.operands[1], "u32", ins)
 
     def fn(w, m):
-        ex = check_members(w, ins, m, mask(w))
-        lane = (ex & -ex).bit_length() - 1
-        wr_d(w, np.full(32, lane, np.uint32), m)
+        groups = member_groups(w, ins, m, mask(w)).astype(np.int64)
+        low = groups & -groups                           # each group's lowest bit
+        leader = np.where(groups != 0, np.log2(np.maximum(low, 1)).astype(np.uint32), 0)
+        wr_d(w, leader.astype(np.uint32), m)
         if wr_p is not None:
-            wr_p(w, _LANE_IDS == lane, m)
+            wr_p(w, (_LANE_IDS == leader) & (groups != 0), m)
     return fn
 
 
