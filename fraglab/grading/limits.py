@@ -14,6 +14,7 @@ limit, saying so, instead of holding grading until nbval's cell limit.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 import time
 
@@ -80,17 +81,53 @@ class _alarm:
         return False
 
 
+class _OnImport:
+    """Patch the interpreter's launch when :mod:`fraglab.ptx.program` is first imported (the
+    interpreter costs half a second to import: a Python exercise's check never needs it)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "fraglab.ptx.program":
+            return None
+        import importlib.util
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        real = spec.loader.exec_module
+
+        def exec_module(module):
+            real(module)
+            _patch_interpreter(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _patch_interpreter(program) -> None:
+    global _real_call
+    if _real_call is not None:
+        return
+    _real_call = real_call = program.KernelFunction.__call__
+
+    def call_with_limit(self, *args, **kwargs):
+        with _alarm(INTERPRETER_LIMIT_S, self.name):
+            return real_call(self, *args, **kwargs)
+    program.KernelFunction.__call__ = call_with_limit
+
+
+_real_call = None
+
+
 def install() -> None:
     """Wrap the launch paths of this process (the graded notebook's kernel) with the limits."""
     global _installed
     if _installed:
         return
     from .. import launch
-    from ..ptx import program
 
     real_launch = launch.launch
-    real_call = program.KernelFunction.__call__
-    _installed = (real_launch, real_call)
+    _installed = real_launch
+
+    def real_sync(stream):
+        import cupy as cp
+        (stream if stream is not None else cp.cuda.get_current_stream()).synchronize()
 
     def launch_with_limit(fn, grid, block, args, shared_mem=0, *, sync=False, stream=None):
         if launch.interpreted():
@@ -101,23 +138,21 @@ def install() -> None:
         if sync:
             real_sync(stream)
     launch.launch = launch_with_limit
-
-    def real_sync(stream):
-        import cupy as cp
-        (stream if stream is not None else cp.cuda.get_current_stream()).synchronize()
-
-    def call_with_limit(self, *args, **kwargs):
-        with _alarm(INTERPRETER_LIMIT_S, self.name):
-            return real_call(self, *args, **kwargs)
-    program.KernelFunction.__call__ = call_with_limit
+    if "fraglab.ptx.program" in sys.modules:
+        _patch_interpreter(sys.modules["fraglab.ptx.program"])
+    else:
+        sys.meta_path.insert(0, _OnImport())
 
 
 def uninstall() -> None:
     """Put the launch paths back (for tests in a process that goes on)."""
-    global _installed
+    global _installed, _real_call
     if not _installed:
         return
     from .. import launch
-    from ..ptx import program
-    launch.launch, program.KernelFunction.__call__ = _installed
+    launch.launch = _installed
     _installed = None
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _OnImport)]
+    if _real_call is not None:
+        sys.modules["fraglab.ptx.program"].KernelFunction.__call__ = _real_call
+        _real_call = None
