@@ -23,9 +23,9 @@ import numpy as np
 
 from .decode import lanes_of, mods, unsupported
 from .errors import BarrierError, Blocked, Deadlock, MemoryAccessError, raise_at
+from .inflight import forget_releases, note_release, write_hazard
 from .memory import PUBLIC, SHARED_WINDOW, WINDOW_SIZE
 from .registry import handler
-from .wgmma import forget_releases, note_release, write_hazard
 
 
 class MBar:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+from .inflight import write_hazard
 from .poison import address_hint
 
 CONST_WINDOW = 0x0000_7D00_0000_0000
@@ -143,10 +144,10 @@ class SharedMemory:
         self.tag = None          # per byte: 1 + index into recs (0: no copy record)
         self.recs: list = []     # [instr, warp, mbarrier address | None | PUBLIC, phase, bulk]
         self.open_rec = {}       # warp index -> index of its landed, unpublished cp.async record
-        # wgmma operands in flight (wgmma.py): per byte, how many in-flight wgmmas read it
+        # wgmma operands in flight (inflight.py): per byte, how many in-flight wgmmas read it
         self.wg_busy = None
         self.wg_n = 0
-        self.early = {}          # (mbarrier, phase) -> wgmma reads released early (wgmma.py)
+        self.early = {}          # (mbarrier, phase) -> wgmma reads released early (inflight.py)
 
     def _offsets(self, w, instr, addr, lanes, nbytes, what):
         if len(addr) and (int(addr.max()) + nbytes > self.size):
@@ -290,7 +291,6 @@ class SharedMemory:
         offs = self._offsets(w, instr, addr, lanes, nbytes, "store")
         tids = w.tid_linear[lanes]
         if self.wg_n or self.early:               # wgmma operands in flight or released early
-            from .wgmma import write_hazard
             write_hazard(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._race(w, instr, offs, lanes, data, tids)
@@ -409,7 +409,7 @@ class BlockMemory:
     def __init__(self, glob, shared, local, const, param):
         self.spaces = {"global": glob, "shared": shared, "local": local, "const": const,
                        "param": param}
-        self.writes = 0     # stores and atomics so far (execute.py's spin check)
+        self.writes = 0     # stores and atomics so far (schedule.py's spin check)
 
     def load(self, w, instr, space, addr, lanes, nbytes, align, atomic=False):
         check_align(w, instr, addr, lanes, align)

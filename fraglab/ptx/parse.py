@@ -1,8 +1,9 @@
 """PTX text -> a small syntax tree: kernels with parameters, registers, variables, instructions.
 
-The parser reads the PTX that NVRTC writes (one statement per line, ``.loc`` line info, scoped
-``{ .reg ... }`` blocks from inline assembly). It does no typing or semantics: operands become
-tuples that :mod:`fraglab.ptx.decode` turns into executable closures.
+The parser reads the PTX that NVRTC writes (one statement per line, ``.loc`` line info (read by
+:mod:`fraglab.ptx.loc`), scoped ``{ .reg ... }`` blocks from inline assembly). It does no
+typing or semantics: operands become tuples that :mod:`fraglab.ptx.decode` turns into executable
+closures.
 
 Operand tuples:
     ('reg', index)               a register of the kernel (index into Kernel.regs)
@@ -21,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .errors import PTXSyntaxError
+from .loc import Loc, name_functions, read_debug_str, read_loc
 
 _TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
               "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
@@ -29,32 +31,6 @@ _TYPE_SIZE = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
 
 def type_size(t: str) -> int:
     return _TYPE_SIZE[t.lstrip(".")]
-
-
-@dataclass
-class Loc:
-    """A ``.loc`` position. Code inlined from a function carries ``function_name`` (that
-    function) and ``inlined_at`` (the call site); the call site is itself a position that may be
-    inlined, and the PTX ISA writes that chain as a ``.loc`` of the call site placed before (for
-    a builtin inlined into a course helper inlined into a kernel:
-    ``.loc 2 17 5, function_name $L__info_string0, inlined_at 1 11 5`` then
-    ``.loc 3 91 5, function_name $L__info_string1, inlined_at 2 17 5``). ``caller`` is that
-    call site's own Loc, so :meth:`frames` gives the whole chain."""
-    file: int
-    line: int
-    col: int
-    inlined_at: tuple | None = None      # (file, line, col) of the call site it is inlined at
-    func: str | None = None              # the inlined function's (mangled) name, from .debug_str
-    caller: Loc | None = None            # the Loc of the call site (None: not inlined, or unknown)
-
-    def frames(self) -> list:
-        """This position, then each call site it is inlined at: innermost first, the kernel's
-        own line last."""
-        out, loc = [self], self
-        while loc.inlined_at is not None and len(out) < 64:
-            loc = loc.caller if loc.caller is not None else Loc(*loc.inlined_at)
-            out.append(loc)
-        return out
 
 
 @dataclass
@@ -114,9 +90,6 @@ _VAR_DECL = re.compile(
     r"^(?:\.(?:visible|extern|weak|common)\s+)*(?P<ext>\.extern\s+)?\.(?P<space>shared|local|global|const)"
     r"\s+(?:\.align\s+(?P<align>\d+)\s+)?(?:\.v\d\s+)?\.(?P<type>\w+)\s+(?P<name>[\w$.]+)"
     r"(?P<dims>(?:\[\d*\])*)\s*(?:=\s*(?P<init>.+))?$")
-_LOC = re.compile(r"\.loc\s+(\d+)\s+(\d+)\s+(\d+)"
-                  r"(?:.*?function_name\s+([\w$.]+)(?:\s*\+\s*(\d+))?)?"
-                  r"(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$]+)\s*\(?")
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$]+)(\[\d+\])?")
@@ -285,7 +258,7 @@ def _parse(text: str) -> Module:
             if m:
                 mod.files[int(m.group(1))] = m.group(2)
         elif line.startswith(".section") and line.split()[1:2] == [".debug_str"]:
-            i = _parse_debug_str(mod, lines, i)
+            i = read_debug_str(mod, lines, i)
         elif line.startswith(".section"):
             depth = 0                                   # skip the DWARF sections
             while i < n:
@@ -305,7 +278,7 @@ def _parse(text: str) -> Module:
             continue
         else:
             raise PTXSyntaxError(f"PTX line {i}: unexpected module-level text {line!r}")
-    _name_functions(mod)
+    name_functions(mod)
     return mod
 
 
@@ -438,9 +411,7 @@ def _parse_body(mod: Module, k: Kernel, scopes, lines: list[str], i: int) -> int
                 s = s[m.end():].strip()
                 continue
             if s.startswith((".loc ", ".loc\t")):
-                mm = _LOC.match(s)
-                if mm:
-                    loc = _loc(mm.groups(), locs_at)
+                loc = read_loc(s, locs_at) or loc
                 s = ""
                 continue
             if s.startswith((".pragma", ".maxntid", ".reqntid", ".minnctapersm", ".maxnreg",
@@ -481,63 +452,6 @@ def _parse_body(mod: Module, k: Kernel, scopes, lines: list[str], i: int) -> int
             _add_instr(k, stmt, scopes, i, loc, pending_labels)
             pending_labels = []
     raise PTXSyntaxError(f"kernel {name}: missing closing brace")
-
-
-def _loc(g: tuple, locs_at: dict) -> Loc:
-    """The Loc of a ``.loc`` directive's groups (file, line, col, function_name label, its
-    offset, inlined_at file, line, col). Its call site is the latest ``.loc`` at the inlined_at
-    position, which the PTX ISA places before it; ``locs_at`` remembers them."""
-    pos = (int(g[0]), int(g[1]), int(g[2]))
-    func = None if g[3] is None else (g[3] if g[4] is None else f"{g[3]}+{g[4]}")
-    if g[5] is None:
-        loc = Loc(*pos, func=func)
-    else:
-        at = (int(g[5]), int(g[6]), int(g[7]))
-        loc = Loc(*pos, at, func, locs_at.get(at))
-    locs_at[pos] = loc
-    return loc
-
-
-def _parse_debug_str(mod: Module, lines: list[str], i: int) -> int:
-    """Read the ``.debug_str`` section (labels, then ``.b8`` bytes of NUL-terminated strings:
-    the names that ``.loc ... function_name`` refers to) into ``mod.debug_str``; returns the
-    index after its closing brace."""
-    data, labels = bytearray(), {}
-    while i < len(lines):
-        s = lines[i].strip()
-        i += 1
-        if s.startswith("}"):
-            break
-        m = re.match(r"^([\w$.]+):", s)
-        if m:
-            labels[m.group(1)] = len(data)
-            s = s[m.end():].strip()
-        if s.startswith(".b8"):
-            data += bytes(int(v, 0) & 0xFF for v in s[3:].rstrip(";").split(",") if v.strip())
-    for label, off in labels.items():
-        end = data.find(0, off)
-        mod.debug_str[label] = bytes(data[off:end if end >= 0 else len(data)]).decode(
-            "utf-8", "replace")
-    return i
-
-
-def _name_functions(mod: Module) -> None:
-    """Replace each Loc's function_name label (``$L__info_string3`` or ``label+offset``) by the
-    name it points to in ``.debug_str`` (a mangled C++ name; left as is when absent)."""
-    if not mod.debug_str:
-        return
-    data = mod.debug_str
-    done = set()
-    for k in list(mod.kernels.values()) + list(mod.funcs.values()):
-        for ins in k.instrs:
-            loc = ins.loc
-            while loc is not None and id(loc) not in done:
-                done.add(id(loc))
-                if loc.func is not None:
-                    label, _, off = loc.func.partition("+")
-                    if label in data:
-                        loc.func = data[label][int(off or 0):]
-                loc = loc.caller
 
 
 def _add_instr(k: Kernel, stmt: str, scopes: _Scopes, line: int, loc, labels) -> None:

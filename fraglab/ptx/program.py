@@ -37,7 +37,7 @@ class KernelInfo:
     dynamic_shared_offset: int
     local_size: int
     unsupported: list = field(default_factory=list)   # [(opcode, ptx line, source)]
-    loops: dict = field(default_factory=dict)         # the scheduler's loop analysis (execute.py)
+    loops: dict = field(default_factory=dict)         # the scheduler's loop analysis (schedule.py)
 
 
 class Program:
