@@ -32,6 +32,14 @@ def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     return name or None
 
 
+def _is_main_guard(node) -> bool:
+    """``if __name__ == "__main__":`` at module level."""
+    t = node.test if isinstance(node, ast.If) else None
+    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+            and len(t.comparators) == 1 and isinstance(t.comparators[0], ast.Constant)
+            and t.comparators[0].value == "__main__")
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> fraglab modules it imports, from the AST: imports inside functions count."""
     modules = _modules()
@@ -40,7 +48,14 @@ def import_graph() -> dict[str, set[str]]:
         is_pkg = path.name == "__init__.py"
         package = mod if is_pkg else mod.rpartition(".")[0]
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        # a module's `if __name__ == "__main__":` block runs only as `python -m`, in module
+        # __main__, never when the module is imported: its imports are no edge of this module
+        main = {id(n) for top in tree.body if _is_main_guard(top)
+                for stmt in top.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in main:
+                continue
             targets = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
