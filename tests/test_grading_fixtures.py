@@ -49,7 +49,10 @@ def test_wrong_answer_fails_its_exercise(lab, label):
 #: What a cheat's reason says, by kind (any of these words): what was refused, or what differed.
 CHEAT_SAYS = {"mutant_switch": ("is not solved yet",),       # no switch there: the check's words
               "cuda_escape": ("compile",),                     # the escape is CUDA: it does not build
-              "frame_expected": ("grading refused", "KeyError", "AttributeError")}  # no check frame
+              "frame_expected": ("grading refused", "KeyError", "AttributeError"),  # no check frame
+              # where Landlock hides the course's folders (seen on the H100), the search for
+              # solutions/ finds nothing: StopIteration at the learner's line
+              "solutions_path": ("grading refused", "StopIteration")}
 
 
 @pytest.mark.nbval
