@@ -59,16 +59,16 @@ def test_no_kernel_spills_or_uses_a_stack(arch):
 
 
 def test_bf16_kernels_trap_on_sm75():
-    for w in mb.WAYS:
+    for w in mb.VARIANTS:
         for clock in (False, True):
             ops = opcodes("sm_75", mb.kernel_name(w, "bf16", clock))
             assert ops["BPT"] == 1 and ops["HMMA"] == 0
 
 
 @pytest.mark.parametrize("arch, dtype", KERNEL_CASES)
-@pytest.mark.parametrize("way", mb.WAYS)
-def test_clock_reads_enclose_the_whole_epilogue(arch, dtype, way):
-    r = mb.clock_bracket(arch, way, dtype)
+@pytest.mark.parametrize("variant", mb.VARIANTS)
+def test_clock_reads_enclose_the_whole_epilogue(arch, dtype, variant):
+    r = mb.clock_bracket(arch, variant, dtype)
     assert r["ok"], "\n".join(f"{i:3} {l}" for i, l in enumerate(r["listing"]))
 
 
@@ -88,8 +88,8 @@ def test_kernel_names():
     assert mb.kernel_name("smem", "f16") == "rowmax_smem_f16"
     assert mb.kernel_name("regs", "bf16", clock=True) == "rowmax_regs_bf16_clock"
     names = set(toolchain.compile(mb.KERNELS, "sm_90").kernels)
-    assert {mb.kernel_name(w, d, c) for w in mb.WAYS for d in mb.DTYPES for c in (0, 1)} == names
-    with pytest.raises(ValueError, match="way"):
+    assert {mb.kernel_name(w, d, c) for w in mb.VARIANTS for d in mb.DTYPES for c in (0, 1)} == names
+    with pytest.raises(ValueError, match="variant"):
         mb.kernel_name("shared", "f16")
     with pytest.raises(ValueError, match="dtype"):
         mb.kernel_name("smem", "fp32")
@@ -124,9 +124,9 @@ def test_the_wrong_kind_of_array_is_rejected_before_any_launch(foreign):
     a = np.zeros((1, 16, 16), np.float16)
     make, words = foreign
     with pytest.raises(TypeError, match=words):
-        mb.rowmax(make(a), make(a), way="smem", dtype="f16")
-    with pytest.raises(ValueError, match="way"):
-        mb.launcher(a, a, way="sram", dtype="f16")
+        mb.rowmax(make(a), make(a), variant="smem", dtype="f16")
+    with pytest.raises(ValueError, match="variant"):
+        mb.launcher(a, a, variant="sram", dtype="f16")
     with pytest.raises(ValueError, match="dtype"):
         mb.rowmax(a, a, dtype="tf32")
 
@@ -143,13 +143,13 @@ ROWMAX = mb.PROBLEMS["rowmax"]
 
 
 def test_the_problem_keeps_every_case():
-    """Tile counts 1, 7, 1009 for both ways, dtypes and clock variants; inf/NaN rows for each way
-    and dtype; a grid larger than n_tiles for each way."""
+    """Tile counts 1, 7, 1009 for both variants, dtypes and clock kernels; inf/NaN rows for each
+    variant and dtype; a grid larger than n_tiles for each variant."""
     cases = {str(c) for c in ROWMAX.cases}
-    assert {mb.problems.case_name(w, d, n, c) for w in mb.WAYS for d in mb.DTYPES
+    assert {mb.problems.case_name(w, d, n, c) for w in mb.VARIANTS for d in mb.DTYPES
             for n in (1, 7, 1009) for c in (False, True)} <= cases
-    assert {f"inf_nan-{w}-{d}" for w in mb.WAYS for d in mb.DTYPES} <= cases
-    assert {f"extra_blocks-{w}" for w in mb.WAYS} <= cases
+    assert {f"inf_nan-{w}-{d}" for w in mb.VARIANTS for d in mb.DTYPES} <= cases
+    assert {f"extra_blocks-{w}" for w in mb.VARIANTS} <= cases
     assert len(cases) == 24 + 4 + 2 and len(ROWMAX.edge_cases) == 6
 
 
@@ -203,7 +203,7 @@ def test_rowmax_rejects_bad_arguments(bad, exc, msg):
     import cupy as cp
     a, b = bad(cp)
     with pytest.raises(exc, match=msg):
-        mb.rowmax(a, b, way="regs", dtype="f16")
+        mb.rowmax(a, b, variant="regs", dtype="f16")
 
 
 @pytest.mark.gpu

@@ -19,13 +19,13 @@ def _sound_warm(go):
         cmp = bench.compare({w: go[w] for w in order}, baseline="smem", warmup=20, repeat=1000)
         out[f"{first} first"] = {w: {"median_us": cmp.timings[w].median_ms * 1e3,
                                      "p10_us": cmp.timings[w].p10_ms * 1e3,
-                                     "p90_us": cmp.timings[w].p90_ms * 1e3} for w in mb.WAYS}
+                                     "p90_us": cmp.timings[w].p90_ms * 1e3} for w in mb.VARIANTS}
         out[f"{first} first"]["speedup"] = cmp.ratios()["regs"]
     return out
 
 
 def test_a_sound_warm_plan_passes_with_the_stand_in_timer():
-    go = {w: (lambda: None) for w in mb.WAYS}
+    go = {w: (lambda: None) for w in mb.VARIANTS}
     with mb.recorded_compares(stand_in=True) as rec:
         summary = _sound_warm(go)
     assert [c["order"][0] for c in rec.calls] == ["smem", "regs"]
@@ -35,7 +35,7 @@ def test_a_sound_warm_plan_passes_with_the_stand_in_timer():
 
 def test_unsound_warm_plans_are_named():
     from fraglab import bench
-    go = {w: (lambda: None) for w in mb.WAYS}
+    go = {w: (lambda: None) for w in mb.VARIANTS}
     with mb.recorded_compares(stand_in=True) as rec:
         cmp = bench.compare(go, warmup=0, repeat=100)
     problems = "\n".join(mb.warm_plan_problems(rec.calls, {}))
@@ -47,7 +47,7 @@ def test_unsound_warm_plans_are_named():
     assert "'regs' first" in problems and "no warm-up" in problems and "at least 1000" in problems
     assert "no 'regs first' entry" in problems and "median and spread" in problems
     summary = {"smem first": {w: {"median_us": b.timings[w].median_ms * 1e3,
-                                  "p10_us": b.timings[w].p10_ms * 1e3} for w in mb.WAYS}}
+                                  "p10_us": b.timings[w].p10_ms * 1e3} for w in mb.VARIANTS}}
     problems = "\n".join(mb.warm_plan_problems(rec.calls, summary))
     assert "lacks 'p90_us'" in problems and "'speedup'" in problems
     assert bench.compare is not None and rec.calls[0]["result"] is a and cmp.baseline == "smem"

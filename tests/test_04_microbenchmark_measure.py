@@ -1,4 +1,4 @@
-"""Topic 04_microbenchmark, the measurement machinery: the variants, the fresh-process loop (with a
+"""Topic 04_microbenchmark, the measurement machinery: the setups, the fresh-process loop (with a
 fake child), ncu parsing, power, the command line, the record's tables, findings and plots, and
 ``all`` end to end with every GPU part replaced by a fake."""
 import json
@@ -10,17 +10,17 @@ import pytest
 
 from fraglab import child, microbenchmark as mb, tools
 from fraglab.microbenchmark import (power as mb_power, processes as mb_processes, run as mb_run,
-                                    variants as mb_variants)
+                                    setups as mb_setups)
 
 
 # ------------------------------------------------------------------------------------------------
 # The paper's measurement: configuration, child output, the process loop (with a fake child)
 # ------------------------------------------------------------------------------------------------
 
-def test_variants_change_one_factor_each():
-    assert mb.one_factor_problems(mb.VARIANTS) == []
-    for name, ov in mb.VARIANTS.items():
-        cfg = mb.variant_config(ov)
+def test_setups_change_one_factor_each():
+    assert mb.one_factor_problems(mb.SETUPS) == []
+    for name, ov in mb.SETUPS.items():
+        cfg = mb.setup_config(ov)
         assert sum(cfg[k] != mb.PAPER_CONFIG[k] for k in cfg) == (0 if name == "paper" else 1)
 
 
@@ -37,9 +37,9 @@ def test_a_confounded_plan_is_flagged():
 @pytest.mark.parametrize("bad, msg", [({"order": ("smem", "smem")}, "order"),
                                       ({"module_loading": "lazy"}, "LAZY or EAGER"),
                                       ({"tiles": 0}, "tiles"), ({"dtype": "f32"}, "dtype")])
-def test_variant_config_rejects_bad_values(bad, msg):
+def test_setup_config_rejects_bad_values(bad, msg):
     with pytest.raises(ValueError, match=msg):
-        mb.variant_config(bad)
+        mb.setup_config(bad)
 
 
 def test_parse_child_output():
@@ -58,7 +58,7 @@ def test_parse_child_output():
 
 
 def test_child_env_and_command():
-    cfg = mb.variant_config({"module_loading": "EAGER"})
+    cfg = mb.setup_config({"module_loading": "EAGER"})
     env = child.env(CUDA_MODULE_LOADING=cfg["module_loading"])    # what run_child passes
     assert env["CUDA_MODULE_LOADING"] == "EAGER"
     assert str(tools.REPO_ROOT) in env["PYTHONPATH"].split(":")
@@ -95,16 +95,16 @@ FAKE_CHILD = textwrap.dedent("""
 
 
 def fake_command(config, cubin, later):
-    return [sys.executable, "-c", FAKE_CHILD, json.dumps(mb_variants.jsonable_config(config))]
+    return [sys.executable, "-c", FAKE_CHILD, json.dumps(mb_setups.jsonable_config(config))]
 
 
 def test_process_loop_with_a_fake_child():
     logs = []
-    res = mb.run_processes(mb.VARIANTS, 3, cubin="unused", discard_rounds=1, log=logs.append,
+    res = mb.run_processes(mb.SETUPS, 3, cubin="unused", discard_rounds=1, log=logs.append,
                            _command=fake_command)
     assert res["rounds"] == 4 and not res["stopped_by_budget"]
     v = res["variants"]
-    for name in mb.VARIANTS:
+    for name in mb.SETUPS:
         assert len(v[name]["records"]) == 3 and len(v[name]["discarded"]) == 1
         assert not v[name]["failures"]
     s = v["paper"]["summary"]
@@ -118,19 +118,19 @@ def test_process_loop_with_a_fake_child():
     assert v["regs_first"]["summary"]["speedup_of_means"] == pytest.approx(0.024 / 0.103)
     assert v["warmup"]["summary"]["speedup_of_means"] == pytest.approx(4 / 3)
     assert v["eager"]["summary"]["loading_mode_reported"] == ["EAGER"]
-    # the order of the variants rotates from round to round
+    # the order of the setups rotates from round to round
     assert [r["round"] for r in v["paper"]["records"]] == [1, 2, 3]
     assert any("round 4/4" in line for line in logs)
 
 
 def test_process_loop_records_failures_and_respects_its_budget():
-    variants = {"paper": {}, "broken": {"warmup": True}}
+    setups = {"paper": {}, "broken": {"warmup": True}}
 
     def command(config, cubin, later):
-        cfg = mb_variants.jsonable_config(config)
+        cfg = mb_setups.jsonable_config(config)
         cfg["fail"] = config["warmup"]
         return [sys.executable, "-c", FAKE_CHILD, json.dumps(cfg)]
-    res = mb.run_processes(variants, 50, cubin="unused", discard_rounds=0, budget_s=0.0,
+    res = mb.run_processes(setups, 50, cubin="unused", discard_rounds=0, budget_s=0.0,
                            min_rounds=2, log=lambda m: None, _command=command)
     assert res["stopped_by_budget"] and res["rounds"] == 2
     assert len(res["variants"]["paper"]["records"]) == 2
@@ -208,9 +208,9 @@ def test_command_line_rejects_bad_arguments(argv, capsys):
     assert e.value.code == 2
 
 
-def test_unknown_variant_is_rejected_before_anything_runs():
-    with pytest.raises(SystemExit, match="unknown variant"):
-        mb.main(["paper", "--variants", "paper,nope"])
+def test_unknown_setup_is_rejected_before_anything_runs():
+    with pytest.raises(SystemExit, match="unknown setup"):
+        mb.main(["paper", "--setups", "paper,nope"])
 
 
 def test_table3_command_runs_without_gpu(tmp_path, capsys):
@@ -226,11 +226,11 @@ def test_table3_command_runs_without_gpu(tmp_path, capsys):
 def synthetic_record():
     from fraglab.bench import Comparison, Timing
     rng = np.random.default_rng(0)
-    res = mb.run_processes(mb.VARIANTS, 2, cubin="unused", discard_rounds=0, log=lambda m: None,
+    res = mb.run_processes(mb.SETUPS, 2, cubin="unused", discard_rounds=0, log=lambda m: None,
                            _command=fake_command)
     warm = []
     for label, tiles, base in (("one block", 1, 0.0030), ("8 full waves", 33792, 0.025)):
-        for first in mb.WAYS:
+        for first in mb.VARIANTS:
             t = {"smem": Timing("smem", base * (1.30 + 0.01 * rng.random(50))),
                  "regs": Timing("regs", base * (1.0 + 0.01 * rng.random(50)))}
             warm.append({"label": label, "tiles": tiles, "dtype": "bf16", "first": first,
@@ -241,8 +241,8 @@ def synthetic_record():
            "cycles": {"one block": {"tiles": 1, "smem": {"cycles": [180, 190, 200], "first": [900]},
                                     "regs": {"cycles": [70, 72, 75], "first": [400]}}},
            "ncu": {"ok": True, "kernels": mb.parse_ncu_csv(NCU_OUT)},
-           "power_relaunch": {w: dict(power) for w in mb.WAYS},
-           "power_sustained": {f"{w}, {g}": dict(power) for w in mb.WAYS
+           "power_relaunch": {w: dict(power) for w in mb.VARIANTS},
+           "power_sustained": {f"{w}, {g}": dict(power) for w in mb.VARIANTS
                                for g in ("one block", "8 full waves")},
            "clocks_after": {"sm_mhz": 1980}}
     return json.loads(json.dumps(mb.record.compact(doc)))
@@ -346,17 +346,17 @@ def test_run_all_end_to_end_with_fakes(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(mb_run, "POWER_S", {"quick": (0.3, 0.05, 0.0), "full": (0.3, 0.05, 0.0)})
     monkeypatch.setattr(mb_run, "run_ncu", lambda cubin, dtype, tiles: mb.interpret_ncu(NCU_OUT))
     monkeypatch.setattr(mb_run, "check_correctness", lambda d, tiles, rng: [
-        {"dtype": d, "tiles": n, "way": w, "clock": False, "ok": True} for n in tiles for w in mb.WAYS])
+        {"dtype": d, "tiles": n, "way": w, "clock": False, "ok": True} for n in tiles for w in mb.VARIANTS])
 
     def warm(n, dtype, *, first, repeat, flush_l2, rng, rounds):
-        go = {w: (lambda: None) for w in ([first] + [x for x in mb.WAYS if x != first])}
+        go = {w: (lambda: None) for w in ([first] + [x for x in mb.VARIANTS if x != first])}
         with mb.recorded_compares(stand_in=True):
             return bench.compare(go, baseline="smem", repeat=repeat, rounds=rounds)
     monkeypatch.setattr(mb_run, "warm_compare", warm)
     monkeypatch.setattr(mb_run, "epilogue_cycles", lambda n, dtype, launches, warmup, rng: {
         w: {"cycles": list(range(100 + 50 * (w == "smem"), 100 + 50 * (w == "smem") + 10 * n)),
-            "first": [500]} for w in mb.WAYS})
-    monkeypatch.setattr(mb_run, "launcher", lambda a, b, way, dtype: ((lambda: None), None, None))
+            "first": [500]} for w in mb.VARIANTS})
+    monkeypatch.setattr(mb_run, "launcher", lambda a, b, variant, dtype: ((lambda: None), None, None))
     monkeypatch.setattr(bench, "clock_check", lambda: {"sm_mhz": 1980})
     monkeypatch.setattr(bench, "device_info", lambda: info)
     doc = mb.run_all(tmp_path, quick=True)

@@ -22,13 +22,13 @@ def doc():
 def test_energy_multiplies_the_power_of_the_same_load(doc):
     e = mb.energy_rows(doc)
     ps = doc["power_sustained"]
-    for way in mb.WAYS:
-        p, t, mj = e["waves"][way]
-        assert p == ps[f"{way}, 8 full waves"]["mean_w_energy"]
-        assert t == pytest.approx(mb.record.warm_summary(doc, "8 full waves")[way])
+    for variant in mb.VARIANTS:
+        p, t, mj = e["waves"][variant]
+        assert p == ps[f"{variant}, 8 full waves"]["mean_w_energy"]
+        assert t == pytest.approx(mb.record.warm_summary(doc, "8 full waves")[variant])
         assert mj == pytest.approx(p * t)
-        p1, t1, mj1 = e["one_block"][way]
-        assert p1 == ps[f"{way}, one block"]["mean_w_energy"] and mj1 == pytest.approx(p1 * t1)
+        p1, t1, mj1 = e["one_block"][variant]
+        assert p1 == ps[f"{variant}, one block"]["mean_w_energy"] and mj1 == pytest.approx(p1 * t1)
     # the numbers of the record: 368.9 W x 0.02486 ms, and 136.0 W x 0.00397 ms
     assert e["waves"]["smem"][0] == pytest.approx(368.87, abs=0.01)
     assert e["waves"]["smem"][2] == pytest.approx(368.87 * 0.024864, rel=1e-4)
@@ -38,15 +38,15 @@ def test_energy_multiplies_the_power_of_the_same_load(doc):
 def test_power_and_energy_rows_sit_side_by_side(doc):
     rows = {r["claim"]: r for r in mb.reproduce_table(doc)}
     e = mb.energy_rows(doc)
-    for way in mb.WAYS:
-        power = rows[f"Table 4: power (W), {mb.LABELS[way]}"]
-        energy = rows[f"Table 5: energy per operation (mJ), {mb.LABELS[way]}"]
+    for variant in mb.VARIANTS:
+        power = rows[f"Table 4: power (W), {mb.LABELS[variant]}"]
+        energy = rows[f"Table 5: energy per operation (mJ), {mb.LABELS[variant]}"]
         # each energy is the power of the row above times a time of the same load
-        assert energy["sound"] == pytest.approx(power["sound"] * e["one_block"][way][1])
-        assert energy["paper_way"] == pytest.approx(power["paper_way"] * e["paper_way"][way][1])
-        w_power = rows[f"power (W), 8 full waves, {mb.LABELS[way]}"]["sound"]
-        w_energy = rows[f"energy per launch (mJ), 8 full waves, {mb.LABELS[way]}"]["sound"]
-        assert w_energy == pytest.approx(w_power * e["waves"][way][1])
+        assert energy["sound"] == pytest.approx(power["sound"] * e["one_block"][variant][1])
+        assert energy["paper_way"] == pytest.approx(power["paper_way"] * e["paper_way"][variant][1])
+        w_power = rows[f"power (W), 8 full waves, {mb.LABELS[variant]}"]["sound"]
+        w_energy = rows[f"energy per launch (mJ), 8 full waves, {mb.LABELS[variant]}"]["sound"]
+        assert w_energy == pytest.approx(w_power * e["waves"][variant][1])
         assert f"{power['sound']:.1f} W x" in energy["products"][1]
 
 
@@ -54,11 +54,11 @@ def test_first_launch_breakdown_adds_up(doc):
     br = mb.first_launch_breakdown(doc)
     for name, row in br.items():
         s = mb.record.paper_way_summary(doc, name)
-        for way in mb.WAYS:
-            parts = row[way]
-            assert parts["total"] == pytest.approx(s["first_ms"][way]["mean"] * 1e3)
+        for variant in mb.VARIANTS:
+            parts = row[variant]
+            assert parts["total"] == pytest.approx(s["first_ms"][variant]["mean"] * 1e3)
             assert parts["load"] + parts["launch"] + parts["rest"] == pytest.approx(parts["total"])
-            assert parts["load"] == pytest.approx(s["host_us"]["load"][way]["mean"])
+            assert parts["load"] == pytest.approx(s["host_us"]["load"][variant]["mean"])
     g = br["paper"]
     assert sum(g["gap"].values()) == pytest.approx(g["gap_total"])
     assert g["gap"]["load"] / g["gap_total"] > 0.9          # lazy module loading dominates

@@ -54,7 +54,7 @@ _REFERENCE_TABLE = r"""
 03_permutation_and_quad_reduction/3 | the course's reduction or a store to memory | \bpermute_fig2\b|\bquad_reduce_alg3\b|\brows_16x16\b|\breduce_lines\b|\breduce_acc\b|\bstore_matrix_sync\b
 03_permutation_and_quad_reduction/4 | the course's reduction or a store to memory | \breduce_lines\b|\blines_generic\b|\breduce_acc\b|\bstore_matrix_sync\b
 04_microbenchmark/1 | the course's analysis | \bmb\b|\bmicrobenchmark\b|\bfindings\b
-04_microbenchmark/2 | the course's plan | \bmb\b|\bmicrobenchmark\b|\bVARIANTS\b|\bFACTOR_VALUES\b
+04_microbenchmark/2 | the course's plan | \bmb\b|\bmicrobenchmark\b|\bSETUPS\b|\bFACTOR_VALUES\b
 04_microbenchmark/3 | the course's warm measurement | \bmb\b|\bmicrobenchmark\b|\bwarm\w*\s*\(
 04_microbenchmark/4 | the course's timed kernels | \browmax_tile\b|\bfold_bits\b|\bepilogue_smem\b
 05_flash_attention/1 | the course's online softmax | \bfa\b|\bflash_attention\b|\bonline_softmax\w*|\battention_reference\b

@@ -14,7 +14,7 @@ One job per module:
   the clock reads enclose the epilogue (:func:`clock_bracket`).
 * **The paper's measurement**: one timed launch per fresh process, baseline first, averaged over
   processes (:mod:`.processes`, :func:`run_processes`; the child runs :mod:`.child_main`), and
-  the same with ONE factor changed at a time (:mod:`.variants`, :data:`VARIANTS`: launch order,
+  the same with ONE factor changed at a time (:mod:`.setups`, :data:`SETUPS`: launch order,
   module loading, loading the kernels before timing, an untimed warm-up launch).
 * **Sound measurements**: warm, in-process, thousands of launches in both orders through
   :func:`fraglab.bench.compare` (:mod:`.warm`, :func:`warm_compare`); the epilogue alone in SM
@@ -33,7 +33,7 @@ One job per module:
 Command line::
 
     python -m fraglab.microbenchmark all --out book/data/04_microbenchmark
-    python -m fraglab.microbenchmark paper --processes 30 [--variants paper,warmup] [--out DIR]
+    python -m fraglab.microbenchmark paper --processes 30 [--setups paper,warmup] [--out DIR]
     python -m fraglab.microbenchmark warm|cycles|power|ncu|table3|check [--out DIR]
 """
 from ..child import MARKER as CHILD_MARKER, ChildError  # noqa: F401
@@ -42,8 +42,8 @@ from ..nvml import PowerSampler  # noqa: F401
 from .build_report import (EPILOGUE_OPS, bracket, build_report, clock_bracket,  # noqa: F401
                            kernel_sass, write_cubin)
 from .cli import main  # noqa: F401
-from .kernels import (DTYPES, KERNELS, LABELS, MAX_TILES, WAYS, decode, encode,  # noqa: F401
-                      kernel_name, launcher, random_inputs, reference, rowmax, rowmax_cycles,
+from .kernels import (DTYPES, FINAL, KERNELS, LABELS, MAX_TILES, VARIANTS, decode,  # noqa: F401
+                      encode, kernel_name, launcher, random_inputs, reference, rowmax, rowmax_cycles,
                       storage_dtype, tolerance)
 from .lab import (clock_source_problems, cycles_of_source, recorded_compares,  # noqa: F401
                   warm_plan_problems)
@@ -60,9 +60,9 @@ from .explain import (energy_rows, epilogue_vs_kernel,  # noqa: F401
                       waves_throughput)
 from .record import RESULTS_DIR, load  # noqa: F401
 from .report import PAPER, conclusion, findings, format_table, reproduce_table  # noqa: F401
-from .tables import (VARIANT_SHORT, build_html, cycles_html, loading_html,  # noqa: F401
+from .tables import (SETUP_SHORT, build_html, cycles_html, loading_html,  # noqa: F401
                      occupancy_html, power_html, reproduce_html, warm_html)
 from .run import PLAN, POWER_S, run_all  # noqa: F401
-from .variants import (FACTOR_VALUES, PAPER_CONFIG, VARIANT_LABELS, VARIANTS,  # noqa: F401
-                       one_factor_problems, variant_config)
+from .setups import (FACTOR_VALUES, PAPER_CONFIG, SETUP_LABELS, SETUPS,  # noqa: F401
+                       one_factor_problems, setup_config)
 from .warm import epilogue_cycles, fill_tiles, warm_compare  # noqa: F401

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import sass, toolchain
-from .kernels import KERNELS, WAYS, kernel_name
+from .kernels import KERNELS, VARIANTS, kernel_name
 
 #: Base opcodes of the two epilogues (the clock reads must enclose all of them).
 EPILOGUE_OPS = ("STS", "BAR", "LDS", "SHFL", "FMNMX")
@@ -19,15 +19,15 @@ def kernel_sass(arch: str, kernel: str) -> str:
 
 
 def build_report(arch: str = "sm_90", dtype: str = "bf16") -> dict:
-    """Per way: registers, shared memory, barriers (ptxas) and SASS counts, for ``arch``."""
+    """Per variant: registers, shared memory, barriers (ptxas) and SASS counts, for ``arch``."""
     b = toolchain.compile(KERNELS, arch)
     out = {}
-    for way in WAYS:
-        k = kernel_name(way, dtype)
+    for variant in VARIANTS:
+        k = kernel_name(variant, dtype)
         r = b.resources[k]
         text = b.sass(k)
         ops, cls = sass.count_opcodes(text), sass.count_classes(text)
-        out[way] = {"kernel": k, "registers": r["registers"], "smem_bytes": r["smem"],
+        out[variant] = {"kernel": k, "registers": r["registers"], "smem_bytes": r["smem"],
                     "barriers": r["barriers"], "stack_frame": r["stack_frame"],
                     "spill_stores": r["spill_stores"], "spill_loads": r["spill_loads"],
                     "instructions": int(sum(cls.values())),
@@ -63,9 +63,9 @@ def bracket(lines: Sequence[str], epilogue_ops: Sequence[str] = EPILOGUE_OPS) ->
             "ok": not problems, "problems": problems}
 
 
-def clock_bracket(arch: str = "sm_90", way: str = "regs", dtype: str = "bf16") -> dict:
+def clock_bracket(arch: str = "sm_90", variant: str = "regs", dtype: str = "bf16") -> dict:
     """:func:`bracket` for one of this topic's ``_clock`` kernels; adds its ``listing``."""
-    k = kernel_name(way, dtype, clock=True)
+    k = kernel_name(variant, dtype, clock=True)
     lines = sass.listing(kernel_sass(arch, k))
     return {"arch": arch, "kernel": k, **bracket(lines), "listing": lines}
 

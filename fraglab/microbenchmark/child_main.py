@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .kernels import kernel_name, storage_dtype
-from .variants import variant_config
+from .setups import setup_config
 
 
 def _loading_mode() -> str | None:
@@ -28,7 +28,7 @@ def time_first_launches(config: dict, cubin_path, later: int = 3) -> dict:
     Returns the record the parent reads: ``first``, ``later`` (ms), ``host_us``,
     ``loading_mode``, ``order``, ``startup_s``."""
     t_start = time.perf_counter()
-    cfg = variant_config(config)
+    cfg = setup_config(config)
     import cupy as cp
     t_import = time.perf_counter()
     cubin = Path(cubin_path).read_bytes()
@@ -49,13 +49,13 @@ def time_first_launches(config: dict, cubin_path, later: int = 3) -> dict:
     # with LAZY loading at the first launch of one of its kernels, with EAGER at initialisation.
     # The child loads it itself (not through launch.get_kernel) because *when* that happens is
     # the variable under test.
-    def function(way):
-        if way not in state["fns"]:
+    def function(variant):
+        if variant not in state["fns"]:
             if state["module"] is None:
                 state["module"] = cp.cuda.function.Module()
                 state["module"].load(cubin)
-            state["fns"][way] = state["module"].get_function(kernel_name(way, dtype))
-        return state["fns"][way]
+            state["fns"][variant] = state["module"].get_function(kernel_name(variant, dtype))
+        return state["fns"][variant]
 
     if cfg["module_loading"] == "EAGER":
         state["module"] = cp.cuda.function.Module()
@@ -68,13 +68,13 @@ def time_first_launches(config: dict, cubin_path, later: int = 3) -> dict:
             function(w)(grid, block, args_k)
         cp.cuda.runtime.deviceSynchronize()
 
-    def timed(way):
+    def timed(variant):
         # CUDA events around one launch; the function is looked up (and, lazily, loaded) inside,
         # where the runtime does it for a program like the paper's. Called directly (not through
         # launch.launch) to keep Python's share of the window as small as the paper's C++.
         start.record()
         h0 = time.perf_counter_ns()
-        fn = function(way)
+        fn = function(variant)
         h1 = time.perf_counter_ns()
         fn(grid, block, args_k)
         h2 = time.perf_counter_ns()

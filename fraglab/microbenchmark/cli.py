@@ -12,14 +12,14 @@ import numpy as np
 from .. import child
 from .build_report import build_report, write_cubin
 from .child_main import time_first_launches
-from .kernels import DTYPES, LABELS, MAX_TILES, WAYS, launcher, random_inputs
+from .kernels import DTYPES, LABELS, MAX_TILES, VARIANTS, launcher, random_inputs
 from .ncu import drive, occupancy_table, run_ncu
 from .power import relaunch_power, sustained_power
 from .problems import check_correctness
 from .processes import device_info_in_child, run_processes
 from .record import RESULTS_DIR
 from .run import run_all
-from .variants import VARIANTS
+from .setups import SETUPS
 from .warm import epilogue_cycles, warm_compare
 
 
@@ -57,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--quick", action="store_true", help="a smoke run, about a minute")
     pp = sub.add_parser("paper", help="the paper's measurement: one launch per fresh process")
     pp.add_argument("--processes", type=_positive, default=20)
-    pp.add_argument("--variants", default="paper",
-                    help="comma-separated, from: " + ", ".join(VARIANTS) + " (or 'all')")
+    pp.add_argument("--setups", default="paper",
+                    help="comma-separated, from: " + ", ".join(SETUPS) + " (or 'all')")
     pp.add_argument("--out", type=Path)
     for name, hlp in (("warm", "warm in-process comparison, both orders"),
                       ("cycles", "the epilogue in clock64 cycles"),
@@ -117,15 +117,15 @@ def _table3(args) -> int:
 
 
 def _paper(args) -> int:
-    names = list(VARIANTS) if args.variants == "all" else args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
+    names = list(SETUPS) if args.setups == "all" else args.setups.split(",")
+    unknown = [n for n in names if n not in SETUPS]
     if unknown:
-        raise SystemExit(f"unknown variant(s) {unknown}; known: {', '.join(VARIANTS)}")
+        raise SystemExit(f"unknown setup(s) {unknown}; known: {', '.join(SETUPS)}")
     info = device_info_in_child()
     arch = "sm_" + info["compute_capability"].replace(".", "")
     with tempfile.TemporaryDirectory(prefix="fraglab04_") as tmp:
         cubin = write_cubin(arch, Path(tmp))
-        res = run_processes({n: VARIANTS[n] for n in names}, args.processes, cubin=cubin)
+        res = run_processes({n: SETUPS[n] for n in names}, args.processes, cubin=cubin)
     for n in names:
         s = res["variants"][n]["summary"]
         if s.get("n"):
@@ -149,7 +149,7 @@ def _on_gpu(args) -> int:
     if args.cmd == "warm":
         out = []
         for n in _tiles(args.tiles):
-            for first in WAYS:
+            for first in VARIANTS:
                 cmp = warm_compare(n, first=first, progress=True)
                 print(f"{n} tiles, {first} first:\n{cmp.table()}", flush=True)
                 out.append({"tiles": n, "first": first, "comparison": cmp})
@@ -168,7 +168,7 @@ def _on_gpu(args) -> int:
         import cupy as cp
         a, b = random_inputs(1)
         ag, bg = cp.asarray(a), cp.asarray(b)
-        res = {"sustained": sustained_power({w: launcher(ag, bg, way=w)[0] for w in WAYS})}
+        res = {"sustained": sustained_power({w: launcher(ag, bg, variant=w)[0] for w in VARIANTS})}
         with tempfile.TemporaryDirectory(prefix="fraglab04_") as tmp:
             res["relaunch"] = relaunch_power(write_cubin(device.arch(), Path(tmp)))
         _save(args.out, "power", res)

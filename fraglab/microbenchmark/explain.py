@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 
 from ..report import H100_SXM
-from .kernels import WAYS
+from .kernels import VARIANTS
 from .power import mean_power
 from .record import RESULTS_DIR, cycle_medians, from_saved, paper_way_summary, warm_summary
-from .variants import VARIANTS
+from .setups import SETUPS
 
 #: Parts of a first timed launch, in the order they happen inside the timed window.
 PARTS = ("load", "launch", "rest")
@@ -30,20 +30,20 @@ BYTES_PER_TILE = 2 * 16 * 16 * 2 + 16 * 4
 
 
 def first_launch_breakdown(doc: dict) -> dict:
-    """Per variant and kernel, the mean first-launch time (us) split into the host's time to
+    """Per setup and kernel, the mean first-launch time (us) split into the host's time to
     find and load the kernel, the launch call, and the rest (the GPU's part): means over the
     same processes, so the three parts add up exactly to the mean the paper's statistic uses.
 
-    ``{variant: {way: {"total", "load", "launch", "rest"}, "gap": {part: baseline - in-register},
+    ``{setup: {variant: {"total", "load", "launch", "rest"}, "gap": {part: baseline - in-register},
     "gap_total"}}``."""
     out = {}
-    for name in VARIANTS:
+    for name in SETUPS:
         v = doc.get("paper_way", {}).get("variants", {}).get(name)
         if not v or not v.get("records"):
             continue
         rec = v["records"]
         row = {}
-        for w in WAYS:
+        for w in VARIANTS:
             total = float(np.mean([r["first"][w] for r in rec])) * 1e3
             load = float(np.mean([r["host_us"]["load"][w] for r in rec]))
             launch = float(np.mean([r["host_us"]["launch"][w] for r in rec]))
@@ -76,7 +76,7 @@ def sm_mhz(doc: dict) -> float | None:
 def _warm_times_ns(doc: dict, label: str) -> dict:
     runs = [w for w in doc.get("warm", []) if w["label"] == label and w["dtype"] == "bf16"]
     return {w: np.concatenate([np.asarray(r["comparison"]["timings"][w]["times_ms"]) for r in runs])
-            * 1e6 for w in WAYS}
+            * 1e6 for w in VARIANTS}
 
 
 def epilogue_vs_kernel(doc: dict) -> dict:
@@ -133,10 +133,10 @@ def power_idle(doc: dict, log_text: str | None = None) -> dict:
     temps = [w["comparison"]["clocks"].get("temperature_c") for w in doc.get("warm", [])]
     temps = [t for t in temps if t is not None]
     return {"idle_w": idle,
-            "relaunch_w": {w: mean_power(pr[w]) for w in WAYS if w in pr},
-            "below_idle_w": {w: idle - mean_power(pr[w]) for w in WAYS if w in pr},
-            "relaunch_processes": {w: pr[w].get("processes") for w in WAYS if w in pr},
-            "relaunch_seconds": {w: pr[w]["seconds"] for w in WAYS if w in pr},
+            "relaunch_w": {w: mean_power(pr[w]) for w in VARIANTS if w in pr},
+            "below_idle_w": {w: idle - mean_power(pr[w]) for w in VARIANTS if w in pr},
+            "relaunch_processes": {w: pr[w].get("processes") for w in VARIANTS if w in pr},
+            "relaunch_seconds": {w: pr[w]["seconds"] for w in VARIANTS if w in pr},
             "relaunch_start_s": start("power, the paper's way"),
             "idle_start_s": start("power, sustained"),
             "temp_start_c": (doc.get("device_before", {}).get("clocks") or {}).get("temperature_c"),
@@ -151,16 +151,17 @@ def energy_rows(doc: dict) -> dict:
     * ``one_block``: the sustained one-block loop's power x the warm one-block median;
     * ``waves``: the sustained 8-full-wave loop's power x the warm 8-full-wave median.
 
-    ``{load: {way: (power_w, time_ms, energy_mj)}}``; a load missing from the record is left out."""
+    ``{load: {variant: (power_w, time_ms, energy_mj)}}``; a load missing from the record is left
+    out."""
     out = {}
     pw = paper_way_summary(doc)
     pr, ps = doc.get("power_relaunch", {}), doc.get("power_sustained", {})
-    if pw and all(w in pr for w in WAYS):
-        out["paper_way"] = {w: (mean_power(pr[w]), pw["first_ms"][w]["mean"]) for w in WAYS}
+    if pw and all(w in pr for w in VARIANTS):
+        out["paper_way"] = {w: (mean_power(pr[w]), pw["first_ms"][w]["mean"]) for w in VARIANTS}
     for load, label in (("one_block", "one block"), ("waves", "8 full waves")):
         s = warm_summary(doc, label)
-        if s and all(f"{w}, {label}" in ps for w in WAYS):
-            out[load] = {w: (mean_power(ps[f"{w}, {label}"]), s[w]) for w in WAYS}
+        if s and all(f"{w}, {label}" in ps for w in VARIANTS):
+            out[load] = {w: (mean_power(ps[f"{w}, {label}"]), s[w]) for w in VARIANTS}
     return {k: {w: (p, t, p * t) for w, (p, t) in v.items()} for k, v in out.items()}
 
 
@@ -171,7 +172,7 @@ def waves_throughput(doc: dict) -> dict:
     tiles = next(w["tiles"] for w in doc["warm"] if w["label"] == "8 full waves")
     l2 = doc.get("device", {}).get("l2_cache_bytes") or doc["device_before"]["l2_cache_bytes"]
     out = {"tiles": tiles, "bytes": tiles * BYTES_PER_TILE, "l2_bytes": l2}
-    for w in WAYS:
+    for w in VARIANTS:
         sec = s[w] * 1e-3
         tf = tiles * FLOP_PER_TILE / sec / 1e12
         tb = tiles * BYTES_PER_TILE / sec / 1e12

@@ -8,25 +8,27 @@ from .. import launch
 from ..dtypes import from_bf16, to_bf16
 
 KERNELS = "04_microbenchmark"
-WAYS = ("smem", "regs")
+#: The ladder: the shared-memory baseline, then the paper's in-register epilogue (the last rung).
+VARIANTS = ("smem", "regs")
+FINAL = VARIANTS[-1]
 DTYPES = ("f16", "bf16")
 LABELS = {"smem": "baseline (shared memory)", "regs": "in-register"}
 MAX_TILES = 2**31 - 1                  # gridDim.x limit; one tile per 32-thread block
 
 
-def check_way(way: str) -> str:
-    """``way`` is ``smem`` (the shared-memory baseline) or ``regs`` (in registers)."""
-    return launch.check_choice("way (smem = the shared-memory baseline, regs = in registers)",
-                               way, WAYS)
+def check_variant(variant: str) -> str:
+    """``variant`` is ``smem`` (the shared-memory baseline) or ``regs`` (in registers)."""
+    return launch.check_choice("variant (smem = the shared-memory baseline, regs = in registers)",
+                               variant, VARIANTS)
 
 
 def check_dtype(dtype: str) -> str:
     return launch.check_choice("dtype", dtype, DTYPES)
 
 
-def kernel_name(way: str, dtype: str = "bf16", clock: bool = False) -> str:
+def kernel_name(variant: str, dtype: str = "bf16", clock: bool = False) -> str:
     """``rowmax_<smem|regs>_<f16|bf16>[_clock]``."""
-    return f"rowmax_{check_way(way)}_{check_dtype(dtype)}" + ("_clock" if clock else "")
+    return f"rowmax_{check_variant(variant)}_{check_dtype(dtype)}" + ("_clock" if clock else "")
 
 
 def storage_dtype(dtype: str):
@@ -107,16 +109,16 @@ def _require_dtype_support(dtype: str) -> None:
         raise RuntimeError(why)
 
 
-def launcher(a, b, *, way: str = "regs", dtype: str = "bf16", clock: bool = False,
+def launcher(a, b, *, variant: str = FINAL, dtype: str = "bf16", clock: bool = False,
              source: str | None = None):
     """Check the arguments once and return ``(go, rows, cycles)``: ``go()`` launches the kernel
     (no synchronisation) into the same poisoned outputs ``rows`` (n, 16) float32 and, for
     ``clock=True``, ``cycles`` (n,) int64 (else None). Use ``go`` with :mod:`fraglab.bench`."""
-    check_way(way)
+    check_variant(variant)
     check_dtype(dtype)
     n = _check_inputs(a, b, dtype)
     _require_dtype_support(dtype)
-    fn = launch.get_kernel(KERNELS, kernel_name(way, dtype, clock), source=source)
+    fn = launch.get_kernel(KERNELS, kernel_name(variant, dtype, clock), source=source)
     rows = launch.poisoned((n, 16), np.float32)
     if clock:
         cycles = launch.poisoned((n,), np.int64)
@@ -130,20 +132,20 @@ def launcher(a, b, *, way: str = "regs", dtype: str = "bf16", clock: bool = Fals
     return go, rows, cycles
 
 
-def rowmax(a, b, *, way: str = "regs", dtype: str = "bf16"):
+def rowmax(a, b, *, variant: str = FINAL, dtype: str = "bf16"):
     """Row maxima (n_tiles, 16) float32 (CuPy) of ``A[t] @ B[t]`` for each tile.
 
     ``a``, ``b``: C-contiguous CuPy arrays (n_tiles, 16, 16), float16 for ``dtype='f16'`` or uint16
-    bf16 bit patterns for ``'bf16'`` (sm_80+). ``way``: ``'smem'`` (baseline) or ``'regs'``.
+    bf16 bit patterns for ``'bf16'`` (sm_80+). ``variant``: ``'smem'`` (baseline) or ``'regs'``.
     """
-    go, rows, _ = launcher(a, b, way=way, dtype=dtype)
+    go, rows, _ = launcher(a, b, variant=variant, dtype=dtype)
     go()
     return rows
 
 
-def rowmax_cycles(a, b, *, way: str = "regs", dtype: str = "bf16"):
+def rowmax_cycles(a, b, *, variant: str = FINAL, dtype: str = "bf16"):
     """The ``_clock`` kernel: ``(rows, cycles)``, cycles (n_tiles,) int64 = SM clock cycles each
     warp spent in the epilogue (from the accumulator ready to the row maxima computed)."""
-    go, rows, cycles = launcher(a, b, way=way, dtype=dtype, clock=True)
+    go, rows, cycles = launcher(a, b, variant=variant, dtype=dtype, clock=True)
     go()
     return rows, cycles

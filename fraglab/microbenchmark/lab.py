@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import launch, sass, toolchain
 from .build_report import bracket
-from .kernels import WAYS, random_inputs, reference, tolerance
+from .kernels import VARIANTS, random_inputs, reference, tolerance
 
 
 class recorded_compares:
@@ -53,13 +53,13 @@ class recorded_compares:
 
 def warm_plan_problems(calls: list[dict], summary) -> list[str]:
     """What a warm measurement lacks (empty: sound). ``calls`` from :class:`recorded_compares`;
-    ``summary`` maps "smem first" and "regs first" to ``{way: {"median_us", "p10_us",
+    ``summary`` maps "smem first" and "regs first" to ``{variant: {"median_us", "p10_us",
     "p90_us"}, "speedup": baseline median / in-register median}``."""
     problems = []
     if len(calls) < 2:
         return [f"bench.compare was called {len(calls)} time(s); measure both orders: two calls"]
-    firsts = {c["order"][0] for c in calls if sorted(c["order"]) == sorted(WAYS)}
-    for w in WAYS:
+    firsts = {c["order"][0] for c in calls if sorted(c["order"]) == sorted(VARIANTS)}
+    for w in VARIANTS:
         if w not in firsts:
             problems.append(f"no bench.compare call of both kernels with {w!r} first")
     by_first = {}
@@ -75,7 +75,7 @@ def warm_plan_problems(calls: list[dict], summary) -> list[str]:
         by_first[c["order"][0]] = c["result"]
     if not isinstance(summary, dict):
         return problems + [f"the summary must be a dict, got {type(summary).__name__}"]
-    for w in WAYS:
+    for w in VARIANTS:
         key = f"{w} first"
         if key not in summary:
             problems.append(f"the summary has no {key!r} entry")
@@ -83,19 +83,20 @@ def warm_plan_problems(calls: list[dict], summary) -> list[str]:
         if w not in by_first:
             continue
         got, cmp = summary[key], by_first[w]
-        for way in WAYS:
-            t = cmp.timings[way]
+        for variant in VARIANTS:
+            t = cmp.timings[variant]
             want = {"median_us": t.median_ms * 1e3, "p10_us": t.p10_ms * 1e3,
                     "p90_us": t.p90_ms * 1e3}
-            entry = got.get(way) if isinstance(got, dict) else None
+            entry = got.get(variant) if isinstance(got, dict) else None
             if not isinstance(entry, dict):
-                problems.append(f"summary[{key!r}] has no {way!r} entry with median and spread")
+                problems.append(f"summary[{key!r}] has no {variant!r} entry with median and spread")
                 continue
             for k, v in want.items():
                 if k not in entry:
-                    problems.append(f"summary[{key!r}][{way!r}] lacks {k!r} (report the spread)")
+                    problems.append(f"summary[{key!r}][{variant!r}] lacks {k!r} "
+                                    "(report the spread)")
                 elif not math.isclose(float(entry[k]), v, rel_tol=1e-6):
-                    problems.append(f"summary[{key!r}][{way!r}][{k!r}] = {entry[k]}, but that "
+                    problems.append(f"summary[{key!r}][{variant!r}][{k!r}] = {entry[k]}, but that "
                                     f"run measured {v:.6g}")
         sp = got.get("speedup") if isinstance(got, dict) else None
         ratio = cmp.timings["smem"].median_ms / cmp.timings["regs"].median_ms

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import child, tools
-from .kernels import WAYS, check_dtype, kernel_name, random_inputs
+from .kernels import VARIANTS, check_dtype, kernel_name, random_inputs
 
 NCU_METRICS = (
     "sm__warps_active.avg.pct_of_peak_sustained_active",       # achieved occupancy
@@ -115,12 +115,12 @@ def drive(cubin_path, dtype: str, tiles: Sequence[int]) -> None:
     import cupy as cp
     mod = cp.cuda.function.Module()
     mod.load(Path(cubin_path).read_bytes())
-    fns = {w: mod.get_function(kernel_name(w, dtype)) for w in WAYS}
+    fns = {w: mod.get_function(kernel_name(w, dtype)) for w in VARIANTS}
     for n in tiles:
         a, b = random_inputs(n, dtype)
         ag, bg = cp.asarray(a), cp.asarray(b)
         rows = cp.empty((n, 16), dtype=np.float32)
-        for w in WAYS:
+        for w in VARIANTS:
             fns[w]((n,), (32,), (ag, bg, rows, np.int32(n)))
         cp.cuda.runtime.deviceSynchronize()
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 
 from .explain import PART_LABELS, PARTS, first_launch_breakdown
-from .kernels import LABELS, WAYS
+from .kernels import LABELS, VARIANTS
 from .record import paper_way_summary, warm_summary
 from .report import PAPER
-from .tables import VARIANT_SHORT
-from .variants import VARIANTS
+from .tables import SETUP_SHORT
+from .setups import SETUPS
 
 
 def _plt():
@@ -25,17 +25,18 @@ def plot_time_distributions(doc: dict, ax=None):
     groups = []
     pw = doc.get("paper_way", {}).get("variants", {}).get("paper")
     if pw and pw["records"]:
-        groups.append(("fresh process,\nfirst launch", {w: [r["first"][w] for r in pw["records"]] for w in WAYS}))
+        groups.append(("fresh process,\nfirst launch",
+                       {w: [r["first"][w] for r in pw["records"]] for w in VARIANTS}))
         groups.append(("fresh process,\nlater launches", {w: [x for r in pw["records"]
                                                               for x in r.get("later", {}).get(w, [])]
-                                                          for w in WAYS}))
+                                                          for w in VARIANTS}))
     for label in ("one block", "8 full waves"):
         runs = [w for w in doc.get("warm", []) if w["label"] == label and w["dtype"] == "bf16"]
         if runs:
             groups.append((f"warm, in process,\n{label}", {w: np.concatenate(
-                [r["comparison"]["timings"][w]["times_ms"] for r in runs]) for w in WAYS}))
+                [r["comparison"]["timings"][w]["times_ms"] for r in runs]) for w in VARIANTS}))
     for gi, (label, data) in enumerate(groups):
-        for k, w in enumerate(WAYS):
+        for k, w in enumerate(VARIANTS):
             x = np.asarray(data[w], dtype=np.float64) * 1e3
             if x.size == 0:
                 continue
@@ -50,7 +51,7 @@ def plot_time_distributions(doc: dict, ax=None):
     ax.set_yscale("log")
     ax.set_ylabel("time per launch (us)")
     handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{k}", alpha=0.5) for k in range(2)]
-    ax.legend(handles, [LABELS[w] for w in WAYS], fontsize=8, loc="upper right")
+    ax.legend(handles, [LABELS[w] for w in VARIANTS], fontsize=8, loc="upper right")
     ax.grid(alpha=0.3, axis="y")
     return ax
 
@@ -62,10 +63,10 @@ def plot_speedups(doc: dict, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.8))
     labels, vals, colors = [], [], []
-    for name in VARIANTS:
+    for name in SETUPS:
         s = paper_way_summary(doc, name)
         if s:
-            labels.append("fresh: " + VARIANT_SHORT.get(name, name))
+            labels.append("fresh: " + SETUP_SHORT.get(name, name))
             vals.append(s["speedup_of_means"])
             colors.append("C3")
     pw = paper_way_summary(doc)
@@ -104,15 +105,15 @@ def plot_loading(doc: dict, axes=None):
     br = first_launch_breakdown(doc)
     if axes is None:
         _, axes = plt.subplots(2, 1, figsize=(8, 6.4), sharey=True)
-    labels = [f"{VARIANT_SHORT.get(n, n)}: {LABELS[w].split(' (')[0]}" for n in br for w in WAYS]
+    labels = [f"{SETUP_SHORT.get(n, n)}: {LABELS[w].split(' (')[0]}" for n in br for w in VARIANTS]
     y = np.arange(len(labels))[::-1]
     for ax, xmax in zip(axes, (None, 80.0)):
         left = np.zeros(len(labels))
         for k, part in enumerate(PARTS):
-            x = np.array([max(br[n][w][part], 0.0) for n in br for w in WAYS])
+            x = np.array([max(br[n][w][part], 0.0) for n in br for w in VARIANTS])
             ax.barh(y, x, left=left, color=("C3", "C1", "C0")[k], label=PART_LABELS[part])
             left += x
-        tot = [br[n][w]["total"] for n in br for w in WAYS]
+        tot = [br[n][w]["total"] for n in br for w in VARIANTS]
         for yi, t in zip(y, tot):
             if xmax is None or t <= xmax:
                 ax.text(t + (xmax or max(tot)) * 0.01, yi, f"{t:.0f} us", va="center", fontsize=8)
@@ -141,10 +142,10 @@ def plot_cycles(doc: dict, axes=None):
         axes = axes[0]
     for ax, label in zip(axes, labels):
         c = doc["cycles"][label]
-        allc = np.concatenate([np.asarray(c[w]["cycles"], dtype=float) for w in WAYS])
+        allc = np.concatenate([np.asarray(c[w]["cycles"], dtype=float) for w in VARIANTS])
         hi = np.percentile(allc, 99.5)
         bins = np.linspace(0, hi * 1.05, 60)
-        for k, w in enumerate(WAYS):
+        for k, w in enumerate(VARIANTS):
             x = np.asarray(c[w]["cycles"], dtype=float)
             ax.hist(np.clip(x, 0, hi * 1.05), bins=bins, alpha=0.6, color=f"C{k}",
                     label=f"{LABELS[w]}: median {np.median(x):.0f}")

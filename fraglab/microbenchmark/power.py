@@ -7,9 +7,9 @@ from typing import Callable
 
 from ..child import ChildError
 from ..nvml import PowerSampler
-from .kernels import WAYS
+from .kernels import VARIANTS
 from .processes import run_child
-from .variants import variant_config
+from .setups import setup_config
 
 
 def mean_power(r: dict) -> float | None:
@@ -55,15 +55,15 @@ def sustained_power(launches: dict[str, Callable], seconds: float = 4.0, *, idle
     return out
 
 
-def relaunch_power(cubin, seconds: float = 6.0, *, ways=WAYS, config: dict | None = None,
+def relaunch_power(cubin, seconds: float = 6.0, *, variants=VARIANTS, config: dict | None = None,
                    pci_bus_id: str | None = None, period_s: float = 0.05, log: Callable = print,
                    _command: Callable | None = None) -> dict:
     """The paper's power method, short: for each kernel, fresh processes that each launch it once
     are started back to back for ``seconds`` while NVML is sampled. Measures mostly what the GPU
     draws while processes start and stop, not the kernel."""
     out = {}
-    for way in ways:
-        cfg = variant_config({**(config or {}), "order": (way,)})
+    for variant in variants:
+        cfg = setup_config({**(config or {}), "order": (variant,)})
         n = fails = 0
         with PowerSampler(pci_bus_id, period_s=period_s) as s:
             end = time.perf_counter() + seconds
@@ -75,6 +75,6 @@ def relaunch_power(cubin, seconds: float = 6.0, *, ways=WAYS, config: dict | Non
                     fails += 1
         r = s.result()
         r.update(processes=n, failures=fails)
-        out[way] = r
-        log(f"  [power, relaunch loop] {way}: {_w(mean_power(r))} W over {n} processes")
+        out[variant] = r
+        log(f"  [power, relaunch loop] {variant}: {_w(mean_power(r))} W over {n} processes")
     return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import launch
 from ..problem import Case, Problem, rel_error
-from .kernels import (DTYPES, KERNELS, WAYS, encode, kernel_name, random_inputs, reference,
+from .kernels import (DTYPES, KERNELS, VARIANTS, encode, kernel_name, random_inputs, reference,
                       rowmax, rowmax_cycles, tolerance)
 
 #: A clock kernel's cycle count outside this range fails its tile (an unread or garbage counter).
@@ -27,9 +27,9 @@ def _special_tiles(rng, dtype: str):
     return encode(a, dtype), encode(b, dtype)
 
 
-def _inputs(rng, way, dtype, tiles, clock=False, special=False, active=None):
+def _inputs(rng, variant, dtype, tiles, clock=False, special=False, active=None):
     a, b = _special_tiles(rng, dtype) if special else random_inputs(tiles, dtype, rng)
-    return {"a": a, "b": b, "way": way, "dtype": dtype, "clock": clock, "active": active}
+    return {"a": a, "b": b, "variant": variant, "dtype": dtype, "clock": clock, "active": active}
 
 
 def _reference(a, b, dtype, active=None, **_):
@@ -39,18 +39,18 @@ def _reference(a, b, dtype, active=None, **_):
     return ref
 
 
-def _run(a, b, way, dtype, clock=False, active=None):
+def _run(a, b, variant, dtype, clock=False, active=None):
     ag, bg = launch.to_device(a), launch.to_device(b)
     if active is not None:
         # A grid of len(a) blocks told that only `active` tiles exist: the kernels guard
         # blockIdx.x < n_tiles, so the extra blocks must leave their rows alone.
         rows = launch.poisoned((len(a), 16), np.float32)
-        fn = launch.get_kernel(KERNELS, kernel_name(way, dtype))
+        fn = launch.get_kernel(KERNELS, kernel_name(variant, dtype))
         launch.launch(fn, len(a), 32, (ag, bg, rows, np.int32(active)), sync=True)
         return rows
     if not clock:
-        return rowmax(ag, bg, way=way, dtype=dtype)
-    rows, cycles = (launch.to_host(x) for x in rowmax_cycles(ag, bg, way=way, dtype=dtype))
+        return rowmax(ag, bg, variant=variant, dtype=dtype)
+    rows, cycles = (launch.to_host(x) for x in rowmax_cycles(ag, bg, variant=variant, dtype=dtype))
     lo, hi = PLAUSIBLE_CYCLES
     rows[~((cycles >= lo) & (cycles < hi))] = np.nan     # a tile with no sane count fails
     return rows
@@ -73,16 +73,16 @@ def _requires(case: Case) -> tuple[bool, str]:
     return device.supports(case.params["dtype"]) if device.gpu_available() else (True, "")
 
 
-def case_name(way: str, dtype: str, tiles: int, clock: bool = False) -> str:
-    return f"{way}-{dtype}-{tiles}" + ("-clock" if clock else "")
+def case_name(variant: str, dtype: str, tiles: int, clock: bool = False) -> str:
+    return f"{variant}-{dtype}-{tiles}" + ("-clock" if clock else "")
 
 
-_CASES = tuple(Case(case_name(w, d, n, c), way=w, dtype=d, tiles=n, clock=c, slow=n > 100)
-               for d in DTYPES for n in (1, 7, 1009) for w in WAYS for c in (False, True)) + \
-    tuple(Case(f"inf_nan-{w}-{d}", edge=True, way=w, dtype=d, tiles=2, special=True)
-          for d in DTYPES for w in WAYS) + \
-    tuple(Case(f"extra_blocks-{w}", edge=True, way=w, dtype="f16", tiles=5, active=3)
-          for w in WAYS)
+_CASES = tuple(Case(case_name(w, d, n, c), variant=w, dtype=d, tiles=n, clock=c, slow=n > 100)
+               for d in DTYPES for n in (1, 7, 1009) for w in VARIANTS for c in (False, True)) + \
+    tuple(Case(f"inf_nan-{w}-{d}", edge=True, variant=w, dtype=d, tiles=2, special=True)
+          for d in DTYPES for w in VARIANTS) + \
+    tuple(Case(f"extra_blocks-{w}", edge=True, variant=w, dtype="f16", tiles=5, active=3)
+          for w in VARIANTS)
 
 PROBLEMS = {
     "rowmax": Problem(
@@ -96,17 +96,17 @@ PROBLEMS = {
 
 def check_correctness(dtype: str = "bf16", tiles: Sequence[int] = (1, 1009), rng=None) -> list[dict]:
     """Both kernels and their clock variants on fresh random inputs (outputs poisoned) against
-    :func:`reference`, through ``PROBLEMS["rowmax"]``. One record per (way, clock, tiles): ``ok``
-    and ``max_err_over_tol`` (the largest row error over its tolerance; inf: a row unwritten)."""
+    :func:`reference`, through ``PROBLEMS["rowmax"]``. One record per (variant, clock, tiles):
+    ``ok`` and ``max_err_over_tol`` (the largest row error over its tolerance; inf: a row unwritten)."""
     rng = np.random.default_rng() if rng is None else rng
     problem = PROBLEMS["rowmax"]
     out = []
     for n in tiles:
-        for way in WAYS:
+        for variant in VARIANTS:
             for clock in (False, True):
-                case = Case(case_name(way, dtype, n, clock), way=way, dtype=dtype, tiles=n,
-                            clock=clock)
+                case = Case(case_name(variant, dtype, n, clock), variant=variant, dtype=dtype,
+                            tiles=n, clock=clock)
                 r = problem.evaluate(case, rng)
-                out.append({"dtype": dtype, "tiles": n, "way": way, "clock": clock, "ok": r.ok,
+                out.append({"dtype": dtype, "tiles": n, "way": variant, "clock": clock, "ok": r.ok,
                             "max_err_over_tol": r.error})
     return out

@@ -1,5 +1,5 @@
 """The paper's measurement, parent side: one timed launch of each kernel per fresh process
-(:mod:`.child_main` is what the process runs), in rounds over the variants, and its statistics."""
+(:mod:`.child_main` is what the process runs), in rounds over the setups, and its statistics."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ import numpy as np
 from .. import child
 from ..child import ChildError
 from ..stats import summary
-from .kernels import WAYS
-from .variants import VARIANTS, jsonable_config, variant_config
+from .kernels import VARIANTS
+from .setups import SETUPS, jsonable_config, setup_config
 
 MODULE = "fraglab.microbenchmark"
 
@@ -59,30 +59,31 @@ def _round_line(res: dict, names: list[str]) -> str:
     parts = []
     for name in names:
         recs = res[name]["records"]
-        if recs and all(w in r["first"] for r in recs for w in WAYS):
-            m = {w: np.mean([r["first"][w] for r in recs]) for w in WAYS}
+        if recs and all(w in r["first"] for r in recs for w in VARIANTS):
+            m = {w: np.mean([r["first"][w] for r in recs]) for w in VARIANTS}
             parts.append(f"{name} {m['smem']:.4f}/{m['regs']:.4f} ms")
     return ", ".join(parts) if parts else "..."
 
 
-def run_processes(variants: dict[str, dict] | None = None, processes: int = 20, *, cubin,
+def run_processes(setups: dict[str, dict] | None = None, processes: int = 20, *, cubin,
                   discard_rounds: int = 1, later: int = 3, budget_s: float | None = None,
                   min_rounds: int = 3, timeout_s: float = 120, log: Callable = print,
                   _command: Callable | None = None) -> dict:
-    """The paper's measurement, for each variant: ``processes`` fresh processes, each timing one
-    launch of each kernel with CUDA events, in rounds that run one process per variant (their
-    order rotates each round, so slow drift hits all variants alike). The first
-    ``discard_rounds`` rounds are kept apart, as the paper's script discards its first runs.
+    """The paper's measurement, for each setup (:data:`.setups.SETUPS`): ``processes`` fresh
+    processes, each timing one launch of each kernel with CUDA events, in rounds that run one
+    process per setup (their order rotates each round, so slow drift hits all setups alike). The
+    first ``discard_rounds`` rounds are kept apart, as the paper's script discards its first runs.
     Stops early, after at least ``min_rounds`` measured rounds, when ``budget_s`` is spent.
 
     Returns ``{"variants": {name: {"config", "records", "discarded", "failures", "summary"}},
-    "rounds", "stopped_by_budget", "elapsed_s"}``.
+    "rounds", "stopped_by_budget", "elapsed_s"}`` (``"variants"``, the setups, is the record's
+    key since the first H100 run; the record keeps it).
     """
-    variants = dict(VARIANTS if variants is None else variants)
+    setups = dict(SETUPS if setups is None else setups)
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
-    cfgs = {name: variant_config(ov) for name, ov in variants.items()}
-    res = {name: {"config": jsonable_config(cfg), "overrides": jsonable_config(variants[name]),
+    cfgs = {name: setup_config(ov) for name, ov in setups.items()}
+    res = {name: {"config": jsonable_config(cfg), "overrides": jsonable_config(setups[name]),
                   "records": [], "discarded": [], "failures": []} for name, cfg in cfgs.items()}
     names = list(cfgs)
     total = discard_rounds + processes
@@ -129,24 +130,24 @@ def summarize_processes(records: list[dict]) -> dict:
     out = {"n": len(records)}
     if not records:
         return out
-    ways = [w for w in WAYS if all(w in r["first"] for r in records)]
-    out["first_ms"] = {w: summary([r["first"][w] for r in records]) for w in ways}
-    later = {w: [x for r in records for x in r.get("later", {}).get(w, [])] for w in ways}
+    present = [w for w in VARIANTS if all(w in r["first"] for r in records)]
+    out["first_ms"] = {w: summary([r["first"][w] for r in records]) for w in present}
+    later = {w: [x for r in records for x in r.get("later", {}).get(w, [])] for w in present}
     out["later_ms"] = {w: summary(v) for w, v in later.items() if v}
     # host time inside the timed window: finding (and lazily loading) the kernel, then launching
     out["host_us"] = {}
     for part in ("load", "launch", "later_launch"):
         vals = {w: [x for r in records for x in np.atleast_1d(r.get("host_us", {}).get(part, {})
-                                                            .get(w, []))] for w in ways}
+                                                            .get(w, []))] for w in present}
         out["host_us"][part] = {w: summary(v) for w, v in vals.items() if len(v)}
     out["wall_s"] = summary([r["wall_s"] for r in records if "wall_s" in r])
     modes = sorted({str(r.get("loading_mode")) for r in records})
     out["loading_mode_reported"] = modes
-    if set(WAYS) <= set(ways):
+    if set(VARIANTS) <= set(present):
         f = out["first_ms"]
         out["speedup_of_means"] = f["smem"]["mean"] / f["regs"]["mean"]
         out["speedup_of_medians"] = f["smem"]["median"] / f["regs"]["median"]
-        if set(WAYS) <= set(out["later_ms"]):
+        if set(VARIANTS) <= set(out["later_ms"]):
             lm = out["later_ms"]
             out["later_speedup_of_medians"] = lm["smem"]["median"] / lm["regs"]["median"]
     return out

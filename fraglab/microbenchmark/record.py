@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from ..tools import REPO_ROOT
-from .kernels import WAYS
+from .kernels import VARIANTS
 
 RESULTS_DIR = REPO_ROOT / "book" / "data" / "04_microbenchmark"
 
@@ -45,31 +45,32 @@ def from_saved(doc: dict) -> dict:
 
 
 def warm_summary(doc: dict, label: str, dtype: str = "bf16") -> dict | None:
-    """Medians over both orders of a warm configuration: {way: median_ms, ratio, p10/p90}."""
+    """Medians over both orders of a warm configuration: {variant: median_ms, ratio, p10/p90}."""
     runs = [w for w in doc.get("warm", []) if w["label"] == label and w["dtype"] == dtype]
     if not runs:
         return None
     out = {}
-    for way in WAYS:
-        x = np.concatenate([np.asarray(r["comparison"]["timings"][way]["times_ms"]) for r in runs])
-        out[way] = float(np.median(x))
-        out[way + "_p10"] = float(np.percentile(x, 10))
-        out[way + "_p90"] = float(np.percentile(x, 90))
+    for variant in VARIANTS:
+        x = np.concatenate([np.asarray(r["comparison"]["timings"][variant]["times_ms"])
+                            for r in runs])
+        out[variant] = float(np.median(x))
+        out[variant + "_p10"] = float(np.percentile(x, 10))
+        out[variant + "_p90"] = float(np.percentile(x, 90))
     out["ratio"] = out["smem"] / out["regs"]
     out["ratio_by_order"] = {r["first"]: r["comparison"]["ratios"]["regs"] for r in runs}
     return out
 
 
 def paper_way_summary(doc: dict, name: str = "paper") -> dict | None:
-    """The summary of one variant of the fresh-process measurement (None: not measured)."""
+    """The summary of one setup of the fresh-process measurement (None: not measured)."""
     v = doc.get("paper_way", {}).get("variants", {}).get(name)
     return v["summary"] if v and v["summary"].get("n") else None
 
 
 def cycle_medians(doc: dict, label: str = "one block") -> dict | None:
-    """Median epilogue cycles per way for one grid (None: not measured)."""
+    """Median epilogue cycles per variant for one grid (None: not measured)."""
     c = doc.get("cycles", {}).get(label)
     if not c:
         return None
     return {w: float(c[w]["stats"]["median"]) if "stats" in c[w] else
-            float(np.median(c[w]["cycles"])) for w in WAYS}
+            float(np.median(c[w]["cycles"])) for w in VARIANTS}

@@ -6,12 +6,12 @@ import math
 
 import numpy as np
 
-from .kernels import LABELS, WAYS
+from .kernels import LABELS, VARIANTS
 from .ncu import occupancy_table
 from .explain import energy_rows, epilogue_vs_kernel, first_launch_breakdown
 from .power import mean_power
 from .record import cycle_medians, paper_way_summary, warm_summary
-from .variants import VARIANT_LABELS, VARIANTS
+from .setups import SETUP_LABELS, SETUPS
 
 #: The paper's figures (Morales 2025, Tables 2-5), to compare with. Its Table 5 prints energy in
 #: "uJ", but its own formula, power (W) x runtime (ms), gives mJ (120.79 W x 0.103 ms = 12.4 mJ):
@@ -71,46 +71,47 @@ def reproduce_table(doc: dict, gpu: str = "H100") -> list[dict]:
     row("epilogue, in-register (SM cycles)", None, None, cyc["regs"] if cyc else None, ".0f")
     for key, label in (("registers", "registers per thread"), ("smem_bytes", "shared memory (bytes)"),
                        ("barriers", "barriers")):
-        for way in WAYS:
-            ours = build["ways"][way][key] if build else None
-            row(f"Table 3: {label}, {LABELS[way]}", P[key][way], None, ours, "d",
+        for variant in VARIANTS:
+            ours = build["ways"][variant][key] if build else None
+            row(f"Table 3: {label}, {LABELS[variant]}", P[key][variant], None, ours, "d",
                 f"ptxas, {build['arch']}" if build else "")
     occ = {}
     if doc.get("ncu", {}).get("ok"):
         for r in occupancy_table(doc["ncu"]):
             if r["tiles"] == 2048:
                 occ["smem" if "_smem_" in r["kernel"] else "regs"] = r["achieved_pct"]
-    for way in WAYS:
-        row(f"Table 3: achieved occupancy (%), {LABELS[way]}", P["occupancy_pct"][way], None,
-            occ.get(way), ".1f", "ncu, 2048 one-warp blocks (the paper's profiling grid)")
+    for variant in VARIANTS:
+        row(f"Table 3: achieved occupancy (%), {LABELS[variant]}", P["occupancy_pct"][variant],
+            None, occ.get(variant), ".1f", "ncu, 2048 one-warp blocks (the paper's profiling grid)")
     pr, ps = doc.get("power_relaunch", {}), doc.get("power_sustained", {})
-    for way in WAYS:
-        ours_pw = mean_power(pr[way]) if way in pr else None
-        key = f"{way}, one block"
+    for variant in VARIANTS:
+        ours_pw = mean_power(pr[variant]) if variant in pr else None
+        key = f"{variant}, one block"
         ours_s = mean_power(ps[key]) if key in ps else None
-        row(f"Table 4: power (W), {LABELS[way]}", P["power_w"][way], ours_pw, ours_s, ".1f",
+        row(f"Table 4: power (W), {LABELS[variant]}", P["power_w"][variant], ours_pw, ours_s, ".1f",
             "paper's way: process relaunch loop; sound: back-to-back warm launches, one block")
-    for way in WAYS:
-        key = f"{way}, 8 full waves"
-        row(f"power (W), 8 full waves, {LABELS[way]}", None, None,
+    for variant in VARIANTS:
+        key = f"{variant}, 8 full waves"
+        row(f"power (W), 8 full waves, {LABELS[variant]}", None, None,
             mean_power(ps[key]) if key in ps else None, ".1f",
             "back-to-back warm launches of a grid that fills the GPU 8 times")
     # Energy = the power of a load x the time of the same load (W x ms = mJ), so that each energy
     # row multiplies the power shown in the power row of that load.
     e = energy_rows(doc)
-    prod = lambda load, way: (f"{e[load][way][0]:.1f} W x {e[load][way][1]:.4f} ms"
-                              if way in e.get(load, {}) else "")
-    val = lambda load, way: e[load][way][2] if way in e.get(load, {}) else None
-    for way in WAYS:
-        row(f"Table 5: energy per operation (mJ), {LABELS[way]}", P["energy"][way],
-            val("paper_way", way), val("one_block", way), ".3g",
+    prod = lambda load, variant: (f"{e[load][variant][0]:.1f} W x {e[load][variant][1]:.4f} ms"
+                              if variant in e.get(load, {}) else "")
+    val = lambda load, variant: e[load][variant][2] if variant in e.get(load, {}) else None
+    for variant in VARIANTS:
+        row(f"Table 5: energy per operation (mJ), {LABELS[variant]}", P["energy"][variant],
+            val("paper_way", variant), val("one_block", variant), ".3g",
             "power (W) x runtime (ms) of the same load; the paper prints uJ for the same product",
-            products=(prod("paper_way", way), prod("one_block", way)))
+            products=(prod("paper_way", variant), prod("one_block", variant)))
     gain = lambda load: (e[load]["smem"][2] / e[load]["regs"][2]) if len(e.get(load, {})) == 2 else None
     row("Table 5: efficiency gain (x)", P["energy_gain"], gain("paper_way"), gain("one_block"), ".2f")
-    for way in WAYS:
-        row(f"energy per launch (mJ), 8 full waves, {LABELS[way]}", None, None, val("waves", way),
-            ".3g", "8-full-wave power x 8-full-wave warm median", products=("", prod("waves", way)))
+    for variant in VARIANTS:
+        row(f"energy per launch (mJ), 8 full waves, {LABELS[variant]}", None, None,
+            val("waves", variant), ".3g", "8-full-wave power x 8-full-wave warm median",
+            products=("", prod("waves", variant)))
     row("efficiency gain, 8 full waves (x)", None, None, gain("waves"), ".2f")
     return rows
 
@@ -157,12 +158,12 @@ def findings(doc: dict) -> list[str]:
         out.append(f"The paper's way ({pw['n']} fresh processes, baseline first): baseline "
                    f"{f['smem']['mean'] * 1e3:.1f} us, in-register {f['regs']['mean'] * 1e3:.1f} us "
                    f"(means), a ratio of {pw['speedup_of_means']:.2f}x (paper: 6.1x on an H100).")
-        if "later_ms" in pw and set(WAYS) <= set(pw["later_ms"]):
+        if "later_ms" in pw and set(VARIANTS) <= set(pw["later_ms"]):
             lm = pw["later_ms"]
             out.append(f"In the same processes, later launches timed the same way take "
                        f"{lm['smem']['median'] * 1e3:.1f} us and {lm['regs']['median'] * 1e3:.1f} us "
                        f"(medians): {pw['later_speedup_of_medians']:.2f}x.")
-        for name, label in VARIANT_LABELS.items():
+        for name, label in SETUP_LABELS.items():
             s = paper_way_summary(doc, name)
             if name == "paper" or not s:
                 continue
@@ -193,7 +194,7 @@ def findings(doc: dict) -> list[str]:
                        f"neither confirm nor refute the epilogue's {ev['saving_ns']:.0f} ns.")
     if pw and w1:
         target = w1["ratio"]
-        close = [VARIANT_LABELS[n] for n in VARIANT_LABELS if n != "paper" and paper_way_summary(doc, n)
+        close = [SETUP_LABELS[n] for n in SETUP_LABELS if n != "paper" and paper_way_summary(doc, n)
                  and abs(math.log(paper_way_summary(doc, n)["speedup_of_means"] / target)) < math.log(1.25)]
         if close:
             out.append("Single changes that bring the fresh-process ratio within 25 % of the warm "
@@ -221,18 +222,18 @@ def conclusion(doc: dict) -> list[str]:
                   "the paper's figure is not reproduced.")
                + f" Measured warm in one process, one block, both orders: {s_w:.2f}x"
                + (f"; on a grid that fills the GPU eight times: {wg['ratio']:.2f}x." if wg else "."))
-    effects = {n: paper_way_summary(doc, n)["speedup_of_means"] for n in VARIANTS
+    effects = {n: paper_way_summary(doc, n)["speedup_of_means"] for n in SETUPS
                if n != "paper" and paper_way_summary(doc, n)}
     explain = [n for n, v in effects.items() if near(v, s_w)]
     if not near(s_pw, s_w):
         if explain:
             out.append("The two differ, and changing one factor alone closes the gap: "
-                       + "; ".join(f"{VARIANT_LABELS[n]} ({effects[n]:.2f}x)" for n in explain)
+                       + "; ".join(f"{SETUP_LABELS[n]} ({effects[n]:.2f}x)" for n in explain)
                        + ". What the paper's method times is therefore not the epilogue but "
                        "what those changes remove from the timed launch.")
         else:
             out.append("The two differ, and no single factor closes the gap: "
-                       + "; ".join(f"{VARIANT_LABELS[n]}: {v:.2f}x" for n, v in effects.items())
+                       + "; ".join(f"{SETUP_LABELS[n]}: {v:.2f}x" for n, v in effects.items())
                        + ".")
             gap = first_launch_breakdown(doc).get("paper")
             if gap and gap["gap_total"] > 0:

@@ -12,14 +12,14 @@ import numpy as np
 from ..progress import Log
 from ..stats import summary
 from .build_report import build_report, clock_bracket, write_cubin
-from .kernels import DTYPES, WAYS, launcher, random_inputs
+from .kernels import DTYPES, VARIANTS, launcher, random_inputs
 from .ncu import occupancy_table, run_ncu
 from .power import relaunch_power, sustained_power
 from .problems import check_correctness
 from .processes import device_info_in_child, run_processes
 from .record import compact
 from .report import findings, format_table, reproduce_table
-from .variants import VARIANTS
+from .setups import SETUPS
 from .warm import epilogue_cycles, fill_tiles, warm_compare
 
 #: Seconds of each power loop: (relaunch loop per kernel, sustained loop per load, idle), for a
@@ -40,7 +40,7 @@ def _setup(doc: dict, log: Log) -> tuple[dict, str]:
     doc["device_before"] = info
     doc["build"] = {a: build_report(a) for a in dict.fromkeys((arch, "sm_90", "sm_120"))}
     doc["clock_bracket"] = {a: {w: {k: v for k, v in clock_bracket(a, w).items() if k != "listing"}
-                                for w in WAYS} for a in dict.fromkeys((arch, "sm_90"))}
+                                for w in VARIANTS} for a in dict.fromkeys((arch, "sm_90"))}
     for w, r in doc["build"][arch]["ways"].items():
         log(f"  {w}: {r['registers']} registers, {r['smem_bytes']} B shared, {r['barriers']} "
             f"barrier(s), {r['opcodes']['STS']} STS / {r['opcodes']['LDS']} LDS / "
@@ -55,7 +55,7 @@ def _fresh_processes(doc: dict, log: Log, info: dict, arch: str, *, processes: i
     try:
         cubin = write_cubin(arch, tmp)
         log.phase(f"the paper's way: {processes} fresh processes per variant, interleaved")
-        doc["paper_way"] = run_processes(VARIANTS, processes, cubin=cubin, log=log,
+        doc["paper_way"] = run_processes(SETUPS, processes, cubin=cubin, log=log,
                                          budget_s=paper_budget_s)
         for name, v in doc["paper_way"]["variants"].items():
             s = v["summary"]
@@ -107,7 +107,7 @@ def _warm(doc: dict, log: Log, sms: int, rng, quick: bool) -> None:
         for label, n, flush in configs:
             if dtype == "f16" and label not in ("one block", "8 full waves"):
                 continue
-            for first in WAYS:
+            for first in VARIANTS:
                 cmp = warm_compare(n, dtype, first=first, repeat=rep, flush_l2=flush, rng=rng,
                                    rounds=10)
                 doc["warm"].append({"label": label, "tiles": n, "dtype": dtype, "first": first,
@@ -125,7 +125,7 @@ def _cycles(doc: dict, log: Log, sms: int, rng, quick: bool) -> None:
     for label, n, launches, warm in (("one block", 1, 40 if quick else 400, 5),
                                      ("8 full waves", fill_tiles(sms, 8), 1, 1)):
         c = epilogue_cycles(n, "bf16", launches=launches, warmup=warm, rng=rng)
-        for w in WAYS:
+        for w in VARIANTS:
             c[w]["stats"] = summary(c[w]["cycles"])
             if n > 1:   # keep the record small: statistics of all, 4096 samples for the plots
                 c[w]["first"] = summary(c[w]["first"])
@@ -144,8 +144,8 @@ def _sustained_power(doc: dict, log: Log, info: dict, rng, speed: str) -> None:
     for label, n in (("one block", 1), ("8 full waves", fill_tiles(info["sm_count"], 8))):
         a, b = random_inputs(n, "bf16", rng)
         ag, bg = cp.asarray(a), cp.asarray(b)
-        for w in WAYS:
-            launches[f"{w}, {label}"] = launcher(ag, bg, way=w, dtype="bf16")[0]
+        for w in VARIANTS:
+            launches[f"{w}, {label}"] = launcher(ag, bg, variant=w, dtype="bf16")[0]
     try:
         doc["power_sustained"] = sustained_power(launches, POWER_S[speed][1],
                                                  idle_s=POWER_S[speed][2],

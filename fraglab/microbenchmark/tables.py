@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ..report import Table
 from .explain import first_launch_breakdown
-from .kernels import LABELS, WAYS
+from .kernels import LABELS, VARIANTS
 from .ncu import occupancy_table
 from .power import mean_power
 from .record import paper_way_summary
 from .report import HEADER, cells, reproduce_table
-from .variants import VARIANT_LABELS, VARIANTS
+from .setups import SETUP_LABELS, SETUPS
 
-#: Short names of the fresh-process variants, for table rows and plot labels.
-VARIANT_SHORT = {"paper": "the paper's way", "regs_first": "in-register first",
+#: Short names of the fresh-process setups, for table rows and plot labels.
+SETUP_SHORT = {"paper": "the paper's way", "regs_first": "in-register first",
                  "eager": "EAGER loading", "preload": "kernels loaded first",
                  "warmup": "one untimed launch first"}
 
@@ -38,7 +38,7 @@ def short_claim(claim: str) -> str:
 
 def short_verdict(r: dict) -> str:
     """``paper's way / sound way``: yes (reproduced or the same), no, or - (not measured that
-    way); rows without a paper figure say so."""
+    variant); rows without a paper figure say so."""
     if r["paper"] is None:
         return "no paper figure"
     word = {"reproduced": "yes", "same": "yes", "not reproduced": "no", "differs": "no",
@@ -58,21 +58,21 @@ def reproduce_html(doc: dict, caption: str = "") -> Table:
 
 
 def loading_html(doc: dict, caption: str = "") -> Table:
-    """The fresh-process variants: mean first launches (baseline / in-register) and their ratio,
+    """The fresh-process setups: mean first launches (baseline / in-register) and their ratio,
     medians of the later launches and theirs, the host's time in the first timed window
     (finding and loading the kernel plus the launch call), the loading mode."""
     rows = []
     br = first_launch_breakdown(doc)
-    for name in VARIANTS:
+    for name in SETUPS:
         s = paper_way_summary(doc, name)
         if not s:
             continue
         f, lm = s["first_ms"], s.get("later_ms", {})
         later = (f"{lm['smem']['median'] * 1e3:.1f} / {lm['regs']['median'] * 1e3:.1f}"
                  if lm else "-")
-        host = (" / ".join(f"{br[name][w]['load'] + br[name][w]['launch']:.0f}" for w in WAYS)
+        host = (" / ".join(f"{br[name][w]['load'] + br[name][w]['launch']:.0f}" for w in VARIANTS)
                 if name in br else "-")
-        rows.append([VARIANT_SHORT[name], s["n"],
+        rows.append([SETUP_SHORT[name], s["n"],
                      f"{f['smem']['mean'] * 1e3:.1f} / {f['regs']['mean'] * 1e3:.1f}",
                      f"{s['speedup_of_means']:.2f}x", later,
                      f"{s.get('later_speedup_of_medians', float('nan')):.2f}x", host,
@@ -131,7 +131,7 @@ def cycles_html(doc: dict, mhz: float, caption: str = "") -> Table:
     from ..stats import summary
     rows = []
     for label, c in doc.get("cycles", {}).items():
-        for w in WAYS:
+        for w in VARIANTS:
             st = c[w].get("stats") or summary(c[w]["cycles"])
             rows.append([label, LABELS[w].split(" (")[0], f"{st['median']:.0f}",
                          f"{st['p10']:.0f}-{st['p90']:.0f}", st["n"], f"{st['median'] / mhz * 1e3:.0f}"])
@@ -142,8 +142,8 @@ def cycles_html(doc: dict, mhz: float, caption: str = "") -> Table:
 def build_html(reports: dict, caption: str = "") -> Table:
     """Table 3 from the build: ``reports`` maps a target to :func:`.build_report`'s result."""
     ops = ("HMMA", "STS", "LDS", "BAR", "SHFL")
-    rows = [[arch, LABELS[way].split(" (")[0], r["registers"], r["smem_bytes"], r["barriers"],
+    rows = [[arch, LABELS[variant].split(" (")[0], r["registers"], r["smem_bytes"], r["barriers"],
              *(r["opcodes"][o] for o in ops), r["instructions"]]
-            for arch, rep in reports.items() for way, r in rep["ways"].items()]
+            for arch, rep in reports.items() for variant, r in rep["ways"].items()]
     head = ["target", "kernel", "regs", "shared B", "barriers", *ops, "instr."]
     return Table(head, rows, caption)

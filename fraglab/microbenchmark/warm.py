@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .kernels import WAYS, check_way, launcher, random_inputs, reference, tolerance
+from .kernels import VARIANTS, check_variant, launcher, random_inputs, reference, tolerance
 
 
 def fill_tiles(sm_count: int, waves: int = 1, blocks_per_sm: int = 32) -> int:
@@ -21,11 +21,11 @@ def warm_compare(n_tiles: int, dtype: str = "bf16", *, first: str = "smem", repe
     kernel warmed up and timed first in round 1. Ratios are baseline / in-register."""
     import cupy as cp
     from .. import bench
-    check_way(first)
+    check_variant(first)
     a, b = random_inputs(n_tiles, dtype, rng)
     ag, bg = cp.asarray(a), cp.asarray(b)
-    go = {w: launcher(ag, bg, way=w, dtype=dtype)[0] for w in WAYS}
-    order = [first] + [w for w in WAYS if w != first]
+    go = {w: launcher(ag, bg, variant=w, dtype=dtype)[0] for w in VARIANTS}
+    order = [first] + [w for w in VARIANTS if w != first]
     return bench.compare({w: go[w] for w in order}, baseline="smem", warmup=warmup,
                          repeat=repeat, rounds=rounds, flush_l2=flush_l2, progress=progress)
 
@@ -34,21 +34,21 @@ def epilogue_cycles(n_tiles: int, dtype: str = "bf16", *, launches: int = 200, w
                     rng=None) -> dict:
     """SM cycles of the epilogue, per warp, from the ``_clock`` kernels. Launches alternate
     between the two kernels; ``warmup`` launches of each are recorded apart (``first``).
-    Returns ``{way: {"cycles": [...], "first": [...]}}``."""
+    Returns ``{variant: {"cycles": [...], "first": [...]}}``."""
     import cupy as cp
     a, b = random_inputs(n_tiles, dtype, rng)
     ag, bg = cp.asarray(a), cp.asarray(b)
     ref, tol = reference(a, b, dtype), tolerance(a, b, dtype)
-    runs = {w: launcher(ag, bg, way=w, dtype=dtype, clock=True) for w in WAYS}
-    out = {w: {"cycles": [], "first": []} for w in WAYS}
+    runs = {w: launcher(ag, bg, variant=w, dtype=dtype, clock=True) for w in VARIANTS}
+    out = {w: {"cycles": [], "first": []} for w in VARIANTS}
     for i in range(warmup + launches):
-        for w in (WAYS if i % 2 == 0 else WAYS[::-1]):
+        for w in (VARIANTS if i % 2 == 0 else VARIANTS[::-1]):
             go, rows, cyc = runs[w]
             cyc.fill(-1)
             go()
             c = cyc.get()
             out[w]["first" if i < warmup else "cycles"].extend(int(v) for v in c)
-    for w in WAYS:
+    for w in VARIANTS:
         got = runs[w][1].get().astype(np.float64)
         if not (np.abs(got - ref) <= tol).all():
             raise RuntimeError(f"the {w} clock kernel computed wrong row maxima")
