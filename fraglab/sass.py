@@ -1,4 +1,6 @@
-"""Reading SASS: disassemble a cubin with nvdisasm and count instructions by opcode and by class."""
+"""Reading SASS: disassemble a cubin with nvdisasm, count instructions by opcode and by class,
+find loops from their back edges (:func:`loop_spans`, :func:`main_loop`), and the theoretical
+occupancy that a kernel's registers and shared memory allow on sm_90 (:func:`occupancy`)."""
 from __future__ import annotations
 
 import os
@@ -156,3 +158,89 @@ def count_classes(sass_text: str) -> Counter:
     c = Counter({k: 0 for k in (*CLASSES, "other")})
     c.update(classify(op) for op in instructions(sass_text))
     return c
+
+
+# --------------------------------------------------------------------------------------------
+# Loops, from a listing's back edges
+# --------------------------------------------------------------------------------------------
+
+_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
+_TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+
+
+def _addressed(sass_text: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
+    """(address, instruction text) of every instruction, and the address of every label."""
+    lines: list[tuple[int, str]] = []
+    labels: dict[str, int] = {}
+    pending: list[str] = []
+    for raw in sass_text.splitlines():
+        m = _LABEL.match(raw)
+        if m:
+            pending.append(m.group(1))
+            continue
+        m = _ADDR.search(raw)
+        if m and ";" in raw:
+            addr = int(m.group(1), 16)
+            for name in pending:
+                labels[name] = addr
+            pending = []
+            lines.append((addr, raw.split("*/", 1)[1].split(";")[0].strip()))
+    return lines, labels
+
+
+def loop_spans(sass_text: str) -> list[tuple[int, int]]:
+    """Loops of a kernel's listing as ``(first, last)`` indices into :func:`listing` order (with
+    ``padding=True``): each backward ``BRA`` (target address below the branch) closes one."""
+    lines, labels = _addressed(sass_text)
+    index = {addr: i for i, (addr, _) in enumerate(lines)}
+    spans = []
+    for i, (addr, text) in enumerate(lines):
+        if base_opcode(text) != "BRA":
+            continue
+        m = _TARGET.search(text)
+        if m and m.group(1) in labels and labels[m.group(1)] < addr:
+            spans.append((index[labels[m.group(1)]], i))
+    return spans
+
+
+def main_loop(sass_text: str, opcode: str = "FFMA") -> list[str]:
+    """The instructions (text, as :func:`listing`) of the loop with the most ``opcode``
+    instructions (the first of equal ones); ``[]`` when the kernel has no loop."""
+    lines, _ = _addressed(sass_text)
+    best: list[str] = []
+    for first, last in loop_spans(sass_text):
+        body = [text for _, text in lines[first:last + 1]]
+        if sum(base_opcode(t) == opcode for t in body) > \
+                sum(base_opcode(t) == opcode for t in best):
+            best = body
+    return best
+
+
+# --------------------------------------------------------------------------------------------
+# Occupancy (sm_90)
+# --------------------------------------------------------------------------------------------
+
+#: sm_90 limits per SM: registers, shared memory (bytes, 1 KB of it reserved per block),
+#: threads and blocks; registers are allocated per warp in units of 256.
+SM90 = dict(registers=65536, smem=228 * 1024, smem_reserved_per_block=1024, threads=2048,
+            blocks=32, reg_unit=256, smem_unit=128)
+
+
+def occupancy(registers: int, smem_bytes: int, block_threads: int, limits: dict = SM90) -> dict:
+    """Resident blocks per SM and the theoretical occupancy (resident warps / 64) of a kernel with
+    ``registers`` a thread (the ptxas report's), with the limit that binds (``registers``,
+    ``shared``, ``threads`` or ``blocks``)."""
+    warps = -(-block_threads // 32)
+    regs_per_warp = -(-registers * 32 // limits["reg_unit"]) * limits["reg_unit"]
+    smem = -(-(smem_bytes + limits["smem_reserved_per_block"]) // limits["smem_unit"]) \
+        * limits["smem_unit"]
+    by = {"registers": limits["registers"] // (regs_per_warp * warps) if registers else 10**9,
+          "shared": limits["smem"] // smem,
+          "threads": limits["threads"] // (warps * 32),
+          "blocks": limits["blocks"]}
+    blocks = min(by.values())
+    max_warps = limits["threads"] // 32
+    return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps,
+            "occupancy": blocks * warps / max_warps,
+            "limited_by": min(by, key=lambda k: (by[k], k != "registers"))}

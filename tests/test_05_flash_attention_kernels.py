@@ -9,8 +9,8 @@ import pytest
 
 from fraglab import device, sass, toolchain
 from fraglab import flash_attention as fa
+from fraglab.attention import checks as attention_checks
 from fraglab.device import GPUUnavailable, gpu_available
-from fraglab.flash_attention import kernels as fa_kernels
 from fraglab.toolchain import ARCHES
 
 SM80_UP = ("sm_80", "sm_90", "sm_120")
@@ -303,7 +303,7 @@ def test_fa1_rejects_ragged_n_and_bf16():
 @pytest.mark.gpu
 def test_n_limit(monkeypatch):
     import cupy as cp
-    monkeypatch.setattr(fa_kernels, "MAX_N", 32)
+    monkeypatch.setattr(attention_checks, "MAX_N", 32)
     q = cp.zeros((1, 1, 48, 64), cp.float16)
     for f in (fa.fa1, fa.fa2):
         with pytest.raises(ValueError, match="at most 32"):

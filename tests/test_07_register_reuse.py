@@ -6,10 +6,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from fraglab import ARCHES, toolchain
+from fraglab import ARCHES, ncu, sass, toolchain
 from fraglab import register_reuse as rr
 from fraglab.device import gpu_available
-from fraglab.register_reuse import bench, kernels, ncu, problems, sass_counts
+from fraglab.register_reuse import bench, kernels, problems, sass_counts
 
 _CASES = [(k, c) for k, p in rr.PROBLEMS.items() for c in p.cases]
 
@@ -168,22 +168,22 @@ def test_double_buffer_needs_one_barrier_per_step():
 
 def test_main_loop_is_found_from_the_back_edge():
     text = kernels.build("smem", "sm_90").sass("sgemm_smem")
-    spans = sass_counts.loop_spans(text)
+    spans = sass.loop_spans(text)
     assert spans and all(first < last for first, last in spans)
-    body = sass_counts.main_loop(text)
+    body = sass.main_loop(text)
     assert re.match(r"(@!?U?P\d\s+)?BRA", body[-1]) and "BAR.SYNC" in " ".join(body)
 
 
 def test_occupancy_arithmetic_on_sm90():
     # 1024 threads x 32 registers: two blocks fill the 2048 threads
-    assert sass_counts.occupancy(32, 8192, 1024)["occupancy"] == 1.0
+    assert sass.occupancy(32, 8192, 1024)["occupancy"] == 1.0
     # 256 threads x 128 registers: 32768 registers a block -> 2 blocks, 16 of 64 warps
-    o = sass_counts.occupancy(128, 16 * 1024, 256)
+    o = sass.occupancy(128, 16 * 1024, 256)
     assert o["blocks_per_sm"] == 2 and o["occupancy"] == 0.25 and o["limited_by"] == "registers"
     # shared memory binds: 100 KB a block (+1 KB reserved) -> 2 blocks in 228 KB
-    assert sass_counts.occupancy(32, 100 * 1024, 128)["limited_by"] == "shared"
+    assert sass.occupancy(32, 100 * 1024, 128)["limited_by"] == "shared"
     # the seed's kernel 4 at its 37 registers: 512 threads, 40 registers a thread -> 3 blocks
-    assert sass_counts.occupancy(37, 4096, 512)["blocks_per_sm"] == 3
+    assert sass.occupancy(37, 4096, 512)["blocks_per_sm"] == 3
 
 
 def test_seed_figures_are_kept_with_their_citation():

@@ -4,7 +4,7 @@ interpreter's small cases here, every case on a GPU), and every rejected argumen
 import numpy as np
 import pytest
 
-from fraglab import ARCHES, toolchain
+from fraglab import ARCHES, ncu, toolchain
 from fraglab import instruction_diet as diet
 from fraglab.instruction_diet import bench, classes, kernels
 
@@ -263,4 +263,4 @@ def test_bench_plumbing_without_a_gpu():
     cmd = bench.stall_command("/usr/bin/ncu", "rows32")
     assert "diet_rows32_f16_d128" in cmd
     assert cmd[-7:] == ["profile", "--step", "rows32", "--n", "4096", "--d", "128"]
-    assert bench.top_stalls({"f": {"a": 1.0, "b": 3.0, "c": "x"}}, 1) == [("b", 3.0)]
+    assert ncu.top_stalls({"f": {"a": 1.0, "b": 3.0, "c": "x"}}, 1) == [("b", 3.0)]

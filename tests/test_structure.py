@@ -120,6 +120,42 @@ def test_fraglab_has_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+def topic_of(module: str, topics) -> str | None:
+    """The topic package (or module) ``module`` belongs to, or None for a core module."""
+    return next((t for t in topics if module == t or module.startswith(t + ".")), None)
+
+
+def cross_topic_imports(graph: dict[str, set[str]], topics) -> list[tuple[str, str]]:
+    """Every edge ``(module, imported)`` of ``graph`` from one topic into another."""
+    return sorted((m, n) for m, edges in graph.items() for n in edges
+                  if topic_of(m, topics) and topic_of(n, topics)
+                  and topic_of(m, topics) != topic_of(n, topics))
+
+
+def test_the_cross_topic_finder_finds_a_planted_import():
+    topics = {"fraglab.a", "fraglab.ab"}
+    graph = {"fraglab.a.x": {"fraglab.ab.y", "fraglab.a.z", "fraglab.core"},
+             "fraglab.a.z": {"fraglab.a"}, "fraglab.ab.y": {"fraglab.core"},
+             "fraglab.core": set()}
+    assert cross_topic_imports(graph, topics) == [("fraglab.a.x", "fraglab.ab.y")]
+    del graph["fraglab.a.x"]
+    assert cross_topic_imports(graph, topics) == []
+
+
+def test_topics_import_only_core():
+    """No topic package imports another topic package: every chapter builds on core modules only
+    (what two chapters share lives in core: ``fraglab.attention``, ``fraglab.sass``,
+    ``fraglab.ncu``, ``fraglab.fragments.fit``). Imports inside functions count. No module is
+    exempt: the core modules that serve every topic (``fraglab.grading``, ``fraglab.labs``,
+    ``fraglab.notebooks``, ``fraglab.cli``) import no topic either (next test). The one place
+    where a chapter reaches another chapter's code is a benchmark timing an earlier chapter's
+    kernel beside its own: it looks the kernel up at run time by name
+    (``fraglab.attention.baselines.COURSE_KERNELS``), never by import, and goes on without it."""
+    topics = {f"fraglab.{t[3:]}" for t in KERNEL_TOPICS}
+    bad = cross_topic_imports(import_graph(), topics)
+    assert not bad, "topic imports another topic: " + ", ".join(f"{m} -> {n}" for m, n in bad)
+
+
 def test_core_modules_import_no_topic():
     topics = {f"fraglab.{t[3:]}" for t in KERNEL_TOPICS}
     graph = import_graph()

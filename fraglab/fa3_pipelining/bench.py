@@ -9,8 +9,9 @@ b. ``check``: the building blocks and every variant against float64 on fresh inp
    poisoned (:mod:`.problems`: ragged N, N = 1, causal, bf16, peaky): pass/fail and relative
    error per case, never aborting;
 c. ``headline``: every variant, the course's FA-2, chapter 09's last step (when importable),
-   SDPA's flash backend and cuDNN's SDPA, interleaved by :func:`fraglab.bench.compare`, at
-   N = 4096, d = 128, B*H = 32, f16, non-causal;
+   SDPA's flash backend and cuDNN's SDPA (:class:`fraglab.attention.Baselines`, on its one
+   stream), interleaved by :func:`fraglab.bench.compare`, at N = 4096, d = 128, B*H = 32, f16,
+   non-causal;
 d. ``sweep``: the same at N 1k .. 16k, d 64 and 128, causal and not.
 
 A few minutes on an H100, most of it compiling (``--quick``: N 1k and 4k only, fewer repeats).
@@ -24,7 +25,8 @@ import numpy as np
 
 from .. import bench as timing
 from .. import device
-from ..flash_attention.kernels import attention_flops, fa2_launcher, random_qkv
+from ..attention import Baselines, attention_flops, check_all
+from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
 from . import kernels, problems, sass_evidence
 
@@ -42,88 +44,15 @@ def _rep(n: int, quick: bool) -> dict:
 
 
 def check(rng, log, quick: bool = False) -> list[dict]:
-    """Every problem over its cases (all of them on a GPU), each result recorded."""
-    out = []
-    for name, p in problems.PROBLEMS.items():
-        cases = p.cases_here()[::2] if quick else p.cases_here()
-        bad = []
-        for case in cases:
-            try:
-                r = p.evaluate(case, rng)
-                rec = {"problem": name, "case": case.name, "error": r.error, "tol": r.tol,
-                       "ok": bool(r.ok)}
-            except Exception as exc:          # recorded, never fatal
-                rec = {"problem": name, "case": case.name, "ok": False,
-                       "failure": f"{type(exc).__name__}: {exc}"[:500]}
-            if not rec["ok"]:
-                bad.append(case.name)
-            out.append(rec)
-        worst = max((r.get("error", float("inf")) for r in out if r["problem"] == name), default=0)
-        log(f"  {name:<22} {len(cases) - len(bad)}/{len(cases)} pass, worst rel. error "
-            f"{worst:.2e}" + (f"  <-- WRONG: {', '.join(bad)}" if bad else ""))
-    return out
+    """Every problem over its cases (all of them on a GPU; every other one with ``quick``), each
+    result recorded."""
+    return check_all(problems.PROBLEMS, rng, log,
+                     cases=lambda p: p.cases_here()[::2] if quick else p.cases_here())
 
 
-class Baselines:
-    """cuDNN's and the flash backend's SDPA on torch tensors (:mod:`fraglab.flash_attention.
-    torch_interop`), the course's FA-2 and chapter 09's last step on the same memory."""
-
-    def __init__(self, log):
-        from ..flash_attention.torch_interop import sdpa_cudnn, sdpa_flash
-        self.torch, self.flash, note = sdpa_flash()
-        _, self.cudnn, note_cudnn = sdpa_cudnn()
-        self.notes = {"sdpa_flash": note, "cudnn": note_cudnn}
-        try:
-            from ..instruction_diet import kernels as ch09
-            self.ch09 = ch09.attention_launcher
-            self.notes["ch09"] = f"fraglab.instruction_diet step {getattr(ch09, 'FINAL', '?')}"
-        except Exception as exc:                          # not there yet, or broken
-            self.ch09 = None
-            self.notes["ch09"] = f"not importable: {type(exc).__name__}: {exc}"[:200]
-        log("  baselines: " + "; ".join(f"{k}: {v}" for k, v in self.notes.items()))
-
-    def stream(self):
-        import cupy as cp
-        if self.torch is None:
-            return cp.cuda.Stream(non_blocking=True)
-        return cp.cuda.ExternalStream(self.torch.cuda.current_stream().cuda_stream)
-
-    def inputs(self, rng, shape, dtype="f16"):
-        import cupy as cp
-        from ..flash_attention.torch_interop import torch_to_cupy
-        if self.torch is None:
-            raw, _ = random_qkv(rng, shape, dtype)
-            return None, [cp.asarray(a) for a in raw]
-        tdt = self.torch.float16 if dtype == "f16" else self.torch.bfloat16
-        ts = [self.torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
-        return ts, [torch_to_cupy(t, dtype) for t in ts]
-
-    def callables(self, ts, qkv, causal: bool, refused: dict) -> dict:
-        """Name -> callable for every baseline that can be built here (failures in ``refused``)."""
-        makers = {}
-        for name, pair in (("cudnn", self.cudnn), ("sdpa_flash", self.flash)):
-            if ts is not None and pair is not None:
-                makers[name] = (lambda pair=pair: self._sdpa(pair, ts, causal))
-        makers["fa2"] = lambda: fa2_launcher(*qkv, causal=causal)[0]
-        if self.ch09 is not None:
-            makers["ch09"] = lambda: self.ch09(*qkv, causal=causal)[0]
-        out = {}
-        for name, make in makers.items():
-            try:
-                out[name] = make()
-            except Exception as exc:          # recorded, the others still run
-                refused[name] = f"{type(exc).__name__}: {exc}"[:300]
-        return out
-
-    @staticmethod
-    def _sdpa(pair, ts, causal):
-        ctx, make = pair
-        fn = make(*ts, causal)
-
-        def call():
-            with ctx():
-                return fn()
-        return call
+def baselines(log) -> Baselines:
+    """cuDNN's and the flash backend's SDPA, the course's FA-2 and chapter 09's last step."""
+    return Baselines(log, backends=("cudnn", "sdpa_flash"), course=("fa2", "ch09"))
 
 
 def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
@@ -160,14 +89,11 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
     import cupy as cp
     cp.cuda.get_current_stream().synchronize()
     last = [k for k in runs if k.startswith("fa3_") and k[4:] in kernels.VARIANTS][-1:]
-    if ts is not None and base.flash is not None and last:   # its output beside SDPA's
+    if "sdpa_flash" in runs and last:         # its output beside SDPA's
         try:
-            from ..flash_attention.torch_interop import cupy_to_torch
             runs[last[0]]()
-            with base.flash[0]():
-                want = base.flash[1](*ts, causal)().float()
-            got = cupy_to_torch(out, "f16").float()
-            rec["rel_err_vs_sdpa"] = float((got - want).norm() / want.norm())
+            want = runs["sdpa_flash"]()
+            rec["rel_err_vs_sdpa"] = rel_err(cupy_to_torch(out, "f16"), want)
         except Exception as exc:
             rec["rel_err_vs_sdpa_failure"] = f"{type(exc).__name__}: {exc}"[:300]
     c = timing.compare(runs, baseline="cudnn" if "cudnn" in runs else None, progress=False,
@@ -211,7 +137,7 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     section("check", lambda: check(rng, log, quick))
     base = None
     try:
-        base = Baselines(log)
+        base = baselines(log)
     except Exception as exc:
         results["errors"]["baselines"] = f"{type(exc).__name__}: {exc}"
     if base is not None and device.gpu_available():

@@ -3,7 +3,7 @@ attention variants (:func:`attention`) and the three building blocks (:func:`wgm
 :func:`mbarrier_ring`, :func:`swizzle_tile`), with the NumPy model of the 128-byte swizzle.
 
 Attention takes the FA-2 kernel's arguments and runs its argument checks
-(:func:`fraglab.flash_attention.kernels.check_fa2_arguments`): (B, H, N, d) float16 or uint16
+(:func:`fraglab.attention.check_fa2_arguments`): (B, H, N, d) float16 or uint16
 (bf16 bits), d 64 or 128, any N >= 1, ``causal``, ``scale``. Every kernel needs Hopper's
 architecture-specific target sm_90a (wgmma, setmaxnreg): compute capability 9.0 exactly, or the
 PTX interpreter once it runs sm_90a; anything else raises before a launch.
@@ -13,8 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device, launch
-from ..flash_attention.constants import LOG2E
-from ..flash_attention.kernels import check_fa2_arguments
+from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
 ARCH = "sm_90a"
 #: The main-loop orders of the ladder, each in ``kernels/10_fa3_pipelining_<variant>.cu``.
@@ -93,11 +92,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
     launch.check_choice("stages", stages, (2, 3))
     require_hopper(f"the FA-3 kernel {variant!r}")
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
-    if out is None:
-        out = launch.poisoned(q.shape, q.dtype)
-    else:
-        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
-        launch.check_aligned("out", out, 16, "the epilogue stores 4 bytes per pair")
+    out = fa2_output(q, out, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
     defines = {**({} if stages == STAGES else {"FA3_STAGES_DEF": stages}),
                **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}

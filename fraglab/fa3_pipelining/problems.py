@@ -1,8 +1,9 @@
 """The chapter's kernels as :class:`fraglab.problem.Problem` s: one per attention variant
 (f16/bf16, d 64/128, causal or not, ragged N, N = 1, peaky softmax) and one per building block.
 
-Attention inputs, reference (float64 on the inputs' exact values) and tolerances are chapter
-05's (:mod:`fraglab.flash_attention.problems`); cases marked ``slow`` run on GPUs only, the others
+Attention inputs, reference (float64 on the inputs' exact values) and tolerances are every
+attention chapter's (:func:`fraglab.attention.attention_problem`); cases marked ``slow`` run on
+GPUs only, the others
 (one head, N <= 130, a CTA of 384 threads) are small enough for the PTX interpreter, and one
 case runs five key tiles through the first CTA only (``first_cta``): more tiles than the rings
 have stages, so that every stage is refilled, and a stage released too early or read before its
@@ -13,9 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device, launch
-from ..flash_attention.constants import LOG2E
-from ..flash_attention.kernels import as_float, check_fa2_arguments
-from ..flash_attention.problems import LABELS, TOL, _inputs, _reference
+from ..attention import LOG2E, attention_problem, check_fa2_arguments
 from ..problem import Case, Problem
 from . import kernels
 
@@ -40,15 +39,25 @@ def run_attention(q, k, v, dtype, causal, scale, *, variant: str, first_cta: boo
     """O as float64 from the FA-3 ``variant`` (``source``: a replacement .cu text, the lab's).
     ``first_cta``: only the rows of :func:`first_cta_rows`; on the interpreter only that CTA runs
     (all key tiles of the sweep at a fifth of the cost of the grid), on a GPU the whole grid."""
-    q, k, v = map(launch.to_device, (q, k, v))
-    if first_cta and launch.interpreted():
-        out = _first_cta_on_interpreter(q, k, v, causal, variant, scale, source)
-    else:
-        run, out = kernels.attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale,
-                                              source=source)
+    return ATTENTION[variant].run(q=q, k=k, v=v, dtype=dtype, causal=causal, scale=scale,
+                                  first_cta=first_cta, source=source)
+
+
+def _kernel(variant: str):
+    """The variant's O for device arrays (with ``first_cta`` on the interpreter: that CTA's rows
+    only, the others left poisoned)."""
+    def kernel(q, k, v, *, causal, scale, first_cta=False, source=None):
+        if first_cta and launch.interpreted():
+            return _first_cta_on_interpreter(q, k, v, causal, variant, scale, source)
+        run, out = kernels.attention_launcher(q, k, v, causal=causal, variant=variant,
+                                              scale=scale, source=source)
         run()
-    o = as_float(out, dtype)
-    return o[..., first_cta_rows(q.shape[2], causal), :] if first_cta else o
+        return out
+    return kernel
+
+
+def _rows(q, causal, first_cta=False, **_):
+    return first_cta_rows(q.shape[2], causal) if first_cta else None
 
 
 def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
@@ -64,21 +73,6 @@ def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
                                             np.int32(bool(causal))),
                shared_mem=kernels.smem_bytes(variant, d), blocks=[(0, 0, 0)])
     return out
-
-
-def _attention_run(variant: str):
-    def run(q, k, v, dtype, causal, scale, first_cta=False, **_):
-        return run_attention(q, k, v, dtype, causal, scale, variant=variant, first_cta=first_cta)
-    return run
-
-
-def _attention_inputs(rng, first_cta=False, **params):
-    return {**_inputs(rng, **params), "first_cta": first_cta}
-
-
-def _attention_reference(q, k, v, dtype, causal, scale, first_cta=False, **_):
-    o = _reference(q, k, v, dtype, causal, scale)
-    return o[..., first_cta_rows(q.shape[2], causal), :] if first_cta else o
 
 
 def attention_cases() -> tuple:
@@ -105,12 +99,10 @@ def attention_cases() -> tuple:
                                         scale=0.5, slow=True))
 
 
-ATTENTION = {v: Problem(
+ATTENTION = {v: attention_problem(
     f"10_fa3_pipelining/{v}",
     f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({kernels.DESCRIPTIONS[v]}), sm_90a",
-    inputs=_attention_inputs, reference=_attention_reference, run=_attention_run(v),
-    cases=attention_cases(),
-    tol=TOL, requires=_requires, labels=LABELS) for v in kernels.VARIANTS}
+    _kernel(v), attention_cases(), requires=_requires, rows=_rows) for v in kernels.VARIANTS}
 
 
 # --------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ import numpy as np
 
 from .. import bench as timing
 from .. import device
+from ..attention import Baselines, as_float, attention_flops, attention_reference, random_qkv
+from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
 from .constants import FA1_VARIANTS, FA2_HEAD_DIMS, FA2_WARPS
-from .kernels import as_float, attention_flops, fa1_launcher, fa2_launcher, random_qkv
-from .reference import attention_reference
-from .torch_interop import cupy_to_torch, sdpa_flash, torch_to_cupy
+from .kernels import fa1_launcher, fa2_launcher
 
 
 def run_bench(out_dir, *, quick: bool = False, bh: tuple[int, int] = (4, 8)) -> dict:
@@ -29,7 +29,8 @@ def run_bench(out_dir, *, quick: bool = False, bh: tuple[int, int] = (4, 8)) -> 
         backend, B*H = 32, N in 1024..8192, d in 64, 128, f16, causal and not, and bf16 at
         N = 4096, d = 128: TFLOP/s from medians, FLOPs = 4 B H N^2 d (halved when causal). The
         number of warps per block is picked first (4 vs 8 at N = 4096, d = 128). Each FA-2
-        output is checked against SDPA's (relative error, max difference).
+        output is checked against SDPA's (relative error, max difference). SDPA runs on the
+        stream of :class:`fraglab.attention.Baselines` (one stream for CuPy and torch).
 
     The JSON is rewritten after every section, so an interrupted run keeps what it measured; a
     section that fails records its error and the run goes on. The printed lines also go to
@@ -47,7 +48,7 @@ def run_bench(out_dir, *, quick: bool = False, bh: tuple[int, int] = (4, 8)) -> 
     results: dict = {"settings": {"quick": quick, "fa1": rep, "fa2": rep_fa2}, "errors": {}}
     dev_info = timing.device_info()
     rng = np.random.default_rng(0)
-    stream = cp.cuda.Stream(non_blocking=True)
+    base = Baselines(backends=("sdpa_flash",))
     log(f"[05_flash_attention bench] {device.status_line()}")
 
     def save():
@@ -58,7 +59,7 @@ def run_bench(out_dir, *, quick: bool = False, bh: tuple[int, int] = (4, 8)) -> 
         results["errors"][where] = f"{type(e).__name__}: {e}"
         log(f"  !! {where} failed: {type(e).__name__}: {e}")
 
-    with stream:
+    with base.stream() as stream:
         try:
             _bench_fa1(results, rng, rep, rep_fa2, log)
         except Exception as e:                              # pragma: no cover - GPU machine only
@@ -66,7 +67,7 @@ def run_bench(out_dir, *, quick: bool = False, bh: tuple[int, int] = (4, 8)) -> 
         cp.get_default_memory_pool().free_all_blocks()
         save()
         log(f"  ... {time.time() - t_start:.0f} s")
-        _bench_fa2(results, rng, rep_fa2, quick, bh, stream, save, failed, log)
+        _bench_fa2(results, rng, rep_fa2, quick, bh, base, stream, save, failed, log)
     save()
     log("\n" + summary_table(results))
     log(f"wrote {path} ({results['elapsed_s']:.0f} s)")
@@ -112,25 +113,15 @@ def _bench_fa1(results: dict, rng, rep: dict, rep_full: dict, log: Log) -> None:
                                "tflops": _tflops(flops, c)}
 
 
-def _bench_fa2(results: dict, rng, rep: dict, quick: bool, bh, stream, save, failed,
-               log: Log) -> None:
+def _bench_fa2(results: dict, rng, rep: dict, quick: bool, bh, base: Baselines, stream, save,
+               failed, log: Log) -> None:
     import cupy as cp
-    torch, sdpa, note = sdpa_flash()
-    results["sdpa"] = note
+    note = results["sdpa"] = base.notes["sdpa_flash"]
     log(f"(b) FA-2 vs SDPA (flash backend): {note}")
     b_, h_ = bh
-    ext = torch.cuda.ExternalStream(stream.ptr) if torch is not None else None
 
     def inputs(dtype, n, d):
-        shp = (b_, h_, n, d)
-        if torch is not None:
-            tdt = torch.float16 if dtype == "f16" else torch.bfloat16
-            with torch.cuda.stream(ext):
-                ts = [torch.randn(shp, dtype=tdt, device="cuda") for _ in range(3)]
-            stream.synchronize()
-            return ts, [torch_to_cupy(t, dtype) for t in ts]
-        raw, _ = random_qkv(rng, shp, dtype)
-        return None, [cp.asarray(a) for a in raw]
+        return base.inputs(rng, (b_, h_, n, d), dtype)
 
     best = 4
     try:                                   # pick the warps per block
@@ -156,29 +147,25 @@ def _bench_fa2(results: dict, rng, rep: dict, quick: bool, bh, stream, save, fai
         log(f"(b) {where}")
         rec = {"dtype": dtype, "B": b_, "H": h_, "N": n, "d": d, "causal": causal, "warps": best,
                "flops": attention_flops(b_, h_, n, d, causal)}
-        ctx = None
         try:
             ts, (q, k, v) = inputs(dtype, n, d)
             ours, out = fa2_launcher(q, k, v, causal=causal, warps=best)
             variants = {"fa2": ours}
-            if torch is not None:
-                variants["sdpa_flash"] = sdpa[1](*ts, causal)
-                ctx = sdpa[0]()
-                ctx.__enter__()
+            refused: dict = {}
+            variants.update(base.callables(ts, None, causal, refused))
+            if refused:
+                rec["refused"] = refused
+            if "sdpa_flash" in variants:
                 ours()
-                with torch.cuda.stream(ext):
-                    ref_t = variants["sdpa_flash"]()
+                want = variants["sdpa_flash"]()
                 stream.synchronize()
-                got = cupy_to_torch(out, dtype).float()
-                want = ref_t.float()
-                rec["rel_err_vs_sdpa"] = float((got - want).norm() / want.norm())
-                rec["max_abs_diff_vs_sdpa"] = float((got - want).abs().max())
-                rec["fa2_nan"] = bool(torch.isnan(got).any())
-                del ref_t, got, want
-                with torch.cuda.stream(ext):
-                    c = timing.compare(variants, baseline="sdpa_flash", progress=False, **rep)
-            else:
-                c = timing.compare(variants, progress=False, **rep)
+                got = cupy_to_torch(out, dtype)
+                rec["rel_err_vs_sdpa"] = rel_err(got, want)
+                rec["max_abs_diff_vs_sdpa"] = float((got.float() - want.float()).abs().max())
+                rec["fa2_nan"] = bool(base.torch.isnan(got).any())
+                del want, got
+            c = timing.compare(variants, baseline="sdpa_flash" if "sdpa_flash" in variants else None,
+                               progress=False, **rep)
             rec["comparison"] = c
             rec["tflops"] = _tflops(rec["flops"], c)
             if "sdpa_flash" in rec["tflops"]:
@@ -190,9 +177,6 @@ def _bench_fa2(results: dict, rng, rep: dict, quick: bool, bh, stream, save, fai
                 + (f", rel err vs sdpa {rec['rel_err_vs_sdpa']:.1e}" if "rel_err_vs_sdpa" in rec else ""))
         except Exception as e:                              # pragma: no cover - GPU machine only
             failed(where, e)
-        finally:
-            if ctx is not None:
-                ctx.__exit__(None, None, None)
         ts = q = k = v = ours = out = variants = None
         cp.get_default_memory_pool().free_all_blocks()
         save()

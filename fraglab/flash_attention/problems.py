@@ -2,51 +2,23 @@
 the FA-2 kernel, each with every case the tests run (ragged N, N = 1, causal, bf16, peaky
 softmax, rows masked past N, d 64/128/512, 4 or 8 warps, an explicit scale).
 
-The inputs are NumPy: ``q``, ``k``, ``v`` of the kernel's element type (float16, or uint16 bf16
-bits) and the options; the reference is float64 attention on their exact values; ``run`` returns
-the kernel's output as float64. The outputs start poisoned (NaN), so an unwritten element (or a
-NaN from a masked row) fails as an infinite error.
+Inputs, the float64 reference, the tolerances (:data:`TOL`) and the run plumbing are every
+attention chapter's (:func:`fraglab.attention.attention_problem`): NumPy inputs of the kernel's
+element type, float64 attention on their exact values, outputs poisoned (NaN) so that an
+unwritten element fails as an infinite error.
 """
 from __future__ import annotations
 
-from .. import device, launch
-from ..problem import Case, Problem
+from ..attention import TOL, attention_problem  # noqa: F401  (TOL: tests)
+from ..problem import Case
 from .constants import DTYPES, FA1_VARIANTS, FA2_HEAD_DIMS, FA2_WARPS
-from .kernels import as_float, fa1, fa2, random_qkv
-from .reference import attention_reference
-
-#: ||out - ref|| / ||ref|| allowed for f16 and bf16 inputs and outputs.
-TOL = {"f16": 2e-3, "bf16": 1.5e-2}
-
-LABELS = ("batch", "head", "row", "col")
+from .kernels import fa1, fa2
 
 
-def _inputs(rng, shape, dtype="f16", q_scale=1.0, causal=False, scale=None, warps=4) -> dict:
-    (q, k, v), _ = random_qkv(rng, shape, dtype, q_scale=q_scale)
-    return dict(q=q, k=k, v=v, dtype=dtype, causal=causal, scale=scale, warps=warps)
-
-
-def _reference(q, k, v, dtype, causal, scale, **_):
-    exact = (as_float(a, dtype) for a in (q, k, v))
-    return attention_reference(*exact, causal=causal, scale=scale)
-
-
-def _fa1_run(variant: str):
-    def run(q, k, v, dtype, scale, **_):
-        return as_float(fa1(*map(launch.to_device, (q, k, v)), variant, scale=scale), dtype)
-    return run
-
-
-def _fa2_run(q, k, v, dtype, causal, scale, warps):
-    return as_float(fa2(*map(launch.to_device, (q, k, v)), causal=causal, scale=scale,
-                        warps=warps), dtype)
-
-
-def _fa2_requires(case: Case) -> tuple[bool, str]:
-    cc = device.target_cc()
-    if cc < (8, 0):
-        return False, f"the FA-2 kernel needs compute capability 8.0 or newer; this GPU is {cc[0]}.{cc[1]}"
-    return device.supports(case.params.get("dtype", "f16"), cc)
+def _fa1(variant: str):
+    def kernel(q, k, v, *, causal, scale):
+        return fa1(q, k, v, variant, scale=scale)        # non-causal: no case sets causal
+    return kernel
 
 
 #: FA-1 (f16, non-causal, N a multiple of 16): a few heads of each head dimension.
@@ -84,17 +56,12 @@ def _fa2_cases() -> tuple:
 
 
 PROBLEMS = {
-    **{f"fa1_{v}": Problem(
+    **{f"fa1_{v}": attention_problem(
         f"05_flash_attention/fa1_{v}",
         f"softmax(Q K^T * scale) V with the FA-1 kernel's {v} softmax path (f16, N % 16 == 0)",
-        inputs=_inputs, reference=_reference, run=_fa1_run(v), cases=FA1_CASES, tol=TOL,
-        labels=LABELS) for v in FA1_VARIANTS},
-    "fa2": Problem(
+        _fa1(v), FA1_CASES, requires=None) for v in FA1_VARIANTS},
+    "fa2": attention_problem(
         "05_flash_attention/fa2",
         "softmax(Q K^T * scale) V with the FA-2 kernel (f16/bf16, causal or not, any N)",
-        inputs=_inputs, reference=_reference, run=_fa2_run, cases=_fa2_cases(), tol=TOL,
-        requires=_fa2_requires, labels=LABELS),
+        fa2, _fa2_cases()),
 }
-
-#: What a GPU needs to run the FA-2 kernel (and chapter 09's ladder built like it).
-requires_fa2 = _fa2_requires

@@ -17,9 +17,11 @@ kind that fits neither as such (:class:`NotAffine`).
 
 Parts:
 
-* :mod:`.formulas` - :class:`BitFormula`, :class:`XorFormula`, :class:`Mapping`,
+* :mod:`fraglab.fragments.formulas` - :class:`BitFormula`, :class:`XorFormula`, :class:`Mapping`,
   :class:`InverseMapping`: formulas in the bits of two integers, as text, CUDA and kernel weights.
-* :mod:`.fit` - :func:`fit`, :func:`fit_inverse`, :func:`inverse`, :func:`describe_fit`.
+* :mod:`fraglab.fragments.fit` - :func:`fit`, :func:`fit_inverse`, :func:`inverse`,
+  :func:`describe_fit`. These two are core modules (the tracer prints the fit too), re-exported
+  here.
 * :mod:`.paper` - the paper's equations (:func:`eq12`, :func:`eq12_inverse`) against the PTX ISA's
   documented ``mma.m16n8k16`` C fragment, two of which make the 16x16 WMMA accumulator.
 * :mod:`.store` - GPU: :func:`forward_store`, the wrapper of ``kernels/02_forward_mapping.cu``
@@ -31,9 +33,10 @@ Layouts come from :mod:`fraglab.fragments` (the kinds, the recorded and the docu
 not from the tracer.
 """
 from ..fragments import STORE_TYPES  # noqa: F401
-from .fit import describe_fit, fit, fit_inverse, inverse, probe_affine, probe_xor  # noqa: F401
-from .formulas import (LANE_BITS, REG_BITS, BitFormula, InverseMapping, Mapping,  # noqa: F401
-                       NotAffine, XorFormula)
+from ..fragments.fit import (describe_fit, fit, fit_inverse, inverse, probe_affine,  # noqa: F401
+                             probe_xor)
+from ..fragments.formulas import (LANE_BITS, REG_BITS, BitFormula, InverseMapping,  # noqa: F401
+                                  Mapping, NotAffine, XorFormula)
 from .paper import eq12, eq12_inverse, ptx_m16n8k16_c, wmma16x16_from_ptx  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
 from .store import EQ12_KINDS, KERNELS, check_mapping, forward_store  # noqa: F401

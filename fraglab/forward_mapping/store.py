@@ -6,8 +6,8 @@ import numpy as np
 
 from .. import fragments, launch, warp
 from ..fragments import STORE_TYPES, recording
-from .fit import fit
-from .formulas import Mapping
+from ..fragments.fit import fit
+from ..fragments.formulas import Mapping
 
 KERNELS = "02_forward_mapping"
 

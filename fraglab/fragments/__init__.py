@@ -8,6 +8,9 @@
 - :mod:`fraglab.fragments.recording` - the layouts traced on real GPUs (``fraglab/layouts``);
   import it by name (``from fraglab.fragments import recording``): it is not re-exported here,
   because it checks tables with :mod:`fraglab.warp`, which uses :mod:`.documented`.
+- :mod:`fraglab.fragments.formulas` and :mod:`fraglab.fragments.fit` - formulas in the bits of
+  lane and register index, fitted exactly to a layout (chapter 02's subject, which the tracer
+  prints too); imported by name, like ``recording`` and for the same reason.
 """
 from .catalogue import (CPP_TYPES, KINDS, NUMPY_TYPES, STORE_TYPES, TYPES, USES,  # noqa: F401
                         ElemType, Kind, UnsupportedKind, get_kind, kind_name, kinds,

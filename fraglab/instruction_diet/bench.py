@@ -12,24 +12,23 @@ c. ``headline``: every step, SDPA's flash backend and cuDNN's SDPA, interleaved 
 d. ``sweep``: the same for N in 1k .. 16k, d 64 and 128, causal and not (every step, so the
    chapter can show where each one pays), with the final step's error against SDPA's output;
 e. ``stalls``: Nsight Compute's warp-stall reasons of :data:`STALL_STEPS` (when ``ncu`` is
-   there), through :mod:`fraglab.register_reuse.ncu`'s parser, in child processes;
+   there), through :mod:`fraglab.ncu`, in child processes;
 f. ``sanitizer``: compute-sanitizer's memcheck and racecheck over every step (N = 200, causal).
 
 About 2-3 minutes on an H100 (``--quick``: less than one).
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from pathlib import Path
 
 import numpy as np
 
 from .. import bench as timing
-from .. import child, device, tools
-from ..flash_attention.kernels import attention_flops
+from .. import child, device, ncu, tools
+from ..attention import Baselines, attention_flops, check_all, random_qkv
+from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
-from ..register_reuse import ncu
 from . import classes
 from .kernels import FINAL, STEPS, attention_launcher, kernel_name
 
@@ -58,83 +57,20 @@ def _rep(n: int, quick: bool) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def check(rng, log) -> list[dict]:
+    """Every step over :data:`CHECK_CASES`, each result recorded (never stopping)."""
     from .problems import PROBLEMS
-    out = []
-    for step in STEPS:
-        p = PROBLEMS[step]
-        bad = []
-        for name in CHECK_CASES:
-            try:
-                r = p.evaluate(p.case(name), rng)
-                rec = {"step": step, "case": name, "error": r.error, "tol": r.tol, "ok": r.ok}
-            except Exception as exc:          # recorded, never fatal
-                rec = {"step": step, "case": name, "ok": False,
-                       "failure": f"{type(exc).__name__}: {exc}"[:500]}
-            if not rec["ok"]:
-                bad.append(name)
-            out.append(rec)
-        worst = max((r.get("error", float("inf")) for r in out if r["step"] == step), default=0)
-        log(f"  {step:<16} {len(CHECK_CASES) - len(bad)}/{len(CHECK_CASES)} pass, worst rel. "
-            f"error {worst:.2e}" + (f"  <-- WRONG: {', '.join(bad)}" if bad else ""))
-    return out
+    return check_all({step: PROBLEMS[step] for step in STEPS}, rng, log, key="step",
+                     cases=lambda p: CHECK_CASES)
 
 
 # --------------------------------------------------------------------------------------------
 # c, d. timing beside SDPA
 # --------------------------------------------------------------------------------------------
 
-class _Baselines:
-    """SDPA's flash and cuDNN backends on torch tensors, and the CuPy views the kernels take.
-    Everything runs on one stream (:meth:`stream`)."""
-
-    def __init__(self, log):
-        from ..flash_attention.torch_interop import sdpa_cudnn, sdpa_flash
-        self.torch, self.flash, note = sdpa_flash()
-        _, self.cudnn, note_cudnn = sdpa_cudnn()
-        self.notes = {"sdpa_flash": note, "cudnn": note_cudnn}
-        log(f"  SDPA flash: {note}; cuDNN: {note_cudnn}")
-
-    @contextlib.contextmanager
-    def stream(self):
-        """One non-blocking CuPy stream, made torch's current stream too (as chapter 05's bench)."""
-        import cupy as cp
-        s = cp.cuda.Stream(non_blocking=True)
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(s)
-            if self.torch is not None:
-                stack.enter_context(self.torch.cuda.stream(self.torch.cuda.ExternalStream(s.ptr)))
-            yield s
-
-    def inputs(self, rng, shape, dtype="f16"):
-        """(torch tensors or None, CuPy q, k, v) of ``shape``."""
-        from ..flash_attention.torch_interop import attention_inputs
-        return attention_inputs(self.torch, rng, shape, dtype)
-
-    def variants(self, ts, causal) -> dict:
-        """Callables for the baselines that are there (each enters its backend per call)."""
-        out = {}
-        for name, pair in (("sdpa_flash", self.flash), ("cudnn", self.cudnn)):
-            if ts is None or pair is None:
-                continue
-            ctx, make = pair
-            fn = make(*ts, causal)
-
-            def call(fn=fn, ctx=ctx):
-                with ctx():
-                    return fn()
-            try:                              # a backend that refuses this size is left out
-                call()
-                self.torch.cuda.current_stream().synchronize()
-            except Exception as exc:          # pragma: no cover - GPU machine only
-                self.notes[f"{name} refused"] = f"{type(exc).__name__}: {exc}"[:300]
-                continue
-            out[name] = call
-        return out
-
-
-def timed(base: _Baselines, rng, n: int, d: int, causal: bool, steps, quick: bool, log,
+def timed(base: Baselines, rng, n: int, d: int, causal: bool, steps, quick: bool, log,
           dtype: str = "f16") -> dict:
-    """Every step of ``steps`` and the baselines, interleaved, at (B, H, n, d)."""
+    """Every step of ``steps`` and the baselines (SDPA's flash and cuDNN backends, on
+    :class:`fraglab.attention.Baselines`' one stream), interleaved, at (B, H, n, d)."""
     import cupy as cp
     shape = (B, H, n, d)
     rec = {"N": n, "d": d, "causal": causal, "dtype": dtype, "B": B, "H": H,
@@ -149,15 +85,14 @@ def timed(base: _Baselines, rng, n: int, d: int, causal: bool, steps, quick: boo
             variants[step], outs[step] = run, out
         except Exception as exc:
             skipped[step] = f"{type(exc).__name__}: {exc}"[:300]
-    bl = base.variants(ts, causal)
+    refused: dict = {}
+    bl = base.callables(ts, None, causal, refused)
+    base.notes.update({f"{name} refused": why for name, why in refused.items()})
     if "sdpa_flash" in bl and outs:
-        from ..flash_attention.torch_interop import cupy_to_torch
-        want = bl["sdpa_flash"]().float()
-        rec["rel_err_vs_sdpa"] = {}
-        for step, out in outs.items():
-            got = cupy_to_torch(out, dtype).float()
-            rec["rel_err_vs_sdpa"][step] = float((got - want).norm() / want.norm())
-        del want, got
+        want = bl["sdpa_flash"]()
+        rec["rel_err_vs_sdpa"] = {step: rel_err(cupy_to_torch(out, dtype), want)
+                                  for step, out in outs.items()}
+        del want
     variants.update(bl)
     c = timing.compare(variants, baseline="sdpa_flash" if "sdpa_flash" in variants else None,
                        progress=False, **_rep(n, quick))
@@ -187,58 +122,22 @@ def sweep_configs(quick: bool = False) -> list[tuple[int, int, bool]]:
 
 def stall_command(ncu_path, step: str, n: int = HEADLINE_N, d: int = 128) -> list[str]:
     """ncu on the second launch of ``step`` in a child ``profile`` run (the first loads it)."""
-    return [str(ncu_path), "--csv", "--page", "raw", "--clock-control", "none",
-            *[a for s in ncu.SECTIONS for a in ("--section", s)],
-            "--kernel-name", kernel_name(step, "f16", d), "--launch-skip", "1",
-            "--launch-count", "1",
-            *child.python_command("fraglab.instruction_diet", "profile", "--step", step,
-                                  "--n", str(n), "--d", str(d))]
-
-
-def top_stalls(stalls_: dict, n: int = 4) -> list[tuple[str, float]]:
-    """The ``n`` largest stall reasons (cycles per issued instruction) of the first metric
-    family with numbers."""
-    for family in sorted(stalls_):
-        vals = sorted(((v, k) for k, v in stalls_[family].items() if isinstance(v, float)),
-                      reverse=True)
-        if vals:
-            return [(k, v) for v, k in vals[:n]]
-    return []
+    return ncu.command(ncu_path, kernel_name(step, "f16", d), "fraglab.instruction_diet",
+                       "profile", "--step", step, "--n", str(n), "--d", str(d))
 
 
 def stalls(log, steps=STALL_STEPS, n: int = HEADLINE_N, budget_s: float = 120.0) -> dict:
-    """ncu's stall reasons of each step (child processes); steps left when ``budget_s`` is
-    spent are recorded as skipped."""
-    ncu_path = tools.find_tool("ncu", required=False)
-    if ncu_path is None:
-        log("  ncu not found: stall breakdown skipped")
-        return {"skipped": "ncu (Nsight Compute) not found on this machine"}
-    out = {"ncu": str(ncu_path), "N": n, "d": 128}
-    t0 = time.perf_counter()
-    for step in steps:
-        left = budget_s - (time.perf_counter() - t0)
-        if left < 20:
-            out[step] = {"skipped": f"the stall section's {budget_s:.0f} s were spent"}
-            continue
-        cmd = stall_command(ncu_path, step, n)
-        try:
-            r = child.run(cmd, timeout_s=min(90.0, left), check=False)
-            rec = ncu.parse_raw_csv(r.stdout)
-            rec["wall_s"] = r.wall_s
-            top = top_stalls(rec["stalls"])
-            log(f"  {step}: " + ", ".join(f"{k} {v:.2f}" for k, v in top))
-        except Exception as exc:
-            rec = {"failure": f"{type(exc).__name__}: {exc}"[:1500], "command": " ".join(cmd)}
-            log(f"  {step}: ncu FAILED: {rec['failure'][:300]}")
-        out[step] = rec
-    return out
+    """ncu's stall reasons of each step (child processes, :func:`fraglab.ncu.stall_breakdown`);
+    steps left when ``budget_s`` is spent are recorded as skipped."""
+    res = ncu.stall_breakdown(steps, lambda path, step: stall_command(path, step, n), log,
+                              timeout_s=90.0, budget_s=budget_s)
+    return res if "skipped" in res else {"ncu": res.pop("ncu"), "N": n, "d": 128, **res}
 
 
 def profile(step: str, n: int, d: int, causal: bool = False, heads: int = B * H) -> None:
     """Run ``step`` (or every step: ``all``) twice at (1, heads, n, d), f16 (the child that ncu
     or compute-sanitizer watches)."""
     import cupy as cp
-    from ..flash_attention.kernels import random_qkv
     raw, _ = random_qkv(np.random.default_rng(0), (1, heads, n, d), "f16")
     q, k, v = (cp.asarray(a) for a in raw)
     for s in (STEPS if step == "all" else (step,)):
@@ -306,7 +205,7 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
     base: list = []
 
     def headline():
-        base.append(_Baselines(log))
+        base.append(Baselines(log))
         results["baselines"] = base[0].notes
         rows = []
         with base[0].stream():
@@ -319,7 +218,7 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
         return rows
 
     def sweep():
-        b = base[0] if base else _Baselines(log)
+        b = base[0] if base else Baselines(log)
         rows = []
         with b.stream():
             for n, d, c in sweep_configs(quick):

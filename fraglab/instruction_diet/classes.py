@@ -6,7 +6,7 @@ needs (:data:`REFINED`): conversions (``F2FP`` packs two floats into f16x2/bf16x
 ``F2I``) get their own class instead of ``float``/``other``, and ``CS2R`` (which the seed's kernel
 10 removes: it zeroes register pairs) counts as a ``move``. :data:`ORDER` is the order of tables.
 
-The main loop is found from its back edge (:func:`fraglab.register_reuse.sass_counts.loop_spans`:
+The main loop is found from its back edge (:func:`fraglab.sass.loop_spans`:
 each backward ``BRA`` closes a loop): of the loops, the one with the most ``HMMA``; of equal ones
 the shortest (the FA-2 kernels have two sweeps with the same HMMAs, the unmasked one and the
 masked one; the unmasked one is the loop that runs for almost every tile).
@@ -17,7 +17,6 @@ import re
 from collections import Counter
 
 from .. import report, sass
-from ..register_reuse.sass_counts import loop_spans
 
 #: Opcodes (base names) whose class is refined; everything else is ``sass.classify``'s.
 REFINED = {"VIADD": "integer", "F2FP": "conversion", "F2F": "conversion", "I2F": "conversion",
@@ -53,7 +52,7 @@ def main_loop(sass_text: str, opcode: str = "HMMA") -> list[str]:
     """The listing lines of the main loop (see the module's docstring); ``[]`` without a loop."""
     lines = sass.listing(sass_text, padding=True)
     best, key = [], None
-    for first, last in loop_spans(sass_text):
+    for first, last in sass.loop_spans(sass_text):
         body = lines[first:last + 1]
         k = (sum(opcode_of(t).split(".")[0] == opcode for t in body), -len(body))
         if key is None or k > key:

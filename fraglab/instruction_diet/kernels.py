@@ -1,6 +1,6 @@
 """Wrappers of the instruction-diet ladder (``kernels/09_instruction_diet_<step>.cu``): what each
-step changes, its tiles, argument checks (those of chapter 05's :func:`~fraglab.flash_attention.fa2`,
-:func:`~fraglab.flash_attention.kernels.check_fa2_arguments`), launchers for :mod:`fraglab.bench`.
+step changes, its tiles, argument checks (those of chapter 05's ``fa2``,
+:func:`fraglab.attention.check_fa2_arguments`), launchers for :mod:`fraglab.bench`.
 
 Tensors are ``(B, H, N, d)`` C-contiguous arrays (CuPy on a GPU, NumPy on the interpreter):
 ``float16``, or ``uint16`` holding bf16 bit patterns; d 64 or 128; any N >= 1.
@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import launch, toolchain
-from ..flash_attention.constants import LOG2E
-from ..flash_attention.kernels import check_fa2_arguments
+from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
 #: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
@@ -108,17 +107,13 @@ def build(step: str, arch=None) -> toolchain.Build:
 
 def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
                        scale: float | None = None, out=None, source: str | None = None):
-    """Check everything (as :func:`fraglab.flash_attention.fa2`), allocate the poisoned output,
+    """Check everything (as chapter 05's ``fa2``), allocate the poisoned output,
     and return ``(run, out)``: ``run()`` launches the step's kernel once (for timing loops).
     ``source`` (the lab): a CUDA source defining ``diet_lab_<dtype>_d<d>`` with ``step``'s
     tiles, compiled under the name :data:`LAB_FILE` instead of the rung file."""
     check_step(step)
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
-    if out is None:
-        out = launch.poisoned(q.shape, q.dtype)
-    else:
-        launch.check_array("out", out, dtype=q.dtype, shape=q.shape)
-        launch.check_aligned("out", out, 16, "the epilogue stores 16 bytes")
+    out = fa2_output(q, out)
     m16 = source is None and uses_m16(step, n, causal, b * h)
     if source is None:
         fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d, m16))

@@ -80,7 +80,7 @@ def source_runner(source: str):
     """``run`` for :meth:`fraglab.problem.Problem.check`: the learner's kernel, launched where
     kernels run now (the grader may switch to the interpreter between calls)."""
     from .. import launch
-    from ..flash_attention.kernels import as_float
+    from ..attention import as_float
 
     def run(q, k, v, dtype, causal, scale):
         q, k, v = (launch.to_device(a) for a in (q, k, v))

@@ -1,5 +1,6 @@
-"""One :class:`fraglab.problem.Problem` per step of the ladder, all against chapter 05's float64
-attention reference (:func:`fraglab.flash_attention.attention_reference`).
+"""One :class:`fraglab.problem.Problem` per step of the ladder
+(:func:`fraglab.attention.attention_problem`: every attention chapter's inputs, float64
+reference, tolerances and FA-2 requirements).
 
 Inputs are NumPy (float16, or uint16 bf16 bits) drawn fresh for every check; outputs start
 poisoned, so an unwritten element fails. The interpreter (CPU tier) runs the cases not marked
@@ -8,31 +9,15 @@ poisoned, so an unwritten element fails. The interpreter (CPU tier) runs the cas
 """
 from __future__ import annotations
 
-from .. import launch
-from ..flash_attention.kernels import as_float, random_qkv
-from ..flash_attention.problems import TOL, requires_fa2
-from ..flash_attention.reference import attention_reference
-from ..problem import Case, Problem
+from ..attention import attention_problem
+from ..problem import Case
 from .kernels import STEPS, attention
 
-LABELS = ("batch", "head", "row", "col")
 
-
-def inputs(rng, shape, dtype="f16", causal=False, q_scale=1.0, scale=None) -> dict:
-    """q, k, v of ``shape`` (B, H, N, d); ``q_scale`` > 1 makes the softmax peaky."""
-    (q, k, v), _ = random_qkv(rng, shape, dtype, q_scale=q_scale)
-    return {"q": q, "k": k, "v": v, "dtype": dtype, "causal": causal, "scale": scale}
-
-
-def reference(q, k, v, dtype, causal, scale) -> object:
-    return attention_reference(*(as_float(a, dtype) for a in (q, k, v)), causal=causal, scale=scale)
-
-
-def _run(step: str):
-    def run(q, k, v, dtype, causal, scale):
-        out = attention(*map(launch.to_device, (q, k, v)), causal=causal, step=step, scale=scale)
-        return as_float(out, dtype)
-    return run
+def _kernel(step: str):
+    def kernel(q, k, v, *, causal, scale):
+        return attention(q, k, v, causal=causal, step=step, scale=scale)
+    return kernel
 
 
 def _cases() -> tuple:
@@ -57,9 +42,7 @@ def _cases() -> tuple:
 CASES = _cases()
 
 #: ``PROBLEMS[step]``: the step's kernel with its reference, tolerance and cases.
-PROBLEMS = {step: Problem(
+PROBLEMS = {step: attention_problem(
     f"09_instruction_diet/{step}",
     f"softmax(Q K^T * scale) V by step {step} of the instruction diet (f16/bf16, causal or not, "
-    "any N)",
-    inputs=inputs, reference=reference, run=_run(step), cases=CASES, tol=TOL,
-    requires=requires_fa2, labels=LABELS) for step in STEPS}
+    "any N)", _kernel(step), CASES) for step in STEPS}

@@ -8,8 +8,9 @@ a. **check**: every variant against float64 on fresh random inputs (outputs pois
 b. **resources**: registers, spills, LDL/STL, occupancy of every variant for this GPU
    (:mod:`.resources`), and the register-cap sweep's;
 c. **throughput**: N = 4096, B*H = 32, f16, non-causal, d = 64/128/256: every variant, the
-   d = 256 tiles of 64 keys, chapter 05's ``fa2`` (d <= 128) and SDPA's flash backend,
-   interleaved by :func:`fraglab.bench.compare`;
+   d = 256 tiles of 64 keys, chapter 05's ``fa2`` (d <= 128) and SDPA's flash backend
+   (:class:`fraglab.attention.Baselines`, on its one stream), interleaved by
+   :func:`fraglab.bench.compare`;
 d. **causal**: the two-loop kernels against the single masked loop (and SDPA), causal;
 e. **sweep**: ``--maxrregcount`` caps on ``qreg`` and ``qreload`` at d = 128 and 256, timed;
 f. **triton**: the seed's setting where Triton is importable (:mod:`.triton_fa`): q loaded
@@ -23,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import bench, device, report
-from ..flash_attention.kernels import attention_flops, fa2_launcher
-from ..flash_attention.torch_interop import cupy_to_torch, sdpa_flash, torch_to_cupy
+from ..attention import Baselines, attention_flops, check_all
+from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
 from . import kernels, problems, resources
 
@@ -36,41 +37,16 @@ CHECK_CASES = ("f16 d64 full", "bf16 d64 causal", "f16 d128 causal", "bf16 d128 
 
 
 def check(rng, log, quick: bool) -> list[dict]:
-    out = []
+    """Every variant over :data:`CHECK_CASES` (every other one with ``quick``), each recorded."""
     names = CHECK_CASES[::2] if quick else CHECK_CASES
-    for variant in kernels.VARIANTS:
-        p = problems.PROBLEMS[variant]
-        for name in names:
-            rec = {"variant": variant, "case": name}
-            try:
-                r = p.evaluate(name, rng)
-                rec.update(error=r.error, tol=r.tol, ok=bool(r.ok))
-            except Exception as exc:
-                rec.update(ok=False, failure=f"{type(exc).__name__}: {exc}"[:400])
-            out.append(rec)
-        bad = [r["case"] for r in out if r["variant"] == variant and not r["ok"]]
-        worst = max((r.get("error", 0) for r in out if r["variant"] == variant), default=0)
-        log(f"  {variant:<16} worst rel. error {worst:.2e}" + (f"  WRONG: {bad}" if bad else "  ok"))
-    return out
+    return check_all({v: problems.PROBLEMS[v] for v in kernels.VARIANTS}, rng, log,
+                     key="variant", cases=lambda p: names)
 
 
-class Inputs:
-    """q, k, v as torch tensors (for SDPA and Triton) and CuPy views of the same memory."""
-
-    def __init__(self, torch, stream, ext, d: int, dtype: str = "f16"):
-        self.torch, self.dtype = torch, dtype
-        shape = (B, H, N, d)
-        if torch is not None:
-            tdt = torch.float16 if dtype == "f16" else torch.bfloat16
-            with torch.cuda.stream(ext):
-                self.t = [torch.randn(shape, dtype=tdt, device="cuda") for _ in range(3)]
-            stream.synchronize()
-            self.c = [torch_to_cupy(t, dtype) for t in self.t]
-        else:
-            import cupy as cp
-            from ..flash_attention.kernels import random_qkv
-            raw, _ = random_qkv(np.random.default_rng(1), shape, dtype)
-            self.t, self.c = None, [cp.asarray(a) for a in raw]
+def _inputs(base: Baselines, d: int, dtype: str = "f16"):
+    """q, k, v (B, H, N, d) as torch tensors (for SDPA and Triton; None without torch) and CuPy
+    views of the same memory."""
+    return base.inputs(np.random.default_rng(1), (B, H, N, d), dtype)
 
 
 def _timed(cmp, flops: float) -> dict:
@@ -81,31 +57,24 @@ def _timed(cmp, flops: float) -> dict:
             for name, t in cmp.timings.items()}
 
 
-def _compare(variants: dict, torch, ext, rep: dict, baseline: str | None, sdpa_ctx):
-    """compare() under SDPA's flash-only context, on the torch stream that wraps ours."""
-    if torch is None:
-        return bench.compare(variants, progress=False, baseline=baseline, **rep)
-    with sdpa_ctx(), torch.cuda.stream(ext):
-        return bench.compare(variants, progress=False, baseline=baseline, **rep)
-
-
 def throughput(d: int, causal: bool, names: list, ctx: dict, knobs: dict | None = None) -> dict:
     """Time ``names`` (variants, ``variant@knob=value`` entries, ``fa2``, ``sdpa_flash``) at
     N = 4096, B*H = 32, f16; returns the rows keyed by name, SDPA the baseline."""
     import cupy as cp
-    torch, stream, ext, sdpa = ctx["torch"], ctx["stream"], ctx["ext"], ctx["sdpa"]
-    inp = Inputs(torch, stream, ext, d)
-    q, k, v = inp.c
+    base, stream = ctx["base"], ctx["stream"]
+    ts, (q, k, v) = _inputs(base, d)
     runs, skipped, outs = {}, {}, {}
     for name in names:
         try:
             if name == "sdpa_flash":
-                if torch is None:
-                    raise RuntimeError(ctx["sdpa_note"])
-                runs[name] = sdpa[1](*inp.t, causal)
+                if ts is None or name not in base.sdpa:
+                    raise RuntimeError(base.notes[name])
+                runs[name] = base.sdpa_call(name, ts, causal)
                 continue
             if name == "fa2":
-                run, out = fa2_launcher(q, k, v, causal=causal)
+                if name not in base.course:
+                    raise RuntimeError(base.notes[name])
+                run, out = base.course[name](q, k, v, causal=causal)
             else:
                 variant, _, knob = name.partition("@")
                 kw = dict(knobs or {})
@@ -120,17 +89,15 @@ def throughput(d: int, causal: bool, names: list, ctx: dict, knobs: dict | None 
             skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
     if not runs:
         raise RuntimeError(f"nothing ran at d = {d}: {skipped}")
-    base = "sdpa_flash" if "sdpa_flash" in runs else next(iter(runs))
-    cmp = _compare(runs, torch, ext, ctx["rep"], base, ctx["sdpa_ctx"])
+    base_name = "sdpa_flash" if "sdpa_flash" in runs else next(iter(runs))
+    cmp = bench.compare(runs, progress=False, baseline=base_name, **ctx["rep"])
     rows = _timed(cmp, attention_flops(B, H, N, d, causal))
-    if torch is not None and "sdpa_flash" in runs:       # agreement with SDPA's output
-        with ctx["sdpa_ctx"](), torch.cuda.stream(ext):
-            want = runs["sdpa_flash"]().float()
+    if "sdpa_flash" in runs:                                # agreement with SDPA's output
+        want = runs["sdpa_flash"]()
         stream.synchronize()
         for name, out in outs.items():
-            got = cupy_to_torch(out, "f16").float()
-            rows[name]["rel_err_vs_sdpa"] = float((got - want).norm() / want.norm())
-    del inp, q, k, v, outs
+            rows[name]["rel_err_vs_sdpa"] = rel_err(cupy_to_torch(out, "f16"), want)
+    del ts, q, k, v, outs
     cp.get_default_memory_pool().free_all_blocks()
     return {"d": d, "causal": causal, "N": N, "B": B, "H": H, "rows": rows, "skipped": skipped,
             "comparison": cmp.to_dict()}
@@ -156,31 +123,30 @@ def triton_step(ctx: dict, log, quick: bool) -> dict:
         from . import triton_fa
     except Exception as exc:
         return {"skipped": f"Triton not importable: {type(exc).__name__}: {exc}"[:300]}
-    torch = ctx["torch"]
-    if torch is None:
-        return {"skipped": "torch (which the Triton kernels take) is missing: " + ctx["sdpa_note"]}
+    base, stream = ctx["base"], ctx["stream"]
+    if base.torch is None or "sdpa_flash" not in base.sdpa:
+        return {"skipped": "torch (which the Triton kernels take) is missing: "
+                + base.notes["sdpa_flash"]}
     out = {"version": triton_fa.triton.__version__, "tiles": triton_fa.TILES, "rows": []}
     for d in ((128,) if quick else (64, 128, 256)):
         for causal in (True, False):
-            inp = Inputs(torch, ctx["stream"], ctx["ext"], d)
+            ts, _ = _inputs(base, d)
             runs, regs, outs = {}, {}, {}
             rec = {"d": d, "causal": causal}
             try:
                 for where in ("q_before_loop", "q_in_loop"):
-                    run, o, holder = triton_fa.launcher(*inp.t, causal=causal,
+                    run, o, holder = triton_fa.launcher(*ts, causal=causal,
                                                         q_in_loop=where == "q_in_loop")
-                    with torch.cuda.stream(ctx["ext"]):
-                        run()
-                    ctx["stream"].synchronize()
+                    run()
+                    stream.synchronize()
                     runs[where], outs[where], regs[where] = run, o, triton_fa.registers(holder)
-                runs["sdpa_flash"] = ctx["sdpa"][1](*inp.t, causal)
-                cmp = _compare(runs, torch, ctx["ext"], ctx["rep"], "sdpa_flash", ctx["sdpa_ctx"])
+                runs["sdpa_flash"] = base.sdpa_call("sdpa_flash", ts, causal)
+                cmp = bench.compare(runs, progress=False, baseline="sdpa_flash", **ctx["rep"])
                 rec.update(rows=_timed(cmp, attention_flops(B, H, N, d, causal)), registers=regs)
-                with ctx["sdpa_ctx"](), torch.cuda.stream(ctx["ext"]):
-                    want = runs["sdpa_flash"]().float()
-                ctx["stream"].synchronize()
+                want = runs["sdpa_flash"]()
+                stream.synchronize()
                 for where, o in outs.items():
-                    rec["rows"][where]["rel_err_vs_sdpa"] = float((o.float() - want).norm() / want.norm())
+                    rec["rows"][where]["rel_err_vs_sdpa"] = rel_err(o, want)
                 log(f"  triton d={d} {'causal' if causal else 'full'}: " + ", ".join(
                     f"{w} {rec['rows'][w]['tflops']:.0f} TFLOP/s ({regs[w].get('n_regs')} regs, "
                     f"{regs[w].get('n_spills')} spills)" for w in regs))
@@ -188,7 +154,7 @@ def triton_step(ctx: dict, log, quick: bool) -> dict:
                 rec["failure"] = f"{type(exc).__name__}: {exc}"[:400]
                 log(f"  triton d={d} causal={causal} FAILED: {rec['failure']}")
             out["rows"].append(rec)
-            del inp, runs, outs
+            del ts, runs, outs
     return out
 
 
@@ -202,14 +168,11 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     dev = bench.device_info()
     log(f"[08_register_liveness bench] {device.status_line()}")
-    torch, sdpa, note = sdpa_flash()
-    stream = cp.cuda.Stream(non_blocking=True)
-    ext = torch.cuda.ExternalStream(stream.ptr) if torch is not None else None
+    base = Baselines(backends=("sdpa_flash",), course=("fa2",))
     rep = dict(repeat=12, rounds=2, warmup=2) if quick else dict(repeat=30, rounds=3, warmup=3)
-    ctx = {"torch": torch, "sdpa": sdpa, "sdpa_note": note, "stream": stream, "ext": ext,
-           "rep": rep, "sdpa_ctx": (sdpa[0] if sdpa else None)}
     arch = device.arch()
-    results: dict = {"quick": quick, "seed": seed, "sdpa": note, "arch": arch, "shape": [B, H, N],
+    results: dict = {"quick": quick, "seed": seed, "sdpa": base.notes["sdpa_flash"], "arch": arch,
+                     "shape": [B, H, N],
                      "variants": list(kernels.VARIANTS), "bn": kernels.BN, "errors": {}}
     steps = [
         ("check", lambda: check(rng, log, quick)),
@@ -224,7 +187,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
         ("sweep", lambda: sweep(ctx, arch, log, quick)),
         ("triton", lambda: triton_step(ctx, log, quick)),
     ]
-    with stream:
+    with base.stream() as stream:
+        ctx = {"base": base, "stream": stream, "rep": rep}
         for name, step in steps:
             log.phase(name)
             try:

@@ -13,16 +13,15 @@ two loops (unmasked, then masked):
 
 Compile-time knobs (:func:`build_spec`): ``bn`` (keys a tile at d = 256: 32 or 64),
 ``maxrregcount`` (NVRTC's ``--maxrregcount=N``) and ``minb`` (``__launch_bounds__``' blocks per
-SM). Tensors as :func:`fraglab.flash_attention.fa2`: ``(B, H, N, d)`` float16, or uint16 holding
-bf16; d 64, 128 or 256; any N; checked by the same function (:func:`check_qkv`).
+SM). Tensors as chapter 05's ``fa2``: ``(B, H, N, d)`` float16, or uint16 holding bf16; d 64, 128
+or 256; any N; checked by the same functions (:mod:`fraglab.attention.checks`).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .. import launch, toolchain
-from ..flash_attention.constants import LOG2E
-from ..flash_attention.kernels import check_qkv, check_scale, fa2_output, require_fa2_gpu
+from ..attention import LOG2E, check_qkv, check_scale, fa2_output, require_fa2_gpu
 
 MODES = ("qreg", "qreload", "qglobal")
 VARIANTS = (*MODES, *(f"{m}_oneloop" for m in MODES))

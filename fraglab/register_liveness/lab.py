@@ -16,7 +16,7 @@ from .. import device, grade, toolchain
 from ..grading import checks
 from ..problem import Case
 from . import kernels, liveness, resources
-from .problems import PROBLEMS, runner
+from .problems import PROBLEMS
 
 #: What the learner's source is wrapped in: the header, then their lab_fetch, then the kernels.
 LAB_HEAD = '''#include "08_register_liveness.cuh"
@@ -89,7 +89,7 @@ def check_reload_source(body: str, rng, exercise: str = "exercise 2") -> str:
     gpu_cases = tuple(c for c in p.cases if c.params["shape"][3] in kernels.LAB_HEAD_DIMS and c.slow)
 
     def run(**kw):
-        return runner("qreload")(**kw, source=source)
+        return p.run(**kw, source=source)
     # results first: a wrong O fails before the other targets are compiled for the SASS checks
     ran = checks.check_cases(exercise, p, run, rng, repeats=1,
                              cases=gpu_cases if device.gpu_available() else INTERPRETER_CASES,

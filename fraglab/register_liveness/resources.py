@@ -2,7 +2,7 @@
 spill bytes (:attr:`fraglab.toolchain.Build.resources`), the local-memory loads and stores
 counted in the SASS (``LDL``/``STL``: spills, and nothing else in these kernels), and the
 occupancy those registers and the shared memory allow on an H100 (65536 registers, 228 KB of
-shared memory a SM; :func:`fraglab.register_reuse.sass_counts.occupancy`).
+shared memory a SM; :func:`fraglab.sass.occupancy`).
 
     row = resources("qreg", 256)             # {"registers": 255, "spill_stores": ..., "ldl": ...}
     print(table(all_rows()))                 # python -m fraglab.register_liveness sass
@@ -10,7 +10,6 @@ shared memory a SM; :func:`fraglab.register_reuse.sass_counts.occupancy`).
 from __future__ import annotations
 
 from .. import sass
-from ..register_reuse.sass_counts import occupancy
 from . import kernels
 
 #: The register caps of the sweep (None: ptxas's own choice under __launch_bounds__(128, 2)).
@@ -31,7 +30,7 @@ def resources(variant: str, d: int, dtype: str = "f16", arch: str = "sm_90", **k
     b, name = kernels.build(variant, dtype, d, arch, **knobs)
     res = b.resources[name]
     smem = kernels.smem_bytes(d, knobs.get("bn"))
-    occ = occupancy(res["registers"], smem, 32 * kernels.WARPS)
+    occ = sass.occupancy(res["registers"], smem, 32 * kernels.WARPS)
     return {"variant": variant, "d": d, "dtype": dtype, "arch": arch, "kernel": name,
             "knobs": {k: v for k, v in knobs.items() if v is not None},
             "bn": knobs.get("bn") or kernels.BN[d],

@@ -10,22 +10,24 @@ b. **sweep**: the top rung's tiles (:func:`sweep_space`, ~36 configurations), al
 c. **ladder**: every rung and cuBLAS (TF32 off) at each size, interleaved by
    :func:`fraglab.bench.compare`: median ms, TFLOP/s, share of cuBLAS;
 d. **stalls**: Nsight Compute's warp-stall breakdown of ``smem``, ``tile1d`` (the seed's pair)
-   and ``autotuned`` at 4096^3, with shared-load wavefronts (:mod:`.ncu`), in child processes;
+   and ``autotuned`` at 4096^3, with shared-load wavefronts (:mod:`fraglab.ncu`), in child
+   processes;
 e. everything into ``DIR/results.json`` through :func:`fraglab.bench.save_results` (device,
    clocks, throttle state), and a summary table.
 """
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .. import bench, launch, report
+from .. import bench, launch, ncu, report
 from ..problem import Case
 from ..progress import Log, Progress
-from . import kernels, ncu, problems, sass_counts
+from . import kernels, problems, sass_counts
 from .seed import SEED
 
 #: Square sizes and (M, N, K) shapes of the ladder; ``--quick`` keeps the first two of each.
@@ -193,6 +195,22 @@ def shapes(quick: bool = False) -> list[tuple[int, int, int]]:
 # the whole run
 # --------------------------------------------------------------------------------------------
 
+# --------------------------------------------------------------------------------------------
+# d. stalls
+# --------------------------------------------------------------------------------------------
+
+def stalls(size: int, log, tiles: dict | None = None, rungs=STALL_RUNGS) -> dict:
+    """ncu's warp-stall breakdown of ``rungs`` at ``size``^3 (``tiles[rung]`` overrides a rung's
+    tiles), with the shared-load wavefronts, one child ``profile`` run each."""
+    def command_of(ncu_path, rung):
+        t = (tiles or {}).get(rung)
+        return ncu.command(ncu_path, f"sgemm_{rung}", "fraglab.register_reuse", "profile",
+                           "--kernel", rung, "--size", str(size),
+                           *(["--tiles", json.dumps(t)] if t else []), metrics=ncu.SHARED_METRICS)
+    res = ncu.stall_breakdown(rungs, command_of, log, metrics=ncu.SHARED_METRICS)
+    return res if "skipped" in res else {"ncu": res.pop("ncu"), "size": size, **res}
+
+
 def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     """Steps a-e into ``out`` (``results.json``, ``log.txt``); returns the results dict."""
     out = Path(out)
@@ -209,10 +227,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                                    size=2048 if quick else SWEEP_SIZE)),
         ("ladder", lambda: [ladder_at(rng, log, s, (results.get("sweep") or {}).get("best"))
                             for s in shapes(quick)]),
-        ("stalls", lambda: ncu.stall_breakdown(
-            STALL_RUNGS, 2048 if quick else 4096, log,
-            tiles={"autotuned": (results.get("sweep") or {}).get("best")},
-            metrics=ncu.SHARED_METRICS)),
+        ("stalls", lambda: stalls(2048 if quick else 4096, log,
+                                  {"autotuned": (results.get("sweep") or {}).get("best")})),
     ]
     for name, step in steps:
         log.phase(name)

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import device, grade, launch, ptx
+from .. import device, grade, launch, ptx, sass
 from ..grading import checks
 from ..problem import Case
 from . import kernels, sass_counts
@@ -88,7 +88,7 @@ def loop_problems(source: str, arch: str = "sm_90") -> list[str]:
     from .. import toolchain
     t = kernels.TILES["tile1d"]
     b = toolchain.compile(LAB_FILE, arch, source=source, defines=t)
-    c = sass_counts.counts(sass_counts.main_loop(b.sass(KERNEL)))
+    c = sass_counts.counts(sass.main_loop(b.sass(KERNEL)))
     want_ffma = t["BK"] * t["TM"]
     problems = []
     if c["ffma"] != want_ffma:
@@ -150,7 +150,7 @@ SYNTHETIC_2 = ["LDSM.16.M88.4 R40, [R2]", "@!P2 LDS.U.128 R8, [R3+0x40]", "HFMA2
 def main_loop_lines(kernel: str, arch: str = "sm_90") -> list[str]:
     """The SASS lines (:func:`fraglab.sass.listing` form) of rung ``kernel``'s main loop."""
     b = kernels.build(kernel, arch)
-    return sass_counts.main_loop(b.sass(f"sgemm_{kernel}"))
+    return sass.main_loop(b.sass(f"sgemm_{kernel}"))
 
 
 def words_per_ffma(lines: list[str]) -> float:
@@ -191,7 +191,7 @@ def ptxas_report(tiles: dict, arch: str = "sm_90") -> dict:
     """The course's own report of rung 4 with ``tiles``: registers, spill bytes, occupancy."""
     t = kernels.tiles("tile1d", **tiles)
     res = kernels.build("tile1d", arch, **tiles).resources[KERNEL]
-    occ = sass_counts.occupancy(res["registers"], kernels.shared_bytes("tile1d", t),
+    occ = sass.occupancy(res["registers"], kernels.shared_bytes("tile1d", t),
                                 kernels.threads("tile1d", t))
     return {"registers": res["registers"],
             "spill_bytes": res["spill_stores"] + res["spill_loads"],

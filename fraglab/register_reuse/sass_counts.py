@@ -7,71 +7,16 @@ LDS.64, LDS.128: instructions and the 4-byte words they move) and FFMAs, and com
 per FFMA with the napkin arithmetic of each rung (:func:`napkin`).
 
 Registers and spills come from the ptxas report (``build.resources``), and the theoretical
-occupancy on sm_90 from registers, shared memory and threads (:func:`occupancy`).
-
-:func:`loop_spans` and :func:`main_loop` are generic (any listing); they belong in
-:mod:`fraglab.sass` and live here until that module takes them.
+occupancy on sm_90 from registers, shared memory and threads. The loops
+(:func:`fraglab.sass.loop_spans`, :func:`fraglab.sass.main_loop`) and the occupancy
+(:func:`fraglab.sass.occupancy`) are generic and live in :mod:`fraglab.sass`.
 """
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 
 from .. import sass
 from . import kernels
-
-_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/")
-_LABEL = re.compile(r"^\s*(\.L_x_\d+):")
-_TARGET = re.compile(r"`\((\.L_x_\d+)\)")
-
-
-def _addressed(sass_text: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
-    """(address, instruction text) of every instruction, and the address of every label."""
-    lines: list[tuple[int, str]] = []
-    labels: dict[str, int] = {}
-    pending: list[str] = []
-    for raw in sass_text.splitlines():
-        m = _LABEL.match(raw)
-        if m:
-            pending.append(m.group(1))
-            continue
-        m = _ADDR.search(raw)
-        if m and ";" in raw:
-            addr = int(m.group(1), 16)
-            for name in pending:
-                labels[name] = addr
-            pending = []
-            lines.append((addr, raw.split("*/", 1)[1].split(";")[0].strip()))
-    return lines, labels
-
-
-def loop_spans(sass_text: str) -> list[tuple[int, int]]:
-    """Loops of a kernel's listing as ``(first, last)`` indices into :func:`fraglab.sass.listing`
-    order: each backward ``BRA`` (target address below the branch) closes one."""
-    lines, labels = _addressed(sass_text)
-    index = {addr: i for i, (addr, _) in enumerate(lines)}
-    spans = []
-    for i, (addr, text) in enumerate(lines):
-        if sass.base_opcode(text) != "BRA":
-            continue
-        m = _TARGET.search(text)
-        if m and m.group(1) in labels and labels[m.group(1)] < addr:
-            spans.append((index[labels[m.group(1)]], i))
-    return spans
-
-
-def main_loop(sass_text: str, opcode: str = "FFMA") -> list[str]:
-    """The instructions (text, as :func:`fraglab.sass.listing`) of the loop with the most
-    ``opcode`` instructions; ``[]`` when the kernel has no loop."""
-    lines, _ = _addressed(sass_text)
-    best: list[str] = []
-    for first, last in loop_spans(sass_text):
-        body = [text for _, text in lines[first:last + 1]]
-        if sum(sass.base_opcode(t) == opcode for t in body) > \
-                sum(sass.base_opcode(t) == opcode for t in best):
-            best = body
-    return best
-
 
 def _width_words(text: str) -> int:
     """4-byte words one thread moves with a load/store instruction (LDS.128 -> 4, LDS.64 -> 2)."""
@@ -124,41 +69,13 @@ def napkin(kernel: str, t: dict | None = None) -> Fraction | None:
     return Fraction(lane_m + lane_n, lane_m * lane_n)
 
 
-# --------------------------------------------------------------------------------------------
-# Occupancy (sm_90)
-# --------------------------------------------------------------------------------------------
-
-#: sm_90 limits per SM: registers, shared memory (bytes, 1 KB of it reserved per block),
-#: threads and blocks; registers are allocated per warp in units of 256.
-SM90 = dict(registers=65536, smem=228 * 1024, smem_reserved_per_block=1024, threads=2048,
-            blocks=32, reg_unit=256, smem_unit=128)
-
-
-def occupancy(registers: int, smem_bytes: int, block_threads: int, limits: dict = SM90) -> dict:
-    """Resident blocks per SM and the theoretical occupancy (resident warps / 64), with the
-    limit that binds (``registers``, ``shared``, ``threads`` or ``blocks``)."""
-    warps = -(-block_threads // 32)
-    regs_per_warp = -(-registers * 32 // limits["reg_unit"]) * limits["reg_unit"]
-    smem = -(-(smem_bytes + limits["smem_reserved_per_block"]) // limits["smem_unit"]) \
-        * limits["smem_unit"]
-    by = {"registers": limits["registers"] // (regs_per_warp * warps) if registers else 10**9,
-          "shared": limits["smem"] // smem,
-          "threads": limits["threads"] // (warps * 32),
-          "blocks": limits["blocks"]}
-    blocks = min(by.values())
-    max_warps = limits["threads"] // 32
-    return {"blocks_per_sm": blocks, "warps_per_sm": blocks * warps,
-            "occupancy": blocks * warps / max_warps,
-            "limited_by": min(by, key=lambda k: (by[k], k != "registers"))}
-
-
 def report(kernel: str, arch: str = "sm_90", **overrides) -> dict:
     """Everything above for one rung: main-loop counts, LDS per FFMA (instructions and words)
     beside the napkin, registers, spills, shared memory, occupancy."""
     t = kernels.tiles(kernel, **overrides)
     b = kernels.build(kernel, arch, **overrides)
     name = f"sgemm_{kernel}"
-    c = counts(main_loop(b.sass(name)))
+    c = counts(sass.main_loop(b.sass(name)))
     res = b.resources[name]
     smem = kernels.shared_bytes(kernel, t)
     nap = napkin(kernel, t)
@@ -173,7 +90,7 @@ def report(kernel: str, arch: str = "sm_90", **overrides) -> dict:
         "registers": res["registers"], "spill_bytes": res["spill_stores"] + res["spill_loads"],
         "stack_frame": res["stack_frame"], "smem_bytes": smem,
         "threads": kernels.threads(kernel, t),
-        **occupancy(res["registers"], smem, kernels.threads(kernel, t)),
+        **sass.occupancy(res["registers"], smem, kernels.threads(kernel, t)),
     }
 
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .. import device, forward_mapping
+from .. import device
 from ..fragments import KINDS, UnsupportedKind, get_kind, num_elements_table
 from ..fragments import recording
+from ..fragments.fit import describe_fit
 from .decode import TraceError
 from .live import layout, source_line
 from .plots import format_table
@@ -52,6 +53,6 @@ def main(argv=None) -> int:
             continue
         print(f"\n{k.name}  {k.describe()}")
         print(format_table(lay, k.shape, "lane"))
-        print(forward_mapping.describe_fit(lay, k))
+        print(describe_fit(lay, k))
     return 0
 

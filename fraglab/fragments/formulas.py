@@ -1,6 +1,7 @@
 """Formulas in the bits of two integers: :class:`BitFormula` (integer weights on bits, the paper's
 equations), :class:`XorFormula` (XOR of bits, as swizzles are), and the maps made of two of them,
-:class:`Mapping` ``(lane, i) -> (row, col)`` and :class:`InverseMapping` ``(row, col) -> (lane, i)``.
+:class:`Mapping` ``(lane, i) -> (row, col)`` and :class:`InverseMapping` ``(row, col) -> (lane, i)``
+(what :mod:`.fit` finds for a layout).
 """
 from __future__ import annotations
 

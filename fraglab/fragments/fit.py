@@ -1,10 +1,17 @@
 """Fitting a formula to a traced table, exactly: :func:`fit` (forward, ``(lane, i) -> (row, col)``),
-:func:`fit_inverse`, and :func:`inverse` (every slot holding an element, for any layout)."""
+:func:`fit_inverse`, and :func:`inverse` (every slot holding an element, for any layout).
+
+Chapter 02 teaches it (:mod:`fraglab.forward_mapping` re-exports it); the tracer's command line
+prints it (:func:`describe_fit`). Import it by name (``from fraglab.fragments import fit``): it
+is not re-exported by :mod:`fraglab.fragments`, because it checks tables with
+:mod:`fraglab.warp`, which uses :mod:`.documented`.
+"""
 from __future__ import annotations
 
 import numpy as np
 
-from .. import fragments, warp
+from .. import warp
+from .catalogue import get_kind
 from .formulas import (LANE_BITS, BitFormula, InverseMapping, Mapping, NotAffine,
                        XorFormula)
 
@@ -50,7 +57,7 @@ def fit(layout, shape=None, *, kind=None) -> Mapping:
     Tries integer weights first (the paper's style), then XOR of bits. Raises
     :class:`NotAffine`, naming a slot where the best guess fails, when neither fits.
     """
-    k = fragments.get_kind(kind) if kind is not None else None
+    k = get_kind(kind) if kind is not None else None
     shape = tuple(shape) if shape is not None else (k.shape if k else None)
     lay = np.asarray(layout)
     if lay.ndim != 3 or lay.shape[0] != 32 or lay.shape[2] != 2:
@@ -118,7 +125,7 @@ def inverse(layout, shape):
 
 def describe_fit(layout, kind) -> str:
     """A few lines: the fitted formula of a kind's layout, or why there is none."""
-    k = fragments.get_kind(kind)
+    k = get_kind(kind)
     try:
         m = fit(layout, kind=k)
     except NotAffine as e:
