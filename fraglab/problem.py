@@ -200,3 +200,23 @@ class Problem:
         if not res.ok:
             raise ProblemFailure(res.line() + "\n" + res.detail)
         return res
+
+
+def topic_problems(topics=None) -> dict[str, dict[str, Problem]]:
+    """``{topic: PROBLEMS}``: the ``PROBLEMS`` of every topic of the book (``book/NN_name.ipynb``
+    -> ``fraglab.name``) that exports them, in the book's order. ``topics`` (names such as
+    ``"hello_warp"``) imports only those, and a name the book lacks raises ``ValueError``."""
+    import importlib
+
+    from .tools import REPO_ROOT
+    book = [nb.stem[3:] for nb in sorted((REPO_ROOT / "book").glob("[0-9][0-9]_*.ipynb"))]
+    unknown = sorted(set(topics or ()) - set(book))
+    if unknown:
+        raise ValueError(f"no topic {', '.join(unknown)}; the book's topics are {', '.join(book)}")
+    found = {}
+    for name in book:
+        if topics is None or name in topics:
+            problems = getattr(importlib.import_module(f"fraglab.{name}"), "PROBLEMS", None)
+            if problems:
+                found[name] = dict(problems)
+    return found

@@ -273,8 +273,8 @@ def wrap(text: str, width: int = CHAR_BUDGET, indent: str = "    ") -> str:
                      if len(line) > width else line for line in text.splitlines())
 
 
-#: compute-sanitizer's record over the attention kernels of chapters 08-10 (``.ci/gpu sanitize``,
-#: written by ``.ci/sanitize_topics.py --summary``).
+#: compute-sanitizer's record, per tool and topic, over each topic's ``PROBLEMS`` (``.ci/gpu
+#: sanitize``, written by ``.ci/sanitize_topics.py --summary``).
 SANITIZER_RECORD = Path(__file__).resolve().parent.parent / "book" / "data" / "sanitizer.json"
 
 
