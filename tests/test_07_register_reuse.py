@@ -15,10 +15,10 @@ _CASES = [(k, c) for k, p in rr.PROBLEMS.items() for c in p.cases]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel, case", _CASES, ids=[f"{k}-{c}" for k, c in _CASES])
-def test_every_rung_matches_float64(kernel, case, rng):
+@pytest.mark.parametrize("variant, case", _CASES, ids=[f"{k}-{c}" for k, c in _CASES])
+def test_every_rung_matches_float64(variant, case, rng):
     """Each rung x case against NumPy float64 (outputs poisoned with NaN first)."""
-    rr.PROBLEMS[kernel].check(case, rng)
+    rr.PROBLEMS[variant].check(case, rng)
 
 
 @pytest.mark.gpu
@@ -39,7 +39,7 @@ def test_tile_overrides_and_the_sweep_space_run(rng):
         rr.PROBLEMS["autotuned"].check("square512", rng,
                                        run=lambda a, b, **_: rr.sgemm(
                                            *map(rr.kernels.launch.to_device, (a, b)),
-                                           kernel="autotuned", **t))
+                                           variant="autotuned", **t))
 
 
 def test_a_wrong_product_fails_its_problem(rng):
@@ -57,7 +57,7 @@ def test_a_wrong_product_fails_its_problem(rng):
 def test_problems_cover_the_edge_cases():
     names = {c.name for c in rr.PROBLEMS["naive"].cases}
     assert {"square256", "wide", "tall_skinny", "ragged", "k1", "odd", "large_magnitude"} <= names
-    for k in kernels.LADDER:
+    for k in kernels.VARIANTS:
         bm, bn, bk = kernels.block_tile(k)
         for c in rr.PROBLEMS[k].cases:
             if k not in kernels.RAGGED_OK:   # the float4 rungs only get whole tiles
@@ -87,36 +87,36 @@ def test_error_is_scaled_by_the_terms_and_catches_a_missing_term(rng):
 # --------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ARCHES)
-@pytest.mark.parametrize("kernel", kernels.LADDER)
-def test_every_rung_compiles_with_its_tiles(kernel, arch):
-    b = toolchain.compile_check(kernels.kernel_file(kernel), arch, defines=kernels.tiles(kernel))
-    assert f"sgemm_{kernel}" in b.kernels
+@pytest.mark.parametrize("variant", kernels.VARIANTS)
+def test_every_rung_compiles_with_its_tiles(variant, arch):
+    b = toolchain.compile_check(kernels.kernel_file(variant), arch, defines=kernels.tiles(variant))
+    assert f"sgemm_{variant}" in b.kernels
 
 
-@pytest.mark.parametrize("kernel", kernels.LADDER[:-1])
-def test_tiles_table_matches_the_cu_defaults(kernel):
+@pytest.mark.parametrize("variant", kernels.VARIANTS[:-1])
+def test_tiles_table_matches_the_cu_defaults(variant):
     """TILES is the one home of the tile sizes: the #ifndef defaults of rungs 1-8 give the same
     cubin as the defines the wrapper passes."""
-    plain = toolchain.compile(kernels.kernel_file(kernel), "sm_90")
-    assert plain.sass(f"sgemm_{kernel}").split(".text.", 1)[1] == \
-        kernels.build(kernel, "sm_90").sass(f"sgemm_{kernel}").split(".text.", 1)[1]
+    plain = toolchain.compile(kernels.kernel_file(variant), "sm_90")
+    assert plain.sass(f"sgemm_{variant}").split(".text.", 1)[1] == \
+        kernels.build(variant, "sm_90").sass(f"sgemm_{variant}").split(".text.", 1)[1]
 
 
 REPORTS = {}
 
 
-def _report(kernel):
-    if kernel not in REPORTS:
-        REPORTS[kernel] = sass_counts.report(kernel, "sm_90")
-    return REPORTS[kernel]
+def _report(variant):
+    if variant not in REPORTS:
+        REPORTS[variant] = sass_counts.report(variant, "sm_90")
+    return REPORTS[variant]
 
 
-@pytest.mark.parametrize("kernel", kernels.LADDER)
-def test_no_local_memory_at_default_tiles(kernel):
-    r = _report(kernel)
+@pytest.mark.parametrize("variant", kernels.VARIANTS)
+def test_no_local_memory_at_default_tiles(variant):
+    r = _report(variant)
     assert r["spill_bytes"] == 0 and r["stack_frame"] == 0
     assert r["loop"]["local"] == 0
-    assert kernels.build(kernel, "sm_90").classes(f"sgemm_{kernel}")["local"] == 0
+    assert kernels.build(variant, "sm_90").classes(f"sgemm_{variant}")["local"] == 0
 
 
 def test_naive_and_coalesced_issue_two_global_loads_per_ffma_and_no_shared():
@@ -143,10 +143,10 @@ def test_tile1d_moves_nine_words_per_eight_ffma():
     assert r["lds_per_ffma"] < _report("smem")["lds_per_ffma"] / 2
 
 
-@pytest.mark.parametrize("kernel", ["tile2d", "vectorized", "warptile", "double_buffer",
+@pytest.mark.parametrize("variant", ["tile2d", "vectorized", "warptile", "double_buffer",
                                     "autotuned"])
-def test_thread_tiles_move_their_napkin_words_per_ffma(kernel):
-    r = _report(kernel)
+def test_thread_tiles_move_their_napkin_words_per_ffma(variant):
+    r = _report(variant)
     assert r["words_per_ffma"] == pytest.approx(r["napkin_words_per_ffma"])
     assert r["words_per_ffma"] <= 0.32 and r["lds_per_ffma"] <= 0.08
 
@@ -236,15 +236,15 @@ def test_the_wrong_kind_of_array_is_rejected(foreign):
     make, words = foreign
     a = make(np.zeros((64, 64), np.float32))
     with pytest.raises(TypeError, match=words):
-        rr.sgemm(a, a, kernel="smem")
+        rr.sgemm(a, a, variant="smem")
 
 
-def test_unknown_kernel_is_rejected():
-    with pytest.raises(ValueError, match="kernel must be one of"):
-        rr.sgemm(None, None, kernel="cutlass")
+def test_unknown_variant_is_rejected():
+    with pytest.raises(ValueError, match="variant must be one of"):
+        rr.sgemm(None, None, variant="cutlass")
 
 
-@pytest.mark.parametrize("kernel, over, msg", [
+@pytest.mark.parametrize("variant, over, msg", [
     ("smem", {"BM": 64}, "no tile parameter BM"),
     ("tile1d", {"TN": 8}, "no tile parameter TN"),
     ("tile1d", {"BM": 60}, "multiple of TM"),
@@ -257,9 +257,9 @@ def test_unknown_kernel_is_rejected():
     ("autotuned", {"GROUP": 0}, "between 1 and"),
     ("autotuned", {"BM": 128.0}, "must be an int"),
 ])
-def test_bad_tiles_are_rejected(kernel, over, msg):
+def test_bad_tiles_are_rejected(variant, over, msg):
     with pytest.raises((ValueError, TypeError), match=msg):
-        kernels.tiles(kernel, **over)
+        kernels.tiles(variant, **over)
 
 
 #: Bad arrays: (name, how to make a and b from cupy, exception, message).
@@ -282,20 +282,20 @@ BAD_ARRAYS = [
 def test_bad_arrays_are_rejected(what, make, exc, msg):
     a, b = make(_cupy())
     with pytest.raises(exc, match=msg):
-        rr.sgemm(a, b, kernel="naive")
+        rr.sgemm(a, b, variant="naive")
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kernel", ["vectorized", "warptile", "double_buffer", "autotuned"])
-def test_float4_rungs_reject_ragged_sizes_naming_the_multiple(kernel):
+@pytest.mark.parametrize("variant", ["vectorized", "warptile", "double_buffer", "autotuned"])
+def test_float4_rungs_reject_ragged_sizes_naming_the_multiple(variant):
     cp = _cupy()
-    bm, bn, bk = kernels.block_tile(kernel)
+    bm, bn, bk = kernels.block_tile(variant)
     a, b = cp.zeros((bm + 1, bk), cp.float32), cp.zeros((bk, bn), cp.float32)
     with pytest.raises(ValueError, match=f"M to be a multiple of BM = {bm}"):
-        rr.sgemm(a, b, kernel=kernel)
+        rr.sgemm(a, b, variant=variant)
     a, b = cp.zeros((bm, bk + 4), cp.float32), cp.zeros((bk + 4, bn), cp.float32)
     with pytest.raises(ValueError, match=f"K to be a multiple of BK = {bk}"):
-        rr.sgemm(a, b, kernel=kernel)
+        rr.sgemm(a, b, variant=variant)
 
 
 @pytest.mark.gpu

@@ -58,7 +58,7 @@ def test_a_different_record_gives_different_prose(doc):
 
 def test_stalls_are_read_from_the_record(doc):
     st = rr_report.stalls(doc)
-    assert set(st) <= set(rr.LADDER) and "selected" not in st.get("smem", {})
+    assert set(st) <= set(rr.VARIANTS) and "selected" not in st.get("smem", {})
     g = rr.glue_values(doc)
     if "smem" in st:
         assert g["ch07-top-stall-smem"].split(" and ")[0] == \
@@ -79,10 +79,10 @@ def test_live_sass_counts_equal_the_record(doc, rows):
 
 def test_tables(doc, rows):
     t = rr_report.ladder_table(doc, rows)
-    assert [r[0] for r in t.rows] == [rr_report.LABELS[k] for k in rr.LADDER] + ["cuBLAS (TF32 off)"]
+    assert [r[0] for r in t.rows] == [rr_report.LABELS[k] for k in rr.VARIANTS] + ["cuBLAS (TF32 off)"]
     html = t._repr_html_()
     assert "overflow-x:auto" in html and "Table 2" in html
-    assert [r[0] for r in rr_report.rungs_table().rows] == [rr_report.LABELS[k] for k in rr.LADDER]
+    assert [r[0] for r in rr_report.rungs_table().rows] == [rr_report.LABELS[k] for k in rr.VARIANTS]
     assert len(repr(t)) < report.CHAR_BUDGET
     b = rr_report.blocks_table(doc, rows)
     top = [r for r in b.rows if r[0] == rr_report.LABELS["autotuned"]][0]
@@ -90,13 +90,13 @@ def test_tables(doc, rows):
     assert top[2] == (1024 // bm) * (1024 // bn)
 
 
-@pytest.mark.parametrize("kernel", rr.LADDER[1:])
-def test_each_rung_is_a_diff_of_the_one_before(kernel):
-    text = rr_report.diff_text(kernel)
-    before = rr.LADDER[rr.LADDER.index(kernel) - 1]
-    assert text.startswith(f"--- 07_register_reuse_{before}.cu\n+++ 07_register_reuse_{kernel}.cu")
-    assert f"sgemm_{kernel}" in text
-    shown = rr_report.diff_listing(kernel)
+@pytest.mark.parametrize("variant", rr.VARIANTS[1:])
+def test_each_rung_is_a_diff_of_the_one_before(variant):
+    text = rr_report.diff_text(variant)
+    before = rr.VARIANTS[rr.VARIANTS.index(variant) - 1]
+    assert text.startswith(f"--- 07_register_reuse_{before}.cu\n+++ 07_register_reuse_{variant}.cu")
+    assert f"sgemm_{variant}" in text
+    shown = rr_report.diff_listing(variant)
     assert "<details" in shown._repr_html_() and len(repr(shown)) <= report.CHAR_BUDGET
 
 

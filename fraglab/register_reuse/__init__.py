@@ -14,7 +14,7 @@ Each rung is ``kernels/07_register_reuse_<rung>.cu`` and a small diff of the one
     9. autotuned      rung 8 with the tiles of an H100 sweep
 
     from fraglab import register_reuse as rr
-    c = rr.sgemm(a, b, kernel="tile1d")       # a, b: float32 CuPy, (M,K) and (K,N)
+    c = rr.sgemm(a, b, variant="tile1d")      # a, b: float32 CuPy, (M,K) and (K,N)
     rr.cublas(a, b)                           # the yardstick, TF32 off
     rr.PROBLEMS["tile1d"].check("square256", rng)
     rr.sass_report("tile1d")                  # LDS per FFMA of the main loop, from SASS (sm_90)
@@ -22,9 +22,9 @@ Each rung is ``kernels/07_register_reuse_<rung>.cu`` and a small diff of the one
 
 ``python -m fraglab.register_reuse bench --out DIR`` runs the H100 measurements.
 """
-from .kernels import (CHANGES, LADDER, RAGGED_OK, TF32_ENV, TILES, block_tile, build,  # noqa: F401
-                      cublas, cublas_settings, kernel_file, sgemm, sgemm_launcher,
-                      shared_bytes, threads, tiles)
+from .kernels import (CHANGES, FINAL, RAGGED_OK, TF32_ENV, TILES, VARIANTS,  # noqa: F401
+                      block_tile, build, cublas, cublas_settings, kernel_file, sgemm,
+                      sgemm_launcher, shared_bytes, threads, tiles)
 from .problems import PROBLEMS  # noqa: F401
 from ..sass import occupancy  # noqa: F401  (lab 07's service rr.occupancy)
 from .sass_counts import napkin, report as sass_report  # noqa: F401

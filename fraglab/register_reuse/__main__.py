@@ -2,7 +2,7 @@
 
     bench --out DIR [--quick]        the H100 run (check, sweep, ladder, ncu stalls) -> DIR/results.json
     sass [--arch sm_90]              LDS per FFMA of every rung's main loop, registers, occupancy
-    profile --kernel K --size S [--tiles JSON]   run one rung twice (the child ncu profiles)
+    profile --variant V --size S [--tiles JSON]  run one rung twice (the child ncu profiles)
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ COMMANDS = {
     "sass": ("LDS per FFMA from SASS, registers, occupancy", [
         ("--arch", dict(default="sm_90")), ("--json", dict(action="store_true"))]),
     "profile": ("run one rung twice (for ncu)", [
-        ("--kernel", dict(required=True)), ("--size", dict(type=int, default=4096)),
+        ("--variant", dict(required=True)), ("--size", dict(type=int, default=4096)),
         ("--tiles", dict(default="{}", help="tile overrides as JSON"))]),
 }
 
@@ -32,7 +32,7 @@ def main(argv=None) -> int:
         bench.run(args.out, quick=args.quick, seed=args.seed)
     elif args.cmd == "sass":
         from . import kernels, sass_counts
-        rows = [sass_counts.report(k, args.arch) for k in kernels.LADDER]
+        rows = [sass_counts.report(k, args.arch) for k in kernels.VARIANTS]
         print(json.dumps(rows, indent=1) if args.json else sass_counts.table(rows))
     else:
         import cupy
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
         rng = np.random.default_rng(0)
         a = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
         b_ = cupy.asarray(rng.standard_normal((args.size, args.size), dtype=np.float32))
-        run, _ = kernels.sgemm_launcher(a, b_, args.kernel, **json.loads(args.tiles))
+        run, _ = kernels.sgemm_launcher(a, b_, args.variant, **json.loads(args.tiles))
         for _ in range(2):
             run()
         cupy.cuda.get_current_stream().synchronize()

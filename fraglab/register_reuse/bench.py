@@ -57,20 +57,20 @@ def _random(rng, *shape):
 def check(rng, log, size: int = 1024) -> list[dict]:
     """Every rung once against float64 at ``size``^3 (and 333x257x131 where it takes any size)."""
     out = []
-    for kernel in kernels.LADDER:
-        p = problems.PROBLEMS[kernel]
+    for variant in kernels.VARIANTS:
+        p = problems.PROBLEMS[variant]
         cases = [Case(f"check{size}", m=size, n=size, k=size)]
-        if kernel in kernels.RAGGED_OK:
+        if variant in kernels.RAGGED_OK:
             cases.append(p.case("ragged"))
         for case in cases:
             try:
                 r = p.evaluate(case, rng)
-                rec = {"kernel": kernel, "case": case.name, "error": r.error, "tol": r.tol,
+                rec = {"kernel": variant, "case": case.name, "error": r.error, "tol": r.tol,
                        "ok": r.ok}
             except Exception as exc:  # recorded, not fatal
-                rec = {"kernel": kernel, "case": case.name, "ok": False,
+                rec = {"kernel": variant, "case": case.name, "ok": False,
                        "failure": f"{type(exc).__name__}: {exc}"[:500]}
-            log(f"  {kernel:<14} {case.name:<10} "
+            log(f"  {variant:<14} {case.name:<10} "
                 + (f"rel. error {rec['error']:.2e}" if "error" in rec else rec["failure"])
                 + ("" if rec["ok"] else "  <-- WRONG"))
             out.append(rec)
@@ -160,20 +160,20 @@ def ladder_at(rng, log, shape: tuple[int, int, int], tuned: dict | None) -> dict
     m, n, k = shape
     a, b = _random(rng, m, k), _random(rng, k, n)
     variants, skipped = {"cublas": lambda: kernels.cublas(a, b)}, {}
-    for kernel in kernels.LADDER:
-        why = SKIP.get(max(shape), {}).get(kernel)
+    for variant in kernels.VARIANTS:
+        why = SKIP.get(max(shape), {}).get(variant)
         if why:
-            skipped[kernel] = why
+            skipped[variant] = why
             continue
         try:
-            over = tuned if kernel == "autotuned" and tuned else {}
-            run, _ = kernels.sgemm_launcher(a, b, kernel, **over)
+            over = tuned if variant == "autotuned" and tuned else {}
+            run, _ = kernels.sgemm_launcher(a, b, variant, **over)
             run()
             import cupy
             cupy.cuda.get_current_stream().synchronize()   # a launch error shows here, not in compare
-            variants[kernel] = run
+            variants[variant] = run
         except Exception as exc:
-            skipped[kernel] = f"{type(exc).__name__}: {exc}"[:300]
+            skipped[variant] = f"{type(exc).__name__}: {exc}"[:300]
     cmp = bench.compare(variants, baseline="cublas", warmup=2,
                         repeat=REPEATS.get(max(shape), 5), rounds=5, progress=False)
     rows = {}
@@ -205,7 +205,7 @@ def stalls(size: int, log, tiles: dict | None = None, rungs=STALL_RUNGS) -> dict
     def command_of(ncu_path, rung):
         t = (tiles or {}).get(rung)
         return ncu.command(ncu_path, f"sgemm_{rung}", "fraglab.register_reuse", "profile",
-                           "--kernel", rung, "--size", str(size),
+                           "--variant", rung, "--size", str(size),
                            *(["--tiles", json.dumps(t)] if t else []), metrics=ncu.SHARED_METRICS)
     res = ncu.stall_breakdown(rungs, command_of, log, metrics=ncu.SHARED_METRICS)
     return res if "skipped" in res else {"ncu": res.pop("ncu"), "size": size, **res}
@@ -222,7 +222,7 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                      "tiles": kernels.TILES, "seed_figures": SEED}
     steps = [
         ("check", lambda: check(rng, log, 512 if quick else 1024)),
-        ("sass", lambda: [sass_counts.report(k) for k in kernels.LADDER]),
+        ("sass", lambda: [sass_counts.report(k) for k in kernels.VARIANTS]),
         ("sweep", lambda: autotune(rng, log, space=sweep_space()[:6] if quick else None,
                                    size=2048 if quick else SWEEP_SIZE)),
         ("ladder", lambda: [ladder_at(rng, log, s, (results.get("sweep") or {}).get("best"))
@@ -251,7 +251,7 @@ def summary(results: dict) -> str:
     ladder = results.get("ladder")
     if not isinstance(ladder, list) or not ladder:
         return "no ladder results"
-    names = ["cublas", *kernels.LADDER]
+    names = ["cublas", *kernels.VARIANTS]
     heads = ["x".join(map(str, r["shape"])) for r in ladder]
     lines = report.text_grid("TFLOP/s (of cuBLAS)", heads, ladder, names,
                              lambda row: f"{row['tflops']:.1f} ({row['of_cublas']:.0%})")

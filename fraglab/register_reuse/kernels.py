@@ -3,7 +3,7 @@
 Every rung computes ``C = A @ B`` for row-major float32 ``A (M, K)``, ``B (K, N)``. Tile sizes are
 compile-time defines; :data:`TILES` holds the ones each rung launches with (the single home of
 these numbers: the ``#ifndef`` defaults in the ``.cu`` files only serve a compile without
-defines, and a test keeps them equal for rungs 1-8). ``sgemm(a, b, kernel=..., BM=...)`` overrides
+defines, and a test keeps them equal for rungs 1-8). ``sgemm(a, b, variant=..., BM=...)`` overrides
 them for one call, which is how the autotuning sweep tries other configurations.
 """
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 from .. import launch, toolchain
 
 #: The rungs, in order (llm.c style: each one a small diff of the one before).
-LADDER = ("naive", "coalesced", "smem", "tile1d", "tile2d", "vectorized", "warptile",
-          "double_buffer", "autotuned")
+VARIANTS = ("naive", "coalesced", "smem", "tile1d", "tile2d", "vectorized", "warptile",
+            "double_buffer", "autotuned")
+FINAL = VARIANTS[-1]
 
 #: What each rung changes, one line each (the chapter's table).
 CHANGES = {
@@ -54,43 +55,44 @@ SMEM_PER_BLOCK_MAX = 227 * 1024
 STATIC_SMEM_MAX = 48 * 1024
 
 
-def kernel_file(kernel: str) -> str:
-    """``kernels/07_register_reuse_<kernel>.cu`` (as the name :func:`fraglab.toolchain.compile` takes)."""
-    launch.check_choice("kernel", kernel, LADDER)
-    return f"07_register_reuse_{kernel}"
+def kernel_file(variant: str) -> str:
+    """``kernels/07_register_reuse_<variant>.cu`` (the name :func:`fraglab.toolchain.compile`
+    takes)."""
+    launch.check_choice("variant", variant, VARIANTS)
+    return f"07_register_reuse_{variant}"
 
 
-def tiles(kernel: str, **overrides) -> dict:
-    """The tile defines of ``kernel`` (:data:`TILES`) with ``overrides``, checked: a
-    configuration the kernel cannot run raises ``ValueError`` saying which rule it breaks."""
-    launch.check_choice("kernel", kernel, LADDER)
-    base = TILES[kernel]
+def tiles(variant: str, **overrides) -> dict:
+    """The tile defines of ``variant`` (:data:`TILES`) with ``overrides``, checked: a
+    configuration the variant cannot run raises ``ValueError`` saying which rule it breaks."""
+    launch.check_choice("variant", variant, VARIANTS)
+    base = TILES[variant]
     unknown = sorted(set(overrides) - set(base))
     if unknown:
-        raise ValueError(f"{kernel} has no tile parameter {', '.join(unknown)}; it takes "
+        raise ValueError(f"{variant} has no tile parameter {', '.join(unknown)}; it takes "
                          f"{', '.join(base) or 'none (its tile is fixed at 32x32)'}")
     t = {**base, **overrides}
     for k, v in t.items():
         launch.check_range(k, v, 1, 1024)
-    rules = _rules(kernel, t)
+    rules = _rules(variant, t)
     bad = [why for ok, why in rules if not ok]
     if bad:
-        raise ValueError(f"{kernel} cannot run with tiles {t}: " + "; ".join(bad))
+        raise ValueError(f"{variant} cannot run with tiles {t}: " + "; ".join(bad))
     return t
 
 
-def _rules(kernel: str, t: dict) -> list[tuple[bool, str]]:
-    n = threads(kernel, t)
+def _rules(variant: str, t: dict) -> list[tuple[bool, str]]:
+    n = threads(variant, t)
     rules = [(32 <= n <= 1024 and n % 32 == 0,
               f"{n} threads per block (a whole number of warps, at most 1024)")]
-    if kernel == "tile1d":
+    if variant == "tile1d":
         rules.append((t["BM"] % t["TM"] == 0, "BM must be a multiple of TM"))
-    elif kernel in ("tile2d", "vectorized"):
+    elif variant in ("tile2d", "vectorized"):
         rules += [(t["BM"] % t["TM"] == 0, "BM must be a multiple of TM"),
                   (t["BN"] % t["TN"] == 0, "BN must be a multiple of TN")]
-    if kernel == "vectorized":
+    if variant == "vectorized":
         rules += [(t["TM"] % 4 == 0 and t["TN"] % 4 == 0, "TM and TN must be multiples of 4")]
-    if kernel in _WARP_RUNGS:
+    if variant in _WARP_RUNGS:
         lm, ln = t["LM"], 32 // t["LM"]
         rules += [(t["BM"] % t["WM"] == 0 and t["BN"] % t["WN"] == 0,
                    "the warp tile WM x WN must divide the block tile BM x BN"),
@@ -100,59 +102,59 @@ def _rules(kernel: str, t: dict) -> list[tuple[bool, str]]:
                   (t["MINB"] <= 32, "MINB (blocks per SM) is at most 32")]
     if "GROUP" in t:
         rules.append((t["GROUP"] <= 64, "GROUP (block rows per group) is at most 64"))
-    if kernel in ("vectorized", *_WARP_RUNGS):
+    if variant in ("vectorized", *_WARP_RUNGS):
         rules += [(t["BK"] % 4 == 0, "BK must be a multiple of 4 (float4 loads)"),
                   ((t["BM"] * t["BK"] // 4) % n == 0 and (t["BK"] * t["BN"] // 4) % n == 0,
                    f"the {n} threads must share the float4s of the A and B tiles evenly")]
-    limit = SMEM_PER_BLOCK_MAX if kernel in _WARP_RUNGS else STATIC_SMEM_MAX
-    rules.append((shared_bytes(kernel, t) <= limit,
-                  f"{shared_bytes(kernel, t)} bytes of shared memory (at most {limit})"))
+    limit = SMEM_PER_BLOCK_MAX if variant in _WARP_RUNGS else STATIC_SMEM_MAX
+    rules.append((shared_bytes(variant, t) <= limit,
+                  f"{shared_bytes(variant, t)} bytes of shared memory (at most {limit})"))
     return rules
 
 
-def threads(kernel: str, t: dict | None = None) -> int:
-    """Threads per block of ``kernel`` with tiles ``t`` (default :data:`TILES`)."""
-    t = TILES[kernel] if t is None else t
-    if kernel in ("naive", "coalesced", "smem"):
+def threads(variant: str, t: dict | None = None) -> int:
+    """Threads per block of ``variant`` with tiles ``t`` (default :data:`TILES`)."""
+    t = TILES[variant] if t is None else t
+    if variant in ("naive", "coalesced", "smem"):
         return 1024
-    if kernel == "tile1d":
+    if variant == "tile1d":
         return t["BM"] * t["BN"] // t["TM"]
-    if kernel in ("tile2d", "vectorized"):
+    if variant in ("tile2d", "vectorized"):
         return t["BM"] * t["BN"] // (t["TM"] * t["TN"])
     return (t["BM"] // t["WM"]) * (t["BN"] // t["WN"]) * 32
 
 
-def shared_bytes(kernel: str, t: dict | None = None) -> int:
+def shared_bytes(variant: str, t: dict | None = None) -> int:
     """Shared memory of one block in bytes (static for rungs 3-6, dynamic for 7-9: As rows are
     padded by 4 floats there, and rungs 8-9 have two stages)."""
-    t = TILES[kernel] if t is None else t
-    if kernel in ("naive", "coalesced"):
+    t = TILES[variant] if t is None else t
+    if variant in ("naive", "coalesced"):
         return 0
-    if kernel == "smem":
+    if variant == "smem":
         return 2 * 32 * 32 * 4
     stage = t["BK"] * (t["BM"] + t["BN"]) * 4
-    if kernel in _WARP_RUNGS:
+    if variant in _WARP_RUNGS:
         stage = t["BK"] * (t["BM"] + 4 + t["BN"]) * 4
-    return stage * (2 if kernel in ("double_buffer", "autotuned") else 1)
+    return stage * (2 if variant in ("double_buffer", "autotuned") else 1)
 
 
-def dynamic_smem(kernel: str, t: dict) -> int:
+def dynamic_smem(variant: str, t: dict) -> int:
     """Bytes of dynamic shared memory to launch with (0 for the rungs with static tiles)."""
-    return shared_bytes(kernel, t) if kernel in _WARP_RUNGS else 0
+    return shared_bytes(variant, t) if variant in _WARP_RUNGS else 0
 
 
-def block_tile(kernel: str, t: dict | None = None) -> tuple[int, int, int]:
+def block_tile(variant: str, t: dict | None = None) -> tuple[int, int, int]:
     """(BM, BN, BK): the tile of C a block computes and its step along K."""
-    t = TILES[kernel] if t is None else t
+    t = TILES[variant] if t is None else t
     return (t.get("BM", 32), t.get("BN", 32), t.get("BK", 32))
 
 
-def build(kernel: str, arch=None, **overrides) -> toolchain.Build:
+def build(variant: str, arch=None, **overrides) -> toolchain.Build:
     """The compiled rung (for ``arch``, default the current GPU) with its checked tiles."""
-    return toolchain.compile(kernel_file(kernel), arch, defines=tiles(kernel, **overrides))
+    return toolchain.compile(kernel_file(variant), arch, defines=tiles(variant, **overrides))
 
 
-def check_shapes(kernel: str, a, b, t: dict) -> tuple[int, int, int]:
+def check_shapes(variant: str, a, b, t: dict) -> tuple[int, int, int]:
     """Check ``a`` (M,K) and ``b`` (K,N): float32, C-contiguous, on the GPU, sizes the rung can
     run; returns (M, N, K). Raises TypeError/ValueError before anything is launched."""
     launch.check_array("a", a, dtype=np.float32, ndim=2)
@@ -165,11 +167,11 @@ def check_shapes(kernel: str, a, b, t: dict) -> tuple[int, int, int]:
         raise ValueError(f"M, N, K must be at least 1, got M={m}, N={n}, K={k}")
     if max(m * k, k * n, m * n) >= 2**31:
         raise ValueError("each matrix must have fewer than 2**31 elements (32-bit indexing)")
-    if kernel not in RAGGED_OK:
-        bm, bn, bk = block_tile(kernel, t)
+    if variant not in RAGGED_OK:
+        bm, bn, bk = block_tile(variant, t)
         for name, value, mult, tile in (("M", m, bm, "BM"), ("N", n, bn, "BN"), ("K", k, bk, "BK")):
             if value % mult:
-                raise ValueError(f"{kernel} needs {name} to be a multiple of {tile} = {mult} "
+                raise ValueError(f"{variant} needs {name} to be a multiple of {tile} = {mult} "
                                  f"(float4 tiles, no bounds checks), got {name} = {value}; "
                                  f"rungs {', '.join(RAGGED_OK)} take any size")
         for name, x in (("a", a), ("b", b)):
@@ -177,24 +179,24 @@ def check_shapes(kernel: str, a, b, t: dict) -> tuple[int, int, int]:
     return m, n, k
 
 
-def sgemm(a, b, kernel: str = "autotuned", **tile_overrides):
-    """``a @ b`` by rung ``kernel`` of :data:`LADDER` (a CuPy float32 array, poisoned with NaN
+def sgemm(a, b, variant: str = FINAL, **tile_overrides):
+    """``a @ b`` by rung ``variant`` of :data:`VARIANTS` (a CuPy float32 array, poisoned with NaN
     before the launch). ``tile_overrides`` (e.g. ``BM=64``) replace :data:`TILES` for this call."""
-    run, c = sgemm_launcher(a, b, kernel, **tile_overrides)
+    run, c = sgemm_launcher(a, b, variant, **tile_overrides)
     run()
     return c
 
 
-def sgemm_launcher(a, b, kernel: str = "autotuned", **tile_overrides):
-    """A no-argument callable that launches ``kernel`` on ``a``, ``b`` into one output buffer
+def sgemm_launcher(a, b, variant: str = FINAL, **tile_overrides):
+    """A no-argument callable that launches ``variant`` on ``a``, ``b`` into one output buffer
     (checked and compiled once; for timing loops). Returns ``(run, c)``."""
-    launch.check_choice("kernel", kernel, LADDER)
-    t = tiles(kernel, **tile_overrides)
-    m, n, k = check_shapes(kernel, a, b, t)
+    launch.check_choice("variant", variant, VARIANTS)
+    t = tiles(variant, **tile_overrides)
+    m, n, k = check_shapes(variant, a, b, t)
     c = launch.poisoned((m, n), np.float32)
-    fn = launch.get_kernel(kernel_file(kernel), f"sgemm_{kernel}", defines=t)
-    bm, bn, _ = block_tile(kernel, t)
-    grid, block, smem = (-(-n // bn), -(-m // bm)), threads(kernel, t), dynamic_smem(kernel, t)
+    fn = launch.get_kernel(kernel_file(variant), f"sgemm_{variant}", defines=t)
+    bm, bn, _ = block_tile(variant, t)
+    grid, block, smem = (-(-n // bn), -(-m // bm)), threads(variant, t), dynamic_smem(variant, t)
     args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
     return (lambda: launch.launch(fn, grid, block, args, shared_mem=smem)), c
 

@@ -147,10 +147,10 @@ SYNTHETIC_2 = ["LDSM.16.M88.4 R40, [R2]", "@!P2 LDS.U.128 R8, [R3+0x40]", "HFMA2
                "LDS R16, [R3+0x80]", "FFMA R17, R16, R16, R17"]
 
 
-def main_loop_lines(kernel: str, arch: str = "sm_90") -> list[str]:
-    """The SASS lines (:func:`fraglab.sass.listing` form) of rung ``kernel``'s main loop."""
-    b = kernels.build(kernel, arch)
-    return sass.main_loop(b.sass(f"sgemm_{kernel}"))
+def main_loop_lines(variant: str, arch: str = "sm_90") -> list[str]:
+    """The SASS lines (:func:`fraglab.sass.listing` form) of rung ``variant``'s main loop."""
+    b = kernels.build(variant, arch)
+    return sass.main_loop(b.sass(f"sgemm_{variant}"))
 
 
 def words_per_ffma(lines: list[str]) -> float:

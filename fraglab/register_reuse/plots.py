@@ -83,7 +83,7 @@ def plot_sizes(doc: dict):
     ladder = doc["results"].get("ladder") or []
     x = np.arange(len(ladder))
     fig, ax = plt.subplots(figsize=(WIDTH, 4.6))
-    for i, k in enumerate(("cublas",) + kernels.LADDER):
+    for i, k in enumerate(("cublas",) + kernels.VARIANTS):
         y = [e["rows"][k]["tflops"] if k in e["rows"] else np.nan for e in ladder]
         style = dict(color="k", ls="--", lw=2) if k == "cublas" else dict(color=f"C{i - 1}")
         ax.plot(x, y, marker="o", ms=4, label="cuBLAS" if k == "cublas" else LABELS[k], **style)
@@ -115,7 +115,7 @@ def plot_stalls(doc: dict, min_value: float = 0.05):
     h = 0.8 / max(1, len(rungs))
     for j, k in enumerate(rungs):
         ax.barh(y + (j - (len(rungs) - 1) / 2) * h, [st[k].get(r, 0) for r in reasons], h,
-                label=LABELS[k], color=f"C{kernels.LADDER.index(k)}")
+                label=LABELS[k], color=f"C{kernels.VARIANTS.index(k)}")
     ax.set_yticks(y, [r.replace("_", " ") for r in reasons])
     ax.invert_yaxis()
     ax.set_xlabel("cycles in this state per issued instruction (ncu, per warp)")

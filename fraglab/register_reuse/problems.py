@@ -66,28 +66,28 @@ RAGGED_CASES = (
 )
 
 
-def cases(kernel: str) -> tuple:
-    """The cases of ``kernel``: the whole-tile ones, plus the ragged ones where it takes them.
+def cases(variant: str) -> tuple:
+    """The cases of ``variant``: the whole-tile ones, plus the ragged ones where it takes them.
     A rung that takes ragged sizes runs its small ragged cases on the interpreter, so its "k16"
     (256 x 256, slow there for the untiled rungs) is left to GPUs."""
-    if kernel not in kernels.RAGGED_OK:
+    if variant not in kernels.RAGGED_OK:
         return WHOLE_TILE_CASES
     k16 = [Case(c.name, edge=c.edge, slow=True, **c.params) if c.name == "k16" else c
            for c in WHOLE_TILE_CASES]
     return (*k16, *RAGGED_CASES)
 
 
-def _runner(kernel: str):
+def _runner(variant: str):
     def run(a, b, **_):
-        return kernels.sgemm(launch.to_device(a), launch.to_device(b), kernel=kernel)
+        return kernels.sgemm(launch.to_device(a), launch.to_device(b), variant=variant)
     return run
 
 
 PROBLEMS = {
-    kernel: Problem(
-        f"07_register_reuse/{kernel}",
-        f"C = A @ B in FP32 by rung '{kernel}' ({kernels.CHANGES[kernel]})",
-        inputs=inputs, reference=reference, run=_runner(kernel), cases=cases(kernel),
+    variant: Problem(
+        f"07_register_reuse/{variant}",
+        f"C = A @ B in FP32 by rung '{variant}' ({kernels.CHANGES[variant]})",
+        inputs=inputs, reference=reference, run=_runner(variant), cases=cases(variant),
         tol=tolerance, error=scaled_error)
-    for kernel in kernels.LADDER
+    for variant in kernels.VARIANTS
 }

@@ -28,7 +28,7 @@ GOAL = 0.90
 #: Sizes the chapter explains the top rung's dip at (few blocks for 132 SMs).
 SMALL = 1024
 #: Labels of the rungs (number and name) in tables and plots.
-LABELS = {k: f"{i} {k}" for i, k in enumerate(kernels.LADDER, 1)}
+LABELS = {k: f"{i} {k}" for i, k in enumerate(kernels.VARIANTS, 1)}
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -63,7 +63,7 @@ def tuned_tiles(doc: dict) -> dict:
 def live_sass(doc: dict, arch: str = "sm_90") -> list[dict]:
     """:func:`.sass_counts.report` of every rung, compiled here with the record's tiles."""
     tiles = tuned_tiles(doc)
-    return [sass_counts.report(k, arch, **tiles.get(k, {})) for k in kernels.LADDER]
+    return [sass_counts.report(k, arch, **tiles.get(k, {})) for k in kernels.VARIANTS]
 
 
 def nvrtc_text() -> str:
@@ -72,8 +72,8 @@ def nvrtc_text() -> str:
     return f"NVRTC {major}.{minor}"
 
 
-def _stall(doc: dict, kernel: str) -> dict:
-    rec = (doc["results"].get("stalls") or {}).get(kernel) or {}
+def _stall(doc: dict, variant: str) -> dict:
+    rec = (doc["results"].get("stalls") or {}).get(variant) or {}
     fams = rec.get("stalls") or {}
     fam = fams.get("smsp__average_warps") or next(iter(fams.values()), {})
     return {k: v for k, v in fam.items() if isinstance(v, (int, float))}
@@ -84,7 +84,7 @@ def stalls(doc: dict) -> dict[str, dict[str, float]]:
     (``selected`` left out: it is 1 by definition)."""
     st = doc["results"].get("stalls") or {}
     return {k: {r: v for r, v in _stall(doc, k).items() if r != "selected"}
-            for k in kernels.LADDER if isinstance(st.get(k), dict) and _stall(doc, k)}
+            for k in kernels.VARIANTS if isinstance(st.get(k), dict) and _stall(doc, k)}
 
 
 def top_stalls(stall: dict[str, float], within: float = 0.01) -> str:
@@ -97,9 +97,9 @@ def top_stalls(stall: dict[str, float], within: float = 0.01) -> str:
     return " and ".join(n.replace("_", " ") for n in names)
 
 
-def achieved_occupancy(doc: dict, kernel: str) -> float | None:
+def achieved_occupancy(doc: dict, variant: str) -> float | None:
     """Achieved occupancy (share of the SM's warp slots) where Nsight Compute measured it."""
-    rec = (doc["results"].get("stalls") or {}).get(kernel) or {}
+    rec = (doc["results"].get("stalls") or {}).get(variant) or {}
     pct = (rec.get("metrics") or {}).get("sm__warps_active.avg.pct_of_peak_sustained_active")
     return pct / 100 if isinstance(pct, (int, float)) else None
 
@@ -174,7 +174,7 @@ def _findings(doc: dict) -> dict[str, str]:
     sass = {r["kernel"]: r for r in sass_rows}
     at = (ladder_at(doc, SIZE) or {"rows": {}})["rows"]
     small = (ladder_at(doc, SMALL) or {"rows": {}})["rows"]
-    top = kernels.LADDER[-1]
+    top = kernels.VARIANTS[-1]
     f = {
         "gpu": dev.get("name"), "driver": dev.get("driver_version"),
         "sm_clock": report.fmt(clocks.get("sm_mhz"), "{} MHz"),
@@ -196,7 +196,7 @@ def _findings(doc: dict) -> dict[str, str]:
     f["seed_speedup"] = report.fmt(seed.get("speedup_tile1d_over_smem"), "{}x")
     f["seed_cublas_gflops"] = report.fmt(seed.get("gflops", {}).get("cublas"), "{:,}")
     f["seed_registers"] = report.fmt(seed.get("registers_tile1d"))
-    for k in kernels.LADDER + ("cublas",):
+    for k in kernels.VARIANTS + ("cublas",):
         m = at.get(k)
         f[f"tflops_{k}"] = report.fmt(m and m["tflops"], "{:.1f}")
         f[f"share_{k}"] = _pct(m and m["of_cublas"])
@@ -268,32 +268,32 @@ def live_glue_values(doc: dict, sass_rows: list[dict]) -> dict[str, str]:
             f"different counts ({len(diff)}: " + "; ".join(diff[:3]) + ")"}
 
 
-def source_text(kernel: str) -> str:
-    """Rung ``kernel``'s file, ``kernels/07_register_reuse_<kernel>.cu``."""
-    return (tools.KERNELS_DIR / f"{kernels.kernel_file(kernel)}.cu").read_text()
+def source_text(variant: str) -> str:
+    """Rung ``variant``'s file, ``kernels/07_register_reuse_<variant>.cu``."""
+    return (tools.KERNELS_DIR / f"{kernels.kernel_file(variant)}.cu").read_text()
 
 
-def diff_text(kernel: str, context: int = 2) -> str:
-    """The unified diff of rung ``kernel``'s file against the previous rung's (show it with
+def diff_text(variant: str, context: int = 2) -> str:
+    """The unified diff of rung ``variant``'s file against the previous rung's (show it with
     :func:`fraglab.report.listing`: collapsed, scrolling inside the column)."""
     import difflib
-    i = kernels.LADDER.index(kernel)
+    i = kernels.VARIANTS.index(variant)
     if i == 0:
-        raise ValueError(f"{kernel} is the first rung: nothing to diff against")
-    old, new = (f"{kernels.kernel_file(k)}.cu" for k in kernels.LADDER[i - 1:i + 1])
+        raise ValueError(f"{variant} is the first rung: nothing to diff against")
+    old, new = (f"{kernels.kernel_file(k)}.cu" for k in kernels.VARIANTS[i - 1:i + 1])
     return "\n".join(difflib.unified_diff(
-        source_text(kernels.LADDER[i - 1]).splitlines(), source_text(kernel).splitlines(),
+        source_text(kernels.VARIANTS[i - 1]).splitlines(), source_text(variant).splitlines(),
         old, new, lineterm="", n=context))
 
 
-def diff_listing(kernel: str):
+def diff_listing(variant: str):
     """:func:`diff_text` as a collapsed listing titled with the rung and what it changes."""
-    before = kernels.LADDER[kernels.LADDER.index(kernel) - 1]
-    return report.listing(diff_text(kernel), f"{LABELS[kernel]}, the diff against {LABELS[before]}")
+    before = kernels.VARIANTS[kernels.VARIANTS.index(variant) - 1]
+    return report.listing(diff_text(variant), f"{LABELS[variant]}, the diff against {LABELS[before]}")
 
 
 def rungs_table() -> report.Table:
     """Each rung and what it changes (:data:`.kernels.CHANGES`)."""
-    return report.table([[LABELS[k], kernels.CHANGES[k]] for k in kernels.LADDER],
+    return report.table([[LABELS[k], kernels.CHANGES[k]] for k in kernels.VARIANTS],
                         ["rung", "what it changes from the rung before"],
                         caption="Table 1: the rungs.", align=["left", "left"])

@@ -51,37 +51,37 @@ def counts(body: list[str]) -> dict:
     return c
 
 
-def napkin(kernel: str, t: dict | None = None) -> Fraction | None:
+def napkin(variant: str, t: dict | None = None) -> Fraction | None:
     """Shared words per FFMA by hand, for one thread and one staged k: 2 for ``smem`` (one A,
     one B per FFMA), (TM + 1) / TM for ``tile1d``, (TM + TN) / (TM * TN) for the 2D and warp
     tiles. None for rungs 1-2 (no shared memory: 2 GLOBAL loads per FFMA)."""
-    t = kernels.TILES[kernel] if t is None else t
-    if kernel in ("naive", "coalesced"):
+    t = kernels.TILES[variant] if t is None else t
+    if variant in ("naive", "coalesced"):
         return None
-    if kernel == "smem":
+    if variant == "smem":
         return Fraction(2)
-    if kernel == "tile1d":
+    if variant == "tile1d":
         return Fraction(t["TM"] + 1, t["TM"])
-    if kernel in ("tile2d", "vectorized"):
+    if variant in ("tile2d", "vectorized"):
         return Fraction(t["TM"] + t["TN"], t["TM"] * t["TN"])
     lane_m = t["WM"] // (t["LM"] * 4) * 4
     lane_n = t["WN"] // (32 // t["LM"] * 4) * 4
     return Fraction(lane_m + lane_n, lane_m * lane_n)
 
 
-def report(kernel: str, arch: str = "sm_90", **overrides) -> dict:
+def report(variant: str, arch: str = "sm_90", **overrides) -> dict:
     """Everything above for one rung: main-loop counts, LDS per FFMA (instructions and words)
     beside the napkin, registers, spills, shared memory, occupancy."""
-    t = kernels.tiles(kernel, **overrides)
-    b = kernels.build(kernel, arch, **overrides)
-    name = f"sgemm_{kernel}"
+    t = kernels.tiles(variant, **overrides)
+    b = kernels.build(variant, arch, **overrides)
+    name = f"sgemm_{variant}"
     c = counts(sass.main_loop(b.sass(name)))
     res = b.resources[name]
-    smem = kernels.shared_bytes(kernel, t)
-    nap = napkin(kernel, t)
+    smem = kernels.shared_bytes(variant, t)
+    nap = napkin(variant, t)
     ffma = c["ffma"] or None
     return {
-        "kernel": kernel, "arch": arch, "tiles": t, "loop": c,
+        "kernel": variant, "arch": arch, "tiles": t, "loop": c,
         "lds_per_ffma": c["lds"] / ffma if ffma else None,
         "words_per_ffma": c["lds_words"] / ffma if ffma else None,
         "ldg_per_ffma": c["ldg"] / ffma if ffma else None,
@@ -89,8 +89,8 @@ def report(kernel: str, arch: str = "sm_90", **overrides) -> dict:
         "napkin": str(nap) if nap is not None else "2 global loads per FFMA",
         "registers": res["registers"], "spill_bytes": res["spill_stores"] + res["spill_loads"],
         "stack_frame": res["stack_frame"], "smem_bytes": smem,
-        "threads": kernels.threads(kernel, t),
-        **sass.occupancy(res["registers"], smem, kernels.threads(kernel, t)),
+        "threads": kernels.threads(variant, t),
+        **sass.occupancy(res["registers"], smem, kernels.threads(variant, t)),
     }
 
 
