@@ -113,12 +113,6 @@ def _headers_digest() -> str:
     return h.hexdigest()
 
 
-def cache_dir() -> Path:
-    d = Path(os.environ.get("FRAGLAB_CACHE", Path.home() / ".cache" / "fraglab"))
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 @dataclass
 class Build:
     """One compiled translation unit for one target."""

@@ -166,7 +166,7 @@ def prune_cache(max_entries: int = CACHE_MAX_ENTRIES) -> int:
 
 def clean_cache() -> Path:
     """Remove the whole on-disk compile cache (``make clean``)."""
-    d = Path(os.environ.get("FRAGLAB_CACHE", Path.home() / ".cache" / "fraglab"))
+    d = cache_dir()
     shutil.rmtree(d, ignore_errors=True)
     return d
 

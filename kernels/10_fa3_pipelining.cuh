@@ -4,8 +4,9 @@
 // from shared-memory descriptors), its fence / commit_group / wait_group, mbarriers, cp.async
 // (16 bytes, zero-filled past the last row) and cp.async.bulk (1-D, completing on an mbarrier),
 // fence.proxy.async, setmaxnreg and named barriers. Kernels include this header and wrap their
-// bodies in SM90A_ONLY(...): on every other target (sm_75, sm_80, sm_90 without the "a", sm_120)
-// the kernels keep their names but trap, and the Python wrappers refuse such GPUs first.
+// bodies in SM90A_ONLY(...) (common.cuh): on every other target (sm_75, sm_80, sm_90 without
+// the "a", sm_120) the kernels keep their names but trap, and the Python wrappers refuse such
+// GPUs first.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -14,16 +15,6 @@
 typedef unsigned int u32;               // NVRTC has no <cstdint>
 typedef unsigned long long u64;
 typedef unsigned short u16;             // f16 / bf16 values travel as raw 16-bit patterns
-
-// sm_90a ("architecture-specific" Hopper) defines __CUDA_ARCH_FEAT_SM90_ALL; plain sm_90 does
-// not, and wgmma / setmaxnreg are rejected there.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FRAGLAB_SM90A 1
-#define SM90A_ONLY(...) __VA_ARGS__
-#else
-#define FRAGLAB_SM90A 0
-#define SM90A_ONLY(...) __trap()
-#endif
 
 #define FA3_NEG_INF (-__int_as_float(0x7f800000))
 

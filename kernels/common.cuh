@@ -22,3 +22,15 @@ __device__ __forceinline__ int lane_id() { return threadIdx.x & 31; }
 #define FRAGLAB_SM80 0
 #define SM80_ONLY(...) __trap()
 #endif
+
+// The one sm_90a guard, the same way: Hopper's architecture-specific target sm_90a defines
+// __CUDA_ARCH_FEAT_SM90_ALL; plain sm_90 does not, and rejects Hopper's warpgroup MMA and
+// register reallocation. Code that needs sm_90a sits under `#if FRAGLAB_SM90A`, and a kernel
+// whose body needs it wraps the body in SM90A_ONLY(...), which traps on every other target.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FRAGLAB_SM90A 1
+#define SM90A_ONLY(...) __VA_ARGS__
+#else
+#define FRAGLAB_SM90A 0
+#define SM90A_ONLY(...) __trap()
+#endif

@@ -1,6 +1,7 @@
 """Topic 10_fa3_pipelining without running a kernel: every file compiles for sm_90a (and traps
 elsewhere), registers and spills, HGMMA and no HMMA, the SASS evidence of the overlap, the
 swizzle model, and the wrapper's errors (no Hopper, bad arguments)."""
+import re
 from functools import lru_cache
 
 import numpy as np
@@ -92,6 +93,39 @@ def test_smem_fits_hopper():
     for v in fa3.VARIANTS:
         for d in fa3.HEAD_DIMS:
             assert kernels.smem_bytes(v, d) <= 227 * 1024
+
+
+#: A variant's file compiled with its FA3_KERNELS line turned into globals: the key tiles the
+#: compiler instantiates, Fa3Config's shared memory for them, and the launch constants.
+PROBE = r"""
+#include "10_fa3_pipelining_attention.cuh"
+#undef FA3_KERNELS
+#define FA3_KERNELS(VARIANT, MAINLOOP, BC64, BC128)                              \
+    extern "C" __device__ const int probe_bc64 = BC64;                            \
+    extern "C" __device__ const int probe_bc128 = BC128;                          \
+    extern "C" __device__ const int probe_smem64 = Fa3Config<64, BC64>::SMEM;     \
+    extern "C" __device__ const int probe_smem128 = Fa3Config<128, BC128>::SMEM;  \
+    extern "C" __device__ const int probe_br = FA3_BR;                            \
+    extern "C" __device__ const int probe_threads = FA3_THREADS;                  \
+    extern "C" __device__ const int probe_stages = FA3_STAGES;
+#include "10_fa3_pipelining_VARIANT.cu"
+"""
+
+
+@pytest.mark.parametrize("stages", [None, 2])
+@pytest.mark.parametrize("variant", fa3.VARIANTS)
+def test_python_constants_are_the_kernels(variant, stages):
+    """KEY_TILE, smem_bytes, BR, THREADS and STAGES, as the compiler sees the kernel files: each
+    value read back from the PTX of the probe (the header's default ring depth, and 2)."""
+    b = toolchain.compile(f"fa3_probe_{variant}", "sm_90a",
+                          source=PROBE.replace("VARIANT", variant),
+                          defines=None if stages is None else {"FA3_STAGES_DEF": stages})
+    got = {m[0]: int(m[1]) for m in re.findall(r"\.u32 probe_(\w+) = (\d+);", b.ptx)}
+    depth = kernels.STAGES if stages is None else stages
+    assert got == {"bc64": kernels.KEY_TILE[variant][64], "bc128": kernels.KEY_TILE[variant][128],
+                   "smem64": kernels.smem_bytes(variant, 64, depth),
+                   "smem128": kernels.smem_bytes(variant, 128, depth),
+                   "br": kernels.BR, "threads": kernels.THREADS, "stages": depth}
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0), (12, 0)])

@@ -22,9 +22,29 @@ HEAD_DIMS = (64, 128)
 BR = 128                      # query rows per CTA: two consumer warpgroups of 64
 STAGES = 3                    # K/V ring depth (FA3_STAGES)
 THREADS = 384                 # producer + two consumer warpgroups
-#: Keys per K/V tile, by variant and d (FA3_KERNELS(..., BC64, BC128) in each file).
-KEY_TILE = {"nooverlap": {64: 128, 128: 128}, "twostage": {64: 128, 128: 128},
-            "threestage": {64: 128, 128: 64}, "pingpong": {64: 128, 128: 128}}
+
+
+def _key_tiles() -> dict[str, dict[int, int]]:
+    """Keys per K/V tile by variant and d, read from the line ``FA3_KERNELS(<variant>,
+    <MainLoop>, BC64, BC128)`` of each ``kernels/10_fa3_pipelining_<variant>.cu``: the kernel
+    file is the one home of its tile sizes (the numbers the compiler instantiates the kernels
+    with), and the launch reads them from there (a test reads them back from a build too: see
+    :func:`smem_bytes`)."""
+    import re
+    from ..tools import KERNELS_DIR
+    tiles = {}
+    for v in VARIANTS:
+        path = KERNELS_DIR / f"10_fa3_pipelining_{v}.cu"
+        m = re.search(rf"^FA3_KERNELS\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*,\s*(\d+)\s*\)",
+                      path.read_text(), re.M)
+        if not m:
+            raise RuntimeError(f"{path.name} has no line FA3_KERNELS({v}, MainLoop, BC64, BC128)")
+        tiles[v] = {64: int(m.group(1)), 128: int(m.group(2))}
+    return tiles
+
+
+#: Keys per K/V tile, by variant and d: ``FA3_KERNELS(..., BC64, BC128)`` of each variant's file.
+KEY_TILE = _key_tiles()
 #: One line per variant: what overlaps the softmax.
 DESCRIPTIONS = {
     "nooverlap": "waits for each wgmma at once: the softmax runs alone",
@@ -49,7 +69,15 @@ def kernel_name(variant: str, dtype: str, d: int) -> str:
 
 def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
-    Q (128 x d), ``stages`` K and V tiles (BC x d), 16-bit values, and 1 + 4 x stages mbarriers."""
+    Q (128 x d), ``stages`` K and V tiles (BC x d), 16-bit values, and 1 + 4 x stages mbarriers.
+
+    The launch needs this number before any kernel runs, so it is computed here, and a test
+    proves it is the kernels' (``test_python_constants_are_the_kernels`` in
+    ``tests/test_10_fa3_pipelining.py``): it compiles each variant's file with its
+    ``FA3_KERNELS`` line turned into globals holding the key tiles, ``Fa3Config<D, BC>::SMEM``,
+    ``FA3_BR``, ``FA3_THREADS`` and ``FA3_STAGES``, reads the values back from the PTX, for both
+    d and ring depths 3 and 2, and compares them with :data:`KEY_TILE`, this function,
+    :data:`BR`, :data:`THREADS` and :data:`STAGES`."""
     bc = KEY_TILE[variant][d]
     return 1024 + BR * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
 

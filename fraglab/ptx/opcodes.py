@@ -33,9 +33,12 @@ def unsupported_opcodes(ptx) -> dict:
     return out
 
 
-#: Source text that only sm_90a PTX can carry (wgmma and friends, or the sm_90a feature guard).
+#: Source text that only sm_90a PTX can carry (wgmma and friends, or a use of the sm_90a guard
+#: of ``kernels/common.cuh``: its definitions there, which every kernel includes, do not count),
+#: looked for outside comments.
 HOPPER_SOURCE = re.compile(r"wgmma|mbarrier|cp\.async\.bulk|setmaxnreg|elect\.sync|stmatrix"
-                           r"|__CUDA_ARCH_FEAT_SM90_ALL")
+                           r"|#\s*if\s+FRAGLAB_SM90A\b|\bSM90A_ONLY\s*\((?!\.\.\.\))")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
 def interpreter_arch(name: str) -> str:
@@ -49,7 +52,7 @@ def interpreter_arch(name: str) -> str:
         if p in seen or not p.is_file():
             continue
         seen.add(p)
-        text = p.read_text()
+        text = _COMMENT.sub("", p.read_text())
         if HOPPER_SOURCE.search(text):
             return "sm_90a"
         todo += [KERNELS_DIR / h for h in re.findall(r'#include\s+"([^"]+)"', text)]
