@@ -79,16 +79,7 @@ def prediction_problems(prediction) -> list[str]:
 def source_runner(source: str):
     """``run`` for :meth:`fraglab.problem.Problem.check`: the learner's kernel, launched where
     kernels run now (the grader may switch to the interpreter between calls)."""
-    from .. import launch
-    from ..attention import as_float
-
-    def run(q, k, v, dtype, causal, scale):
-        q, k, v = (launch.to_device(a) for a in (q, k, v))
-        r, out = kernels.attention_launcher(q, k, v, causal=causal, step=AFTER, scale=scale,
-                                            source=source)
-        r()
-        return as_float(out, dtype)
-    return run
+    return lambda **inputs: PROBLEMS[AFTER].run(**inputs, source=source)
 
 
 def loop_problems(source: str, arch: str = "sm_90") -> list[str]:

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from ..attention import attention_problem
 from ..problem import Case
-from .kernels import STEPS, attention
+from .kernels import STEPS, attention_launcher
 
 
 def _kernel(step: str):
-    def kernel(q, k, v, *, causal, scale):
-        return attention(q, k, v, causal=causal, step=step, scale=scale)
+    """The step's O for device arrays (``source``: the lab's kernel, with the step's tiles)."""
+    def kernel(q, k, v, *, causal, scale, source=None):
+        run, out = attention_launcher(q, k, v, causal=causal, step=step, scale=scale, source=source)
+        run()
+        return out
     return kernel
 
 
