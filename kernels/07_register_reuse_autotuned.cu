@@ -2,7 +2,7 @@
 //
 //   sgemm_autotuned(A, B, C, M, N, K): C = A @ B, row-major float32 (A (M,K), B (K,N)).
 //   Launch and requirements as rung 8 (double_buffer), with its own tiles.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="autotuned"); the tiles it launches with
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="autotuned"); the tiles it launches with
 //   are TILES["autotuned"] in fraglab/register_reuse/kernels.py, the winner of the H100 sweep
 //   (python -m fraglab.register_reuse bench), passed as defines. The header's defaults (rung
 //   8's tiles) only serve a compile without defines (the compile tests).

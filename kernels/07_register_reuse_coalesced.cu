@@ -2,7 +2,7 @@
 //
 //   sgemm_coalesced(A, B, C, M, N, K): C = A @ B, row-major float32, A (M,K), B (K,N), C (M,N).
 //   Launch: 1024 threads per block, grid (ceil(N/32), ceil(M/32)); any M, N, K >= 1.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="coalesced").
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="coalesced").
 //
 // Changed from rung 1 (naive): which thread takes which element, nothing else. Consecutive
 // threads now take consecutive COLUMNS of C, so the 32 lanes of a warp read 32 neighbouring

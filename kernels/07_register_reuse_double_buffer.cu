@@ -5,7 +5,7 @@
 //   2*BK*((BM+4) + BN)*4 bytes. Needs M % BM == N % BN == K % BK == 0, 16-byte aligned A, B, C.
 //   Tiles (defines): as rung 7, BM = BN = 128, BK = 8, WM = 32, WN = 64, LM = 4, MINB = 2,
 //   and GROUP = 1 (block rows per group in the block order; 1 = the grid's own order).
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="double_buffer", BM=..., ...).
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="double_buffer", BM=..., ...).
 //
 // Changed from rung 7 (warptile): two shared-memory stages and a global -> register -> shared
 // prefetch, so the loads of step t+1 overlap the FFMAs of step t, and one barrier per step

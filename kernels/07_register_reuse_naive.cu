@@ -2,7 +2,7 @@
 //
 //   sgemm_naive(A, B, C, M, N, K): C = A @ B, row-major float32, A (M,K), B (K,N), C (M,N).
 //   Launch: 1024 threads per block, grid (ceil(N/32), ceil(M/32)); any M, N, K >= 1.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="naive").
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="naive").
 //
 // One thread computes one element of C with a dot product over K, reading A and B straight from
 // global memory (dot_to_c in 07_register_reuse.cuh). The 1024 threads of a block cover a 32x32

@@ -2,7 +2,7 @@
 //
 //   sgemm_smem(A, B, C, M, N, K): C = A @ B, row-major float32, A (M,K), B (K,N), C (M,N).
 //   Launch: 1024 threads per block, grid (ceil(N/32), ceil(M/32)); any M, N, K >= 1.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="smem").
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="smem").
 //
 // Changed from rung 2 (coalesced): the block walks K in steps of 32. At each step its 1024
 // threads copy a 32x32 tile of A and one of B into shared memory (one coalesced load each,

@@ -3,7 +3,7 @@
 //   sgemm_tile1d(A, B, C, M, N, K): C = A @ B, row-major float32, A (M,K), B (K,N), C (M,N).
 //   Launch: BM*BN/TM threads per block, grid (ceil(N/BN), ceil(M/BM)); any M, N, K >= 1.
 //   Tiles (defines): BM = BN = 64, BK = 8, TM = 8 (the seed's and siboehm's kernel 4): 512 threads.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="tile1d", BM=..., ...).
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="tile1d", BM=..., ...).
 //
 // Changed from rung 3 (smem): each thread owns a COLUMN of TM elements of C instead of one, and
 // the loops are swapped so that k is outside: for each staged k the thread loads ONE value of

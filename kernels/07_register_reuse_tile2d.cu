@@ -3,7 +3,7 @@
 //   sgemm_tile2d(A, B, C, M, N, K): C = A @ B, row-major float32, A (M,K), B (K,N), C (M,N).
 //   Launch: BM*BN/(TM*TN) threads per block, grid (ceil(N/BN), ceil(M/BM)); any M, N, K >= 1.
 //   Tiles (defines): BM = BN = 128, BK = 8, TM = TN = 8: 256 threads.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="tile2d", BM=..., ...).
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="tile2d", BM=..., ...).
 //
 // Changed from rung 4 (tile1d): each thread owns a TM x TN block of C instead of a TM column.
 // For each staged k it loads TM values of As and TN values of Bs into registers and does the

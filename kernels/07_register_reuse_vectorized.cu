@@ -4,7 +4,7 @@
 //   Launch: BM*BN/(TM*TN) threads per block, grid (N/BN, M/BM).
 //   Needs M % BM == N % BN == K % BK == 0 and 16-byte aligned A, B, C (float4 loads and stores).
 //   Tiles (defines): BM = BN = 128, BK = 8, TM = TN = 8: 256 threads.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="vectorized", BM=..., ...).
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="vectorized", BM=..., ...).
 //
 // Changed from rung 5 (tile2d): the same thread tile, but the memory instructions are 128 bits
 // wide. Global tiles come in as float4 (LDG.E.128), B goes to shared memory as float4

@@ -5,7 +5,7 @@
 //   BK*((BM+4) + BN)*4 bytes. Needs M % BM == N % BN == K % BK == 0, 16-byte aligned A, B, C.
 //   Tiles (defines): BM = BN = 128, BK = 8, WM = 32, WN = 64, LM = 4 (lanes as 4 x 8), MINB = 2
 //   (blocks per SM asked of ptxas): 8 warps, 8x8 outputs per thread.
-//   Python: fraglab.register_reuse.sgemm(a, b, kernel="warptile", BM=..., ...).
+//   Python: fraglab.register_reuse.sgemm(a, b, variant="warptile", BM=..., ...).
 //
 // Changed from rung 6 (vectorized): the same 8x8 outputs per thread, but not as one contiguous
 // 8x8 block. The block tile is cut into warp tiles (WM x WN) and each lane owns 4x4 chunks of

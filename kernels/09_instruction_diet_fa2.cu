@@ -2,7 +2,7 @@
 // chapter's header with every diet switch off. Its SASS is the starting point of every count.
 //
 //   diet_fa2_<f16|bf16>_d<64|128>(q, k, v, o, n, scale_log2, causal)
-//   Python: fraglab.instruction_diet.attention(q, k, v, causal=..., step="fa2").
+//   Python: fraglab.instruction_diet.attention(q, k, v, causal=..., variant="fa2").
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(fa2)
