@@ -16,7 +16,7 @@ import pytest
 from fraglab import fragments, tools, tracer, warp
 from fraglab import permutation_and_quad_reduction as pq
 
-ALL_VARIANTS = [(s, p, m) for s in pq.SHAPES for p, m in pq.problems.variants(s)]
+REDUCE_CHOICES = [(s, p, m) for s in pq.SHAPES for p, m in pq.problems.reduce_choices(s)]
 FLT_MAX = float(np.finfo(np.float32).max)
 PROBLEM_CASES = [(name, case) for name, p in pq.PROBLEMS.items() for case in p.cases]
 PROBLEM_IDS = [f"{name}-{case}" for name, case in PROBLEM_CASES]
@@ -173,7 +173,7 @@ def test_member_mask_rules_in_the_emulator():
 def test_reduce_tiles_matches_numpy(shape, op, rng):
     tiles = random_tiles(rng, 50, shape)
     ref_rows, ref_cols = pq.reference(tiles, op)
-    for _, permute, mask in [v for v in ALL_VARIANTS if v[0] == shape]:
+    for _, permute, mask in [v for v in REDUCE_CHOICES if v[0] == shape]:
         rows, cols = pq.reduce_tiles(tiles, op, permute, mask)
         assert rows.shape == (50, shape[0]) and cols.shape == (50, shape[1])
         scale_r = np.abs(tiles).sum(axis=2)
@@ -189,7 +189,7 @@ def test_reduce_tiles_matches_numpy(shape, op, rng):
 @pytest.mark.parametrize("op", pq.OPS)
 def test_all_variants_agree_on_edge_cases(shape, op, rng):
     tiles = pq.edge_tiles(shape, rng)
-    variants = [v for v in ALL_VARIANTS if v[0] == shape]
+    variants = [v for v in REDUCE_CHOICES if v[0] == shape]
     first = pq.reduce_tiles(tiles, op, variants[0][1], variants[0][2])
     for _, permute, mask in variants[1:]:
         got = pq.reduce_tiles(tiles, op, permute, mask)
@@ -301,7 +301,7 @@ def test_wrappers_reject_bad_option_names():
     with pytest.raises(ValueError, match="'f16', 'bf16'"):
         pq.mma_reduce(a, a, "max", dtype="f32")
     with pytest.raises(ValueError, match="'shared', 'quadmask'"):
-        pq.rowmax(a, a, way="global")
+        pq.rowmax(a, a, variant="global")
 
 
 # =================================================================================================
@@ -329,14 +329,15 @@ def _emulated(name):
 def test_problems_cover_every_kernel_variant_and_edge_case():
     acc = pq.PROBLEMS["reduce_acc"].cases
     assert {(c.params["shape"], c.params["op"], c.params["permute"], c.params["mask"])
-            for c in acc} == {(s, op, p, m) for s, p, m in ALL_VARIANTS for op in pq.OPS}
+            for c in acc} == {(s, op, p, m) for s, p, m in REDUCE_CHOICES for op in pq.OPS}
     assert {c.params["kind"] for c in acc if c.edge} == {"edges", "nan_first", "nan_last"}
     mma = pq.PROBLEMS["mma_reduce"].cases
     assert {(c.params["shape"], c.params["dtype"], c.params["op"]) for c in mma} == \
         {(s, d, op) for s in pq.SHAPES for d in pq.DTYPES for op in pq.MMA_OPS}
     assert {c.params["kind"] for c in mma} == {"random", "integers", "inf_nan", "f16_max",
                                                 "bf16_overflow"}
-    assert [c.params["way"] for c in pq.PROBLEMS["rowmax"].cases] == list(pq.ROWMAX_WAYS)
+    assert [c.params["variant"] for c in pq.PROBLEMS["rowmax"].cases] == list(pq.VARIANTS)
+    assert pq.FINAL == pq.VARIANTS[-1] == "fullmask"
 
 
 @pytest.mark.parametrize("name, case", PROBLEM_CASES, ids=PROBLEM_IDS)
@@ -391,16 +392,16 @@ def test_gpu_kernels_match_their_references(name, case, rng):
 
 
 @pytest.mark.gpu
-def test_gpu_rowmax_three_ways_agree(rng):
-    """The same accumulator: the same maxima, bit for bit, whichever way (and as mma_reduce)."""
+def test_gpu_rowmax_variants_agree(rng):
+    """The same accumulator: the same maxima, bit for bit, whichever variant (and as mma_reduce)."""
     cp = _cp()
-    inputs = pq.PROBLEMS["rowmax"].inputs(rng, way="shared")
+    inputs = pq.PROBLEMS["rowmax"].inputs(rng, variant="shared")
     a, b = cp.asarray(inputs["a"]), cp.asarray(inputs["b"])
-    ways = {w: pq.rowmax(a, b, w).get() for w in pq.ROWMAX_WAYS}
-    ways["mma_reduce max"] = pq.mma_reduce(a, b, "max")[0].get()
-    for w, got in ways.items():
-        msg = warp.format_diff(got, ways["shared"], equal_nan=True, index_names=("tile", "row"))
-        assert not msg, f"rowmax {w} vs shared:\n{msg}"
+    maxima = {v: pq.rowmax(a, b, v).get() for v in pq.VARIANTS}
+    maxima["mma_reduce max"] = pq.mma_reduce(a, b, "max")[0].get()
+    for v, got in maxima.items():
+        msg = warp.format_diff(got, maxima["shared"], equal_nan=True, index_names=("tile", "row"))
+        assert not msg, f"rowmax {v} vs shared:\n{msg}"
 
 
 @pytest.mark.gpu

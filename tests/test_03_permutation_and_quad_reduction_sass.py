@@ -11,7 +11,7 @@ from fraglab import sass, toolchain
 from fraglab import permutation_and_quad_reduction as pq
 from fraglab.toolchain import ARCHES
 
-ALL_VARIANTS = [(s, p, m) for s in pq.SHAPES for p, m in pq.problems.variants(s)]
+REDUCE_CHOICES = [(s, p, m) for s in pq.SHAPES for p, m in pq.problems.reduce_choices(s)]
 NEWER = ("sm_80", "sm_90", "sm_120")   # targets with a member-mask check in front of shuffles
 
 
@@ -142,9 +142,9 @@ def test_kernel_names():
     assert pq.reduce_acc_kernel((32, 8), "min", True, "full") == "reduce_acc_32x8_min_full"
     assert pq.mma_reduce_kernel((8, 32), "bf16", "max") == "mma_reduce_8x32_bf16_max"
     b = toolchain.compile(pq.KERNELS, "sm_90")
-    names = {pq.reduce_acc_kernel(s, op, p, m) for s, p, m in ALL_VARIANTS for op in pq.OPS}
+    names = {pq.reduce_acc_kernel(s, op, p, m) for s, p, m in REDUCE_CHOICES for op in pq.OPS}
     names |= {pq.mma_reduce_kernel(s, d, op) for s in pq.SHAPES for d in pq.DTYPES
               for op in pq.MMA_OPS}
-    names |= {pq.rowmax_kernel(w) for w in pq.ROWMAX_WAYS}
+    names |= {pq.rowmax_kernel(v) for v in pq.VARIANTS}
     names |= {f"acc_layout_{m}x{n}" for m, n in pq.SHAPES}
     assert names == set(b.kernels)

@@ -13,7 +13,8 @@ Parts:
 * **Kernel names** (:mod:`.names`) and **wrappers** of
   ``kernels/03_permutation_and_quad_reduction.cu`` (:mod:`.kernels`): :func:`reduce_accumulators`
   (reduce chosen accumulator values), :func:`mma_reduce` (C = A @ B on the tensor cores, then
-  its reductions), :func:`rowmax` (shared memory vs registers), :func:`accumulator_layout_on_gpu`.
+  its reductions), :func:`rowmax` (its rungs :data:`VARIANTS`, shared memory then registers,
+  chosen with ``variant=``; :data:`FINAL` the last), :func:`accumulator_layout_on_gpu`.
 * **Problems** (:mod:`.problems`): :data:`PROBLEMS`, every GPU case the tests check.
 
 SASS views come from :mod:`fraglab.sass` (``normalized_listing``, ``main_path``; re-exported
@@ -27,6 +28,6 @@ from .kernels import (MAX_TILES, accumulator_layout_on_gpu, mma_reduce,  # noqa:
                       reduce_accumulators, rowmax, run_per_tile)
 from .layouts import (FIG2_ORDER, QUAD_MASKS, SHAPES, SPECS, check_shape,  # noqa: F401
                       layout_from_spec, spec_from_layout)
-from .names import (DTYPES, KERNELS, MASKS, MMA_OPS, OPS, ROWMAX_WAYS,  # noqa: F401
+from .names import (DTYPES, FINAL, KERNELS, MASKS, MMA_OPS, OPS, VARIANTS,  # noqa: F401
                     WARPS_PER_BLOCK, mma_reduce_kernel, reduce_acc_kernel, rowmax_kernel)
 from .problems import PROBLEMS, edge_tiles  # noqa: F401

@@ -6,8 +6,8 @@ import numpy as np
 
 from .. import device, launch
 from .layouts import SHAPES, check_shape, spec_from_layout
-from .names import (DTYPES, KERNELS, MMA_OPS, OPS, MASKS, WARPS_PER_BLOCK, mma_reduce_kernel,
-                    reduce_acc_kernel, rowmax_kernel)
+from .names import (DTYPES, FINAL, KERNELS, MMA_OPS, OPS, MASKS, WARPS_PER_BLOCK,
+                    mma_reduce_kernel, reduce_acc_kernel, rowmax_kernel)
 
 MAX_TILES = 2**31 - 1
 #: load_matrix_sync needs 256-bit aligned tile pointers. Tiles are 256 bytes or larger, so an
@@ -109,11 +109,11 @@ def mma_reduce(a, b, op: str, *, dtype: str = "f16", layout=None):
                          defines=_defines(shape, layout))
 
 
-def rowmax(a, b, way: str = "fullmask"):
+def rowmax(a, b, variant: str = FINAL):
     """Row maxima (n_tiles, 16) of C = A @ B for float16 (n_tiles, 16, 16) ``a`` and ``b``:
-    ``way='shared'`` through shared memory (store_matrix_sync, __syncthreads, loads),
+    ``variant='shared'`` through shared memory (store_matrix_sync, __syncthreads, loads),
     ``'quadmask'`` / ``'fullmask'`` in registers (Fig. 2 + Algorithm 3) with either mask."""
-    return run_per_tile(a, b, rowmax_kernel(way))
+    return run_per_tile(a, b, rowmax_kernel(variant))
 
 
 def run_per_tile(a, b, kernel: str, *, source: str | None = None):

@@ -13,7 +13,11 @@ OPS = ("max", "min", "sum", "max_cmp")   # kernels reducing given accumulator va
 MMA_OPS = ("max", "min", "sum")          # kernels reducing A @ B
 MASKS = ("group", "full")                # per-lane group masks (the paper's) or 0xffffffff
 DTYPES = ("f16", "bf16")
-ROWMAX_WAYS = ("shared", "quadmask", "fullmask")
+#: The rungs of the row maximum of A @ B, in order, chosen with ``variant=``: through shared
+#: memory (the textbook way), then in registers (Fig. 2 + Algorithm 3) with the paper's quad
+#: masks, then with the full mask; :data:`FINAL` is the last.
+VARIANTS = ("shared", "quadmask", "fullmask")
+FINAL = VARIANTS[-1]
 
 
 def _shape_name(shape) -> str:
@@ -43,6 +47,6 @@ def mma_reduce_kernel(shape, dtype: str, op) -> str:
     return f"mma_reduce_{name}_{dtype}_{launch.check_choice('op', op, MMA_OPS)}"
 
 
-def rowmax_kernel(way: str) -> str:
-    """Name of the kernel computing the row maxima of A @ B ``way`` (:data:`ROWMAX_WAYS`)."""
-    return f"rowmax_{launch.check_choice('way', way, ROWMAX_WAYS)}_16x16"
+def rowmax_kernel(variant: str) -> str:
+    """Name of the kernel computing the row maxima of A @ B by ``variant`` (:data:`VARIANTS`)."""
+    return f"rowmax_{launch.check_choice('variant', variant, VARIANTS)}_16x16"

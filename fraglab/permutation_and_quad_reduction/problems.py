@@ -25,13 +25,13 @@ from ..problem import Case, Problem
 from .emulate import reduce_tiles, reference
 from .kernels import mma_reduce, reduce_accumulators, rowmax
 from .layouts import SHAPES
-from .names import DTYPES, MASKS, MMA_OPS, OPS, ROWMAX_WAYS
+from .names import DTYPES, MASKS, MMA_OPS, OPS, VARIANTS
 
 FLT_MAX = float(np.finfo(np.float32).max)
 LABELS = ("tile", "line")
 
 
-def variants(shape) -> list[tuple[bool, str]]:
+def reduce_choices(shape) -> list[tuple[bool, str]]:
     """The (permute, mask) kernels of a shape: Fig. 2 or not (16x16 only), either mask."""
     return [(p, m) for p in ((True, False) if tuple(shape) == (16, 16) else (True,))
             for m in MASKS]
@@ -204,9 +204,9 @@ def _needs_dtype(case: Case) -> tuple[bool, str]:
 # Row maxima three ways
 # ------------------------------------------------------------------------------------------------
 
-def _rowmax_inputs(rng, way, **_) -> dict:
+def _rowmax_inputs(rng, variant, **_) -> dict:
     a, b = (rng.standard_normal((45, 16, 16)).astype(np.float16) for _ in range(2))
-    return {"a": a, "b": b, "way": way}
+    return {"a": a, "b": b, "variant": variant}
 
 
 def _rowmax_error(got, ref, inputs) -> float:
@@ -221,8 +221,8 @@ PROBLEMS = {
         "computes them in the kernels' order",
         inputs=_acc_inputs, run=_run_acc, tol=0.0, labels=LABELS,
         reference=lambda acc, op, permute, mask, **_: lines(*reduce_tiles(acc, op, permute, mask)),
-        cases=[_acc_case(s, op, p, m, kind) for s in SHAPES for op in OPS for p, m in variants(s)
-               for kind in ("random", "edges")]
+        cases=[_acc_case(s, op, p, m, kind) for s in SHAPES for op in OPS
+               for p, m in reduce_choices(s) for kind in ("random", "edges")]
         + [_acc_case((16, 16), op, True, "group", f"nan_{w}") for op in ("max_cmp", "max")
            for w in ("first", "last")]),
     "reduce_acc_numpy": Problem(
@@ -233,7 +233,7 @@ PROBLEMS = {
         tol=lambda case: 1e-5 if case.params["op"] == "sum" else 0.0,
         error=lambda got, ref, inputs: scaled_error(got, ref, _sum_scale(**inputs)),
         cases=[_acc_case(s, op, p, m, "random") for s in SHAPES for op in MMA_OPS
-               for p, m in variants(s)]),
+               for p, m in reduce_choices(s)]),
     "mma_reduce": Problem(
         "03_permutation_and_quad_reduction/mma_reduce",
         "row and column reductions of C = A @ B (f16 or bf16 in, f32 accumulate)",
@@ -243,9 +243,9 @@ PROBLEMS = {
     "rowmax": Problem(
         "03_permutation_and_quad_reduction/rowmax",
         "the row maxima of C = A @ B (f16 in, f32 accumulate), through shared memory or registers",
-        inputs=_rowmax_inputs, run=lambda a, b, way, **_: rowmax(launch.to_device(a),
-                                                                   launch.to_device(b), way),
+        inputs=_rowmax_inputs, run=lambda a, b, variant, **_: rowmax(
+            launch.to_device(a), launch.to_device(b), variant),
         reference=lambda a, b, **_: (a.astype(np.float64) @ b.astype(np.float64)).max(axis=2),
         error=_rowmax_error, tol=1e-5, labels=("tile", "row"),
-        cases=[Case(way, way=way) for way in ROWMAX_WAYS]),
+        cases=[Case(v, variant=v) for v in VARIANTS]),
 }

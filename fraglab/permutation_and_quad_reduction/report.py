@@ -16,7 +16,7 @@ from collections import Counter
 
 from .. import sass, toolchain
 from ..tools import nvrtc_version
-from .names import KERNELS, MASKS, OPS, ROWMAX_WAYS, reduce_acc_kernel, rowmax_kernel
+from .names import KERNELS, MASKS, OPS, VARIANTS, reduce_acc_kernel, rowmax_kernel
 
 #: The instructions ptxas adds to guard shuffles whose member masks may differ between lanes.
 GUARD = ("MATCH", "REDUX", "VOTEU", "WARPSYNC", "BRA")
@@ -48,10 +48,10 @@ def sass_record(arches=None) -> dict:
         shared = sass.main_path(sass.function_text(listing, rowmax_kernel("shared")))
         shared_ops = dict(sorted(Counter(o for o in shared if _base(o) in ("STS", "LDS", "BAR")).items()))
         rowmax = {}
-        for way in ROWMAX_WAYS:
-            k = rowmax_kernel(way)
+        for variant in VARIANTS:
+            k = rowmax_kernel(variant)
             r, c = build.resources[k], build.classes(k)
-            rowmax[way] = {"kernel": k, "registers": r["registers"], "smem": r["smem"],
+            rowmax[variant] = {"kernel": k, "registers": r["registers"], "smem": r["smem"],
                            "instructions": sum(c.values()), **{x: c[x] for x in CLASSES}}
         out["arches"][arch] = {
             "swap_identical": bool(same), "swap_counts": swap_counts,
