@@ -253,7 +253,8 @@ def test_problems_cover_every_kernel_and_edge():
     assert 1 in sizes and any(n % fa.FA2_BN for n in sizes)            # N = 1, ragged tiles
     assert any(c.params.get("q_scale", 1) > 1 for c in fa2.edge_cases)  # peaky
     assert any(c.params.get("scale") is not None for c in fa2.cases)
-    for v in fa.FA1_VARIANTS:
+    assert fa.FINAL == fa.VARIANTS[-1] == "inregister"     # the ladder: the FA-1 softmax paths
+    for v in fa.VARIANTS:
         p = fa.PROBLEMS[f"fa1_{v}"]
         assert {c.params["shape"][3] for c in p.cases} == set(fa.FA1_HEAD_DIMS)
         assert all(c.params["shape"][2] % fa.FA1_TILE == 0 for c in p.cases)

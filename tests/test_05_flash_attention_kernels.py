@@ -15,8 +15,8 @@ from fraglab.toolchain import ARCHES
 
 SM80_UP = ("sm_80", "sm_90", "sm_120")
 FA2_KERNELS = [fa.fa2_kernel(t, d, w) for t in fa.DTYPES for d in fa.FA2_HEAD_DIMS for w in fa.FA2_WARPS]
-FA1_KERNELS = [fa.fa1_kernel(v, d) for v in fa.FA1_VARIANTS for d in fa.FA1_HEAD_DIMS]
-FA1 = [fa.PROBLEMS[f"fa1_{v}"] for v in fa.FA1_VARIANTS]
+FA1_KERNELS = [fa.fa1_kernel(v, d) for v in fa.VARIANTS for d in fa.FA1_HEAD_DIMS]
+FA1 = [fa.PROBLEMS[f"fa1_{v}"] for v in fa.VARIANTS]
 FA2 = fa.PROBLEMS["fa2"]
 
 
@@ -58,7 +58,7 @@ def test_fa1_in_register_softmax_moves_less_through_shared_memory(arch):
     # softmax paths' difference. Not unrolled, the kernels' SASS differs only there.
     for d in fa.FA1_HEAD_DIMS:
         paper, fair, inreg = (_classes(fa.KERNELS_FA1, arch, fa.fa1_kernel(v, d), unroll=1)
-                              for v in fa.FA1_VARIANTS)
+                              for v in fa.VARIANTS)
         for c in (paper, fair, inreg):
             assert c["tensor"] > 0 and c["local"] == 0, (d, c)
         assert inreg["shared"] < fair["shared"] < paper["shared"], d
@@ -225,7 +225,7 @@ def test_fa2_causal_first_row_is_the_first_value(rng):
 def test_fa1_variants_agree_with_each_other(rng):
     raw, _ = fa.random_qkv(rng, (1, 2, 64, 128), "f16")
     gpu = _on_gpu(raw)
-    outs = [fa.as_float(fa.fa1(*gpu, v), "f16") for v in fa.FA1_VARIANTS]
+    outs = [fa.as_float(fa.fa1(*gpu, v), "f16") for v in fa.VARIANTS]
     for o in outs[1:]:
         assert rel_err(o, outs[0]) < 2e-3
 

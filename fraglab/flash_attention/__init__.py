@@ -16,8 +16,9 @@ over a shared-memory softmax on an H100 (Table 6). This package has one module p
   into the A operand of ``P V`` (:func:`p_as_a_operand`), ``ldmatrix`` on swizzled shared memory
   (:class:`SwizzledTile`) and :func:`emulate_fa2`, which follows the FA-2 kernel lane by lane
   with the same addresses.
-* :mod:`.kernels` (wrappers) of ``kernels/05_flash_attention_fa1.cu`` (:func:`fa1`:
-  ``paper_baseline``, ``fair_baseline``, ``inregister``) and ``kernels/05_flash_attention_fa2.cu``
+* :mod:`.kernels` (wrappers) of ``kernels/05_flash_attention_fa1.cu`` (:func:`fa1`, its rungs
+  :data:`VARIANTS` chosen with ``variant=``: ``paper_baseline``, ``fair_baseline``, ``inregister``
+  = :data:`FINAL`) and ``kernels/05_flash_attention_fa2.cu``
   (:func:`fa2`: f16/bf16, head dimension 64/128, causal or not, any sequence length).
 * :mod:`.problems`: :data:`PROBLEMS`, the kernels with their reference, tolerance and cases.
 * :mod:`.lab`: for lab 05, :func:`fa1_lab_source` builds the in-register FA-1 kernel around a
@@ -43,8 +44,9 @@ from ..attention import as_float, attention_flops, random_qkv  # noqa: F401  (re
 from ..dtypes import from_bf16, round_to, to_bf16  # noqa: F401  (re-exported)
 from .bench import run_bench, summary_table  # noqa: F401
 from .cli import main  # noqa: F401
-from .constants import (DTYPES, FA1_HEAD_DIMS, FA1_TILE, FA1_VARIANTS, FA2_BN,  # noqa: F401
-                        FA2_HEAD_DIMS, FA2_WARPS, KERNELS_FA1, KERNELS_FA2, LOG2E, MAX_BH, MAX_N)
+from .constants import (DTYPES, FA1_HEAD_DIMS, FA1_TILE, FA2_BN, FA2_HEAD_DIMS,  # noqa: F401
+                        FA2_WARPS, FINAL, KERNELS_FA1, KERNELS_FA2, LOG2E, MAX_BH, MAX_N,
+                        VARIANTS)
 from .emulate_fa1 import alg4_step, emulate_fa1_rows, quad_allreduce  # noqa: F401
 from .emulate_fa2 import (SwizzledTile, emulate_fa2, fa2_tile_ranges,  # noqa: F401
                           k_fragment_address, mma_m16n8k16, p_as_a_operand, q_fragment_address,

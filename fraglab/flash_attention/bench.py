@@ -15,7 +15,7 @@ from .. import device
 from ..attention import Baselines, as_float, attention_flops, attention_reference, random_qkv
 from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
-from .constants import FA1_VARIANTS, FA2_HEAD_DIMS, FA2_WARPS
+from .constants import FA2_HEAD_DIMS, FA2_WARPS, VARIANTS
 from .kernels import fa1_launcher, fa2_launcher
 
 
@@ -86,7 +86,7 @@ def _bench_fa1(results: dict, rng, rep: dict, rep_full: dict, log: Log) -> None:
     ref = attention_reference(*exact)
     runs = {}
     results["fa1_check_rel_err"] = {}
-    for var in FA1_VARIANTS:
+    for var in VARIANTS:
         run, out = fa1_launcher(q, k, v, var)
         run()
         cp.cuda.get_current_stream().synchronize()
@@ -104,7 +104,7 @@ def _bench_fa1(results: dict, rng, rep: dict, rep_full: dict, log: Log) -> None:
     shape = (4, 8, 2048, 128)
     (qn, kn, vn), _ = random_qkv(rng, shape, "f16")
     q, k, v = (cp.asarray(a) for a in (qn, kn, vn))
-    runs = {var: fa1_launcher(q, k, v, var)[0] for var in FA1_VARIANTS}
+    runs = {var: fa1_launcher(q, k, v, var)[0] for var in VARIANTS}
     log("(a) fa1_full_gpu: all three, d=128, N=2048, B*H=32")
     c = timing.compare(runs, baseline="paper_baseline", **rep_full)
     log(c.table())

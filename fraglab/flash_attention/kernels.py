@@ -12,14 +12,14 @@ import numpy as np
 
 from .. import launch
 from ..attention import check_fa2_arguments, check_qkv, check_scale, fa2_output
-from .constants import (DTYPES, FA1_HEAD_DIMS, FA1_TILE, FA1_VARIANTS, FA2_BN, FA2_HEAD_DIMS,
-                        FA2_WARPS, KERNELS_FA1, KERNELS_FA2, LOG2E)
+from .constants import (DTYPES, FA1_HEAD_DIMS, FA1_TILE, FA2_BN, FA2_HEAD_DIMS, FA2_WARPS, FINAL,
+                        KERNELS_FA1, KERNELS_FA2, LOG2E, VARIANTS)
 from .lab import FA1_LAB_NAME, fa1_lab_source
 
 
 def fa1_kernel(variant: str, d: int) -> str:
-    """Kernel name in ``kernels/05_flash_attention_fa1.cu``."""
-    launch.check_choice("variant", variant, FA1_VARIANTS)
+    """Kernel name in ``kernels/05_flash_attention_fa1.cu`` of ``variant`` (:data:`VARIANTS`)."""
+    launch.check_choice("variant", variant, VARIANTS)
     launch.check_choice("head dimension d", d, FA1_HEAD_DIMS)
     return f"fa1_{variant}_d{d}"
 
@@ -47,13 +47,13 @@ def fa2_smem_bytes(d: int, warps: int) -> int:
 # FA-1
 # -------------------------------------------------------------------------------------------------
 
-def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = None, out=None,
+def fa1_launcher(q, k, v, variant: str = FINAL, *, scale: float | None = None, out=None,
                  softmax_source: str | None = None):
     """Check the arguments of :func:`fa1`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
     :mod:`fraglab.bench`). ``softmax_source``: see :func:`fa1_lab_source` (in-register
     variant only)."""
-    launch.check_choice("variant", variant, FA1_VARIANTS)
+    launch.check_choice("variant", variant, VARIANTS)
     if softmax_source is not None:
         if not isinstance(softmax_source, str):
             raise TypeError(f"softmax_source must be a str of CUDA code, got {type(softmax_source).__name__}")
@@ -81,12 +81,12 @@ def fa1_launcher(q, k, v, variant: str = "inregister", *, scale: float | None = 
     return (lambda: launch.launch(fn, grid, 32, args, shared_mem=smem)), out
 
 
-def fa1(q, k, v, variant: str = "inregister", *, scale: float | None = None,
+def fa1(q, k, v, variant: str = FINAL, *, scale: float | None = None,
         softmax_source: str | None = None):
     """FA-1 style attention (one warp per 16 query rows, 16x16 WMMA tiles, O in shared memory)
-    with one of three softmax paths: ``'paper_baseline'``, ``'fair_baseline'`` or
-    ``'inregister'`` (Alg. 4). ``q``, ``k``, ``v``: float16 (B, H, N, d), d in 64/128/512, N a
-    multiple of 16. Non-causal. Returns O (float16, same shape). With ``softmax_source`` (a CUDA
+    with one of three softmax paths, its rungs :data:`VARIANTS`: ``'paper_baseline'``,
+    ``'fair_baseline'`` or ``'inregister'`` (Alg. 4, :data:`FINAL`, the default). ``q``, ``k``,
+    ``v``: float16 (B, H, N, d), d in 64/128/512, N a multiple of 16. Non-causal. Returns O (float16, same shape). With ``softmax_source`` (a CUDA
     string, see :func:`fa1_lab_source`) the in-register kernel runs with that softmax step."""
     run, out = fa1_launcher(q, k, v, variant, scale=scale, softmax_source=softmax_source)
     run()

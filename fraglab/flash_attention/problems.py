@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..attention import TOL, attention_problem  # noqa: F401  (TOL: tests)
 from ..problem import Case
-from .constants import DTYPES, FA1_VARIANTS, FA2_HEAD_DIMS, FA2_WARPS
+from .constants import DTYPES, FA2_HEAD_DIMS, FA2_WARPS, VARIANTS
 from .kernels import fa1, fa2
 
 
@@ -59,7 +59,7 @@ PROBLEMS = {
     **{f"fa1_{v}": attention_problem(
         f"05_flash_attention/fa1_{v}",
         f"softmax(Q K^T * scale) V with the FA-1 kernel's {v} softmax path (f16, N % 16 == 0)",
-        _fa1(v), FA1_CASES, requires=None) for v in FA1_VARIANTS},
+        _fa1(v), FA1_CASES, requires=None) for v in VARIANTS},
     "fa2": attention_problem(
         "05_flash_attention/fa2",
         "softmax(Q K^T * scale) V with the FA-2 kernel (f16/bf16, causal or not, any N)",
