@@ -4,6 +4,10 @@
 
 Each notebook runs top to bottom in a fresh kernel of the current Python, from its own folder;
 a cell that raises stops it with the error. Outputs are written back into the file.
+
+A chapter that ``python -m fraglab.chapter new`` wrote is a *draft* (notebook metadata
+``fraglab.draft``), executed on the CPU; executed here on a GPU (its setup cell prints ``[gpu]``),
+it is a draft no more (:func:`end_draft`).
 """
 from __future__ import annotations
 
@@ -24,8 +28,23 @@ def execute(path: str | Path, timeout: int = 900) -> float:
         cell.pop("id", None)
         cell.metadata.pop("execution", None)
     nb.nbformat_minor = 4
+    end_draft(nb)
     nbformat.write(nb, path)
     return time.perf_counter() - t0
+
+
+def end_draft(nb) -> bool:
+    """Drop the draft mark of a notebook whose setup cell (its first code cell) ran on a GPU;
+    returns whether it did."""
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    first = "".join("".join(o.get("text", "")) for o in code[0].get("outputs", [])) if code else ""
+    marks = nb["metadata"].get("fraglab", {})
+    if not first.startswith("[gpu]") or "draft" not in marks:
+        return False
+    del marks["draft"]
+    if not marks:
+        del nb["metadata"]["fraglab"]
+    return True
 
 
 def main(argv=None) -> int:

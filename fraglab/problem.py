@@ -220,3 +220,31 @@ def topic_problems(topics=None) -> dict[str, dict[str, Problem]]:
             if problems:
                 found[name] = dict(problems)
     return found
+
+
+def check_all(problems: Mapping[str, Problem], rng, log, *, key: str = "problem",
+              cases: Callable[[Problem], tuple] | None = None) -> list[dict]:
+    """Every problem over ``cases(problem)`` (names or :class:`~fraglab.problem.Case` s; default
+    the cases for this machine), each result recorded: ``{key: name, "case", "error", "tol",
+    "ok"}``, or ``{key, "case", "ok": False, "failure"}`` when the run raised. Never stops at a
+    failure; one log line per problem."""
+    out = []
+    for name, p in problems.items():
+        todo = tuple(p.cases_here() if cases is None else cases(p))
+        bad, mine = [], []
+        for case in todo:
+            label = case if isinstance(case, str) else case.name
+            try:
+                r = p.evaluate(case, rng)
+                rec = {key: name, "case": label, "error": r.error, "tol": r.tol, "ok": bool(r.ok)}
+            except Exception as exc:          # recorded, never fatal
+                rec = {key: name, "case": label, "ok": False,
+                       "failure": f"{type(exc).__name__}: {exc}"[:500]}
+            if not rec["ok"]:
+                bad.append(label)
+            mine.append(rec)
+        out += mine
+        worst = max((r.get("error", float("inf")) for r in mine), default=0)
+        log(f"  {name:<22} {len(todo) - len(bad)}/{len(todo)} pass, worst rel. error "
+            f"{worst:.2e}" + (f"  <-- WRONG: {', '.join(bad)}" if bad else ""))
+    return out

@@ -26,7 +26,7 @@ SPLIT_BY = {"test_grading_fixtures.py": r"\d\d_[a-z0-9_]*[a-z0-9]", "test_labs.p
 #: Handed out first, in this order: the units that take minutes on the 2-core CI machine, so that
 #: no long one starts last while the other worker idles.
 FIRST = ("test_grading_fixtures.py", "test_toolchain.py", "test_09_instruction_diet.py",
-         "test_labs.py", "test_interpreter.py", "test_06_layout_codegen.py")
+         "test_labs.py", "test_interpreter.py", "test_06_layout_codegen.py", "test_chapter.py")
 
 
 def work_unit(nodeid: str) -> str:

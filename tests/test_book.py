@@ -15,10 +15,23 @@ CHAPTERS = sorted((ROOT / "book").glob("*.ipynb"))
 TOC = (ROOT / "_toc.yml").read_text()
 
 
+def draft(page: Path) -> str | None:
+    """Why a chapter is a draft (notebook metadata ``fraglab.draft``), or None."""
+    return json.loads(page.read_text())["metadata"].get("fraglab", {}).get("draft")
+
+
 def executed_on(page: Path) -> str:
     """Chapters (book/NN_*.ipynb) are executed on a GPU; an appendix about the CPU interpreter
-    (book/appendix_*.ipynb) on the CPU, and nbval re-runs it in that mode."""
-    return "gpu" if re.match(r"\d\d_", page.stem) else "cpu"
+    (book/appendix_*.ipynb) on the CPU, and nbval re-runs it in that mode. So is a draft, a
+    chapter that `python -m fraglab.chapter new` wrote and executed on the CPU, until
+    `python -m fraglab.chapter bench NN` executes it on a GPU (which ends the draft)."""
+    return "gpu" if re.match(r"\d\d_", page.stem) and not draft(page) else "cpu"
+
+
+def test_a_draft_says_how_it_ends():
+    for chapter in CHAPTERS:
+        if draft(chapter):
+            assert f"python -m fraglab.chapter bench {chapter.stem[:2]}" in draft(chapter), chapter.name
 
 
 def test_toc_lists_exactly_the_chapters():

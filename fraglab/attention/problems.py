@@ -8,14 +8,15 @@ bits; random, or a peaky softmax with ``q_scale`` > 1; any N, ragged ones includ
 kernel). The reference is float64 attention on the inputs' exact values; ``run`` returns the
 kernel's output as float64. Outputs start poisoned (NaN), so an unwritten element (or a NaN from
 a masked row) fails as an infinite error. :func:`check_all` runs problems over their cases and
-records each result, never stopping at a failure (the benchmarks' check section).
+records each result, never stopping at a failure (the benchmarks' check section); it lives in
+:mod:`fraglab.problem`, for every topic.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable
 
 from .. import device, launch
-from ..problem import Case, Problem
+from ..problem import Case, Problem, check_all  # noqa: F401  (check_all: the benchmarks' loop)
 from .inputs import as_float, random_qkv
 from .reference import attention_reference
 
@@ -71,31 +72,3 @@ def attention_problem(name: str, spec: str, kernel: Callable, cases, *,
 
     return Problem(name, spec, inputs=inputs, reference=ref, run=run, cases=cases,
                    tol=TOL if tol is None else tol, requires=requires, labels=LABELS)
-
-
-def check_all(problems: Mapping[str, Problem], rng, log, *, key: str = "problem",
-              cases: Callable[[Problem], tuple] | None = None) -> list[dict]:
-    """Every problem over ``cases(problem)`` (names or :class:`~fraglab.problem.Case` s; default
-    the cases for this machine), each result recorded: ``{key: name, "case", "error", "tol",
-    "ok"}``, or ``{key, "case", "ok": False, "failure"}`` when the run raised. Never stops at a
-    failure; one log line per problem."""
-    out = []
-    for name, p in problems.items():
-        todo = tuple(p.cases_here() if cases is None else cases(p))
-        bad, mine = [], []
-        for case in todo:
-            label = case if isinstance(case, str) else case.name
-            try:
-                r = p.evaluate(case, rng)
-                rec = {key: name, "case": label, "error": r.error, "tol": r.tol, "ok": bool(r.ok)}
-            except Exception as exc:          # recorded, never fatal
-                rec = {key: name, "case": label, "ok": False,
-                       "failure": f"{type(exc).__name__}: {exc}"[:500]}
-            if not rec["ok"]:
-                bad.append(label)
-            mine.append(rec)
-        out += mine
-        worst = max((r.get("error", float("inf")) for r in mine), default=0)
-        log(f"  {name:<22} {len(todo) - len(bad)}/{len(todo)} pass, worst rel. error "
-            f"{worst:.2e}" + (f"  <-- WRONG: {', '.join(bad)}" if bad else ""))
-    return out
