@@ -137,11 +137,14 @@ def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
               and "graded" in _tags(c) for n in cells.all_names(source(c))]
     nb = {"cells": [], "metadata": copy.deepcopy(solution.get("metadata", {})),
           "nbformat": solution.get("nbformat", 4), "nbformat_minor": solution.get("nbformat_minor", 5)}
+    needed = _needed_checks(solution["cells"][:exercise.cell + 1])
     for k, cell in enumerate(solution["cells"][:exercise.cell + 1]):
         if cell["cell_type"] != "code":
             continue
         text = source(cell)
         graded_here = k == exercise.cell
+        if not graded_here and "graded" in _tags(cell) and k not in needed:
+            continue
         found = labs.regions(text, f"cell {k}")
         mine = [(rid, b) for rid, b, _ in found if rid in exercise.regions]
         if mine and not graded_here:
@@ -171,6 +174,32 @@ def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
             new["metadata"]["tags"] = ["nbval-ignore-output"]
         nb["cells"].append(new)
     return nb
+
+
+def _needed_checks(cells_: list) -> set[int]:
+    """The earlier exercises' graded cells that the exercise's notebook needs: those that last
+    bind a name a kept cell reads (a word of its text that it does not bind itself), followed
+    back transitively. The others are left out: they would only run the solution's checks of
+    exercises that have notebooks of their own again."""
+    code = {k: source(c) for k, c in enumerate(cells_) if c["cell_type"] == "code"}
+    graded = {k for k in code if "graded" in _tags(cells_[k]) and k != len(cells_) - 1}
+
+    def binds(k):
+        try:
+            return set(cells.all_names(code[k]))
+        except SyntaxError:
+            return set()
+    bound = {k: binds(k) for k in code}
+    todo = [k for k in code if k not in graded]
+    needed: set[int] = set()
+    while todo:
+        j = todo.pop()
+        for word in set(re.findall(r"\b[A-Za-z_]\w*\b", code[j])) - bound[j]:
+            i = next((i for i in sorted(code, reverse=True) if i < j and word in bound[i]), None)
+            if i in graded and i not in needed:
+                needed.add(i)
+                todo.append(i)
+    return needed
 
 
 def learner_bodies(lab: dict, solution: dict) -> dict[str, str]:
