@@ -242,8 +242,10 @@ def new(nn: str, name: str, title: str | None = None, execute: bool = True, log=
     solution, chapter = (REPO_ROOT / d / f"{topic}.ipynb" for d in ("solutions", "book"))
     if execute:      # the solution stores its PASS line; the chapter its outputs (a CPU draft)
         log(f"executing solutions/{topic}.ipynb and book/{topic}.ipynb on the PTX interpreter ...")
-        subprocess.run([sys.executable, "-m", "fraglab.notebooks", str(solution), str(chapter)],
-                       cwd=REPO_ROOT, env=_notebook_env(), check=True)
+        runs = [subprocess.Popen([sys.executable, "-m", "fraglab.notebooks", str(nb)],
+                                 cwd=REPO_ROOT, env=_notebook_env()) for nb in (solution, chapter)]
+        if [r.wait() for r in runs] != [0, 0]:
+            raise ChapterError(f"a notebook of {topic} failed to execute (above); its files stay")
     labs.write(REPO_ROOT / LAB.format(topic=topic), labs.make_lab(labs.read(solution), str(solution)))
     return [p for p, _ in files(nn, name)]
 
