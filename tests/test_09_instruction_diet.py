@@ -1,5 +1,5 @@
 """Topic 09_instruction_diet: the SASS class counter on hand-made listings, the direction each
-step moves the main loop's classes (sm_80 and sm_90 SASS), every step against float64 (the
+variant moves the main loop's classes (sm_80 and sm_90 SASS), every variant against float64 (the
 interpreter's small cases here, every case on a GPU), and every rejected argument."""
 import numpy as np
 import pytest
@@ -89,7 +89,7 @@ def ladder(request):
     return {r["step"]: r for r in classes.ladder("f16", 128, request.param)}
 
 
-def test_the_first_step_is_chapter_05s_kernel(ladder):
+def test_the_first_variant_is_chapter_05s_kernel(ladder):
     """Same main-loop HMMAs, shared loads and conversions as kernels/05_flash_attention_fa2.cu."""
     arch = ladder["fa2"]["arch"]
     text = toolchain.compile("05_flash_attention_fa2", arch).sass("fa2_f16_d128_w4")
@@ -100,7 +100,7 @@ def test_the_first_step_is_chapter_05s_kernel(ladder):
     assert abs(ours["integer"] - ch05["integer"]) <= 0.1 * ch05["integer"]
 
 
-def test_each_step_moves_its_classes(ladder):
+def test_each_variant_moves_its_classes(ladder):
     loop = {s: r["loop"] for s, r in ladder.items()}
     # strided swizzle: fewer integer (LOP3 + IMAD per ldmatrix address), the rest equal
     assert loop["strided_swizzle"]["integer"] < loop["fa2"]["integer"]
@@ -135,7 +135,7 @@ def test_each_step_moves_its_classes(ladder):
 
 
 def test_rowsum_mma_leaves_d64_as_it_was():
-    a, b = (classes.step_counts(s, "f16", 64, "sm_90") for s in ("skip_rescale", "rowsum_mma"))
+    a, b = (classes.variant_counts(s, "f16", 64, "sm_90") for s in ("skip_rescale", "rowsum_mma"))
     assert a["loop"] == b["loop"] and a["registers"] == b["registers"]
 
 
@@ -172,21 +172,21 @@ def test_the_seeds_kernels_9_and_10_do_not_apply():
     assert ev["9: redundant fragment copies"]["count"] <= 20
 
 
-@pytest.mark.parametrize("step", kernels.STEPS)
-def test_no_local_memory_in_the_main_loop(step):
+@pytest.mark.parametrize("variant", kernels.VARIANTS)
+def test_no_local_memory_in_the_main_loop(variant):
     for d in (64, 128):
-        r = classes.step_counts(step, "f16", d, "sm_90")
-        if kernels.CONFIG[step]["rows"] == 16 or d == 64:
-            assert r["spill_bytes"] == 0 and r["loop"]["local"] == 0, (step, d)
+        r = classes.variant_counts(variant, "f16", d, "sm_90")
+        if kernels.CONFIG[variant]["rows"] == 16 or d == 64:
+            assert r["spill_bytes"] == 0 and r["loop"]["local"] == 0, (variant, d)
         else:     # 32 rows at d = 128: a few spills, almost all outside the main loop
-            assert r["loop"]["local"] <= 4, (step, d, r["loop"]["local"])
+            assert r["loop"]["local"] <= 4, (variant, d, r["loop"]["local"])
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_every_step_compiles(arch):
-    for step in kernels.STEPS:
-        names = set(toolchain.compile_check(kernels.kernel_file(step), arch).kernels)
-        assert {kernels.kernel_name(step, t, d) for t in ("f16", "bf16") for d in (64, 128)} <= names
+def test_every_variant_compiles(arch):
+    for variant in kernels.VARIANTS:
+        names = set(toolchain.compile_check(kernels.kernel_file(variant), arch).kernels)
+        assert {kernels.kernel_name(variant, t, d) for t in ("f16", "bf16") for d in (64, 128)} <= names
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,24 +194,24 @@ def test_every_step_compiles(arch):
 # --------------------------------------------------------------------------------------------
 
 _SMALL = [c.name for c in diet.PROBLEMS["fa2"].interpreter_cases]
-# The interpreter's budget: every step runs the cheap causal case and one more, in turn.
-_CPU = [(s, _SMALL[i % len(_SMALL)]) for i, s in enumerate(kernels.STEPS)]
-_CPU += [(s, "small f16 d128 causal N=33") for s in kernels.STEPS
+# The interpreter's budget: every variant runs the cheap causal case and one more, in turn.
+_CPU = [(s, _SMALL[i % len(_SMALL)]) for i, s in enumerate(kernels.VARIANTS)]
+_CPU += [(s, "small f16 d128 causal N=33") for s in kernels.VARIANTS
          if (s, "small f16 d128 causal N=33") not in _CPU]
 
 
-@pytest.mark.parametrize("step, case", _CPU, ids=[f"{s}-{c}" for s, c in _CPU])
-def test_every_step_matches_float64_small(step, case, rng):
-    diet.PROBLEMS[step].check(case, rng)
+@pytest.mark.parametrize("variant, case", _CPU, ids=[f"{s}-{c}" for s, c in _CPU])
+def test_every_variant_matches_float64_small(variant, case, rng):
+    diet.PROBLEMS[variant].check(case, rng)
 
 
-_GPU = [(s, c.name) for s in kernels.STEPS for c in diet.PROBLEMS[s].cases]
+_GPU = [(s, c.name) for s in kernels.VARIANTS for c in diet.PROBLEMS[s].cases]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("step, case", _GPU, ids=[f"{s}-{c}" for s, c in _GPU])
-def test_every_step_matches_float64(step, case, rng):
-    diet.PROBLEMS[step].check(case, rng)
+@pytest.mark.parametrize("variant, case", _GPU, ids=[f"{s}-{c}" for s, c in _GPU])
+def test_every_variant_matches_float64(variant, case, rng):
+    diet.PROBLEMS[variant].check(case, rng)
 
 
 def test_cases_cover_ragged_causal_bf16_peaky():
@@ -235,7 +235,7 @@ def _qkv(shape=(1, 1, 16, 64), dtype=np.float16):
 # NumPy inputs, moved to this mode's arrays (CuPy on a GPU) inside the test: the argument checks,
 # not the array type, must be what fails
 @pytest.mark.parametrize("kwargs, args, exc, msg", [
-    (dict(step="nope"), _qkv(), ValueError, "step"),
+    (dict(variant="nope"), _qkv(), ValueError, "variant"),
     (dict(causal=1), _qkv(), TypeError, "causal"),
     (dict(scale=-1.0), _qkv(), ValueError, "scale"),
     ({}, _qkv(dtype=np.float32), TypeError, "q"),
@@ -254,7 +254,8 @@ def test_tiles_and_shared_memory():
     assert kernels.keys_per_tile("rows32", 128) == 32 and kernels.keys_per_tile("wide_keys", 128) == 64
     assert kernels.smem_bytes("fa2", 128) == (64 + 128) * 256
     assert kernels.smem_bytes("wide_keys", 128) == (128 + 256) * 256 <= 227 * 1024 // 2
-    assert set(kernels.CHANGES) == set(kernels.STEPS) == set(kernels.CONFIG)
+    assert set(kernels.CHANGES) == set(kernels.VARIANTS) == set(kernels.CONFIG)
+    assert kernels.FINAL == kernels.VARIANTS[-1] == "lazy_rescale"
 
 
 def test_bench_plumbing_without_a_gpu():
@@ -262,5 +263,5 @@ def test_bench_plumbing_without_a_gpu():
     assert all(c in {x.name for x in diet.PROBLEMS["fa2"].cases} for c in bench.CHECK_CASES)
     cmd = bench.stall_command("/usr/bin/ncu", "rows32")
     assert "diet_rows32_f16_d128" in cmd
-    assert cmd[-7:] == ["profile", "--step", "rows32", "--n", "4096", "--d", "128"]
+    assert cmd[-7:] == ["profile", "--variant", "rows32", "--n", "4096", "--d", "128"]
     assert ncu.top_stalls({"f": {"a": 1.0, "b": 3.0, "c": "x"}}, 1) == [("b", 3.0)]

@@ -70,7 +70,7 @@ _REFERENCE_TABLE = r"""
 08_register_liveness/1b | the course's resource report | (?<!\.)\bresources\b|\bresource_report\b|\brl_lab\b|\ball_rows\b
 08_register_liveness/2 | the course's Q reload | \bfetch_smem\b|\bfetch_global\b|\bQSource\b|\bwith\s*\(
 08_register_liveness/3 | the figure's data | \bfigure_data\b|\brl_lab\b|\bprofiles\b|\blive_counts\b|\bliveness\b
-09_instruction_diet/1 | the course's SASS counts | \bactual_directions\b|\bstep_counts\b|\bcounts\s*\(|\bclasses\b|\bdiet_lab\b
+09_instruction_diet/1 | the course's SASS counts | \bactual_directions\b|\bvariant_counts\b|\bcounts\s*\(|\bclasses\b|\bdiet_lab\b
 09_instruction_diet/2 | the course's copies | \bcopy_whole\s*<|\bcopy_checked\b|\bcopy_tile\b
 09_instruction_diet/3 | the course's gap counter | \bldsm_gaps\b|\bregression_problems\b
 """

@@ -3,17 +3,17 @@
 One process, sections in this order; each is recorded in ``DIR/results.json`` as soon as it
 ends (a failing one records its error and the run goes on), the log in ``DIR/log.txt``:
 
-a. ``check``: every step against float64 on fresh inputs (outputs poisoned): ragged N, causal,
+a. ``check``: every variant against float64 on fresh inputs (outputs poisoned): ragged N, causal,
    bf16, peaky softmax, N = 1 (:data:`CHECK_CASES` of :data:`.problems.PROBLEMS`), pass/fail
-   and relative error per step and case;
-b. ``sass``: the class counts of every step (sm_90, f16, d = 64 and 128; :mod:`.classes`);
-c. ``headline``: every step, SDPA's flash backend and cuDNN's SDPA, interleaved by
+   and relative error per variant and case (recorded under the key ``step``);
+b. ``sass``: the class counts of every variant (sm_90, f16, d = 64 and 128; :mod:`.classes`);
+c. ``headline``: every variant, SDPA's flash backend and cuDNN's SDPA, interleaved by
    :func:`fraglab.bench.compare`, at N = 4096, d = 128, f16, B*H = 32, non-causal and causal;
-d. ``sweep``: the same for N in 1k .. 16k, d 64 and 128, causal and not (every step, so the
-   chapter can show where each one pays), with the final step's error against SDPA's output;
-e. ``stalls``: Nsight Compute's warp-stall reasons of :data:`STALL_STEPS` (when ``ncu`` is
+d. ``sweep``: the same for N in 1k .. 16k, d 64 and 128, causal and not (every variant, so
+   the chapter can show where each one pays), with the final variant's error against SDPA's output;
+e. ``stalls``: Nsight Compute's warp-stall reasons of :data:`STALL_VARIANTS` (when ``ncu`` is
    there), through :mod:`fraglab.ncu`, in child processes;
-f. ``sanitizer``: compute-sanitizer's memcheck and racecheck over every step (N = 200, causal).
+f. ``sanitizer``: compute-sanitizer's memcheck and racecheck over every variant (N = 200, causal).
 
 About 2-3 minutes on an H100 (``--quick``: less than one).
 """
@@ -30,18 +30,18 @@ from ..attention import Baselines, attention_flops, check_all, random_qkv
 from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
 from . import classes
-from .kernels import FINAL, STEPS, attention_launcher, kernel_name
+from .kernels import FINAL, VARIANTS, attention_launcher, kernel_name
 
 B, H = 4, 8                                     # B * H = 32 heads
 SIZES = (1024, 2048, 4096, 8192, 16384)
 HEADLINE_N = 4096
-#: Cases of every step's check on the GPU (names in :data:`.problems.CASES`).
+#: Cases of every variant's check on the GPU (names in :data:`.problems.CASES`).
 CHECK_CASES = ("f16 d64 full N=200", "f16 d128 causal N=200", "bf16 d128 full N=200",
                "bf16 d64 causal N=1024", "f16 d128 full N=1024", "N=1", "N=1 causal",
                "N=1000 causal peaky", "N=513 peaky bf16", "scale 0.5")
-#: Steps whose warp stalls ncu breaks down: the start, skip_rescale (its vote and branch: the
-#: seed's kernel-10 question) and the final step (row sums by HMMA; at N = 4096 its 32-row kernel).
-STALL_STEPS = ("fa2", "skip_rescale", FINAL)
+#: Variants whose warp stalls ncu breaks down: the start, skip_rescale (its vote and branch: the
+#: seed's kernel-10 question) and the final variant (row sums by HMMA; at N = 4096 its 32-row kernel).
+STALL_VARIANTS = ("fa2", "skip_rescale", FINAL)
 BASELINES = ("sdpa_flash", "cudnn")
 
 
@@ -57,9 +57,10 @@ def _rep(n: int, quick: bool) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def check(rng, log) -> list[dict]:
-    """Every step over :data:`CHECK_CASES`, each result recorded (never stopping)."""
+    """Every variant over :data:`CHECK_CASES`, each result recorded (never stopping) under the
+    key ``step``: the committed H100 record's name for it, kept."""
     from .problems import PROBLEMS
-    return check_all({step: PROBLEMS[step] for step in STEPS}, rng, log, key="step",
+    return check_all({v: PROBLEMS[v] for v in VARIANTS}, rng, log, key="step",
                      cases=lambda p: CHECK_CASES)
 
 
@@ -67,34 +68,34 @@ def check(rng, log) -> list[dict]:
 # c, d. timing beside SDPA
 # --------------------------------------------------------------------------------------------
 
-def timed(base: Baselines, rng, n: int, d: int, causal: bool, steps, quick: bool, log,
+def timed(base: Baselines, rng, n: int, d: int, causal: bool, variants, quick: bool, log,
           dtype: str = "f16") -> dict:
-    """Every step of ``steps`` and the baselines (SDPA's flash and cuDNN backends, on
+    """Every variant of ``variants`` and the baselines (SDPA's flash and cuDNN backends, on
     :class:`fraglab.attention.Baselines`' one stream), interleaved, at (B, H, n, d)."""
     import cupy as cp
     shape = (B, H, n, d)
     rec = {"N": n, "d": d, "causal": causal, "dtype": dtype, "B": B, "H": H,
            "flops": attention_flops(B, H, n, d, causal)}
     ts, (q, k, v) = base.inputs(rng, shape, dtype)
-    variants, outs, skipped = {}, {}, {}
-    for step in steps:
+    runs, outs, skipped = {}, {}, {}
+    for variant in variants:
         try:
-            run, out = attention_launcher(q, k, v, causal=causal, step=step)
+            run, out = attention_launcher(q, k, v, causal=causal, variant=variant)
             run()
             cp.cuda.get_current_stream().synchronize()   # a launch error shows here
-            variants[step], outs[step] = run, out
+            runs[variant], outs[variant] = run, out
         except Exception as exc:
-            skipped[step] = f"{type(exc).__name__}: {exc}"[:300]
+            skipped[variant] = f"{type(exc).__name__}: {exc}"[:300]
     refused: dict = {}
     bl = base.callables(ts, None, causal, refused)
     base.notes.update({f"{name} refused": why for name, why in refused.items()})
     if "sdpa_flash" in bl and outs:
         want = bl["sdpa_flash"]()
-        rec["rel_err_vs_sdpa"] = {step: rel_err(cupy_to_torch(out, dtype), want)
-                                  for step, out in outs.items()}
+        rec["rel_err_vs_sdpa"] = {variant: rel_err(cupy_to_torch(out, dtype), want)
+                                  for variant, out in outs.items()}
         del want
-    variants.update(bl)
-    c = timing.compare(variants, baseline="sdpa_flash" if "sdpa_flash" in variants else None,
+    runs.update(bl)
+    c = timing.compare(runs, baseline="sdpa_flash" if "sdpa_flash" in runs else None,
                        progress=False, **_rep(n, quick))
     rec["median_ms"] = {k: t.median_ms for k, t in c.timings.items()}
     rec["tflops"] = {k: rec["flops"] / (t.median_ms * 1e-3) / 1e12 for k, t in c.timings.items()}
@@ -106,7 +107,7 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, steps, quick: bool
     log(f"  N={n:<5} d={d:<3} {'causal' if causal else 'full  '} "
         + " ".join(f"{k} {tf[k]:.0f}" for k in tf) + " TFLOP/s"
         + (f"; skipped {sorted(skipped)}" if skipped else ""))
-    del ts, q, k, v, variants, outs
+    del ts, q, k, v, runs, outs
     cp.get_default_memory_pool().free_all_blocks()
     return rec
 
@@ -120,39 +121,39 @@ def sweep_configs(quick: bool = False) -> list[tuple[int, int, bool]]:
 # e. stalls
 # --------------------------------------------------------------------------------------------
 
-def stall_command(ncu_path, step: str, n: int = HEADLINE_N, d: int = 128) -> list[str]:
-    """ncu on the second launch of ``step`` in a child ``profile`` run (the first loads it)."""
-    return ncu.command(ncu_path, kernel_name(step, "f16", d), "fraglab.instruction_diet",
-                       "profile", "--step", step, "--n", str(n), "--d", str(d))
+def stall_command(ncu_path, variant: str, n: int = HEADLINE_N, d: int = 128) -> list[str]:
+    """ncu on the second launch of ``variant`` in a child ``profile`` run (the first loads it)."""
+    return ncu.command(ncu_path, kernel_name(variant, "f16", d), "fraglab.instruction_diet",
+                       "profile", "--variant", variant, "--n", str(n), "--d", str(d))
 
 
-def stalls(log, steps=STALL_STEPS, n: int = HEADLINE_N, budget_s: float = 120.0) -> dict:
-    """ncu's stall reasons of each step (child processes, :func:`fraglab.ncu.stall_breakdown`);
-    steps left when ``budget_s`` is spent are recorded as skipped."""
-    res = ncu.stall_breakdown(steps, lambda path, step: stall_command(path, step, n), log,
+def stalls(log, variants=STALL_VARIANTS, n: int = HEADLINE_N, budget_s: float = 120.0) -> dict:
+    """ncu's stall reasons of each variant (child processes, :func:`fraglab.ncu.stall_breakdown`);
+    variants left when ``budget_s`` is spent are recorded as skipped."""
+    res = ncu.stall_breakdown(variants, lambda path, v: stall_command(path, v, n), log,
                               timeout_s=90.0, budget_s=budget_s)
     return res if "skipped" in res else {"ncu": res.pop("ncu"), "N": n, "d": 128, **res}
 
 
-def profile(step: str, n: int, d: int, causal: bool = False, heads: int = B * H) -> None:
-    """Run ``step`` (or every step: ``all``) twice at (1, heads, n, d), f16 (the child that ncu
+def profile(variant: str, n: int, d: int, causal: bool = False, heads: int = B * H) -> None:
+    """Run ``variant`` (or every variant: ``all``) twice at (1, heads, n, d), f16 (the child that ncu
     or compute-sanitizer watches)."""
     import cupy as cp
     raw, _ = random_qkv(np.random.default_rng(0), (1, heads, n, d), "f16")
     q, k, v = (cp.asarray(a) for a in raw)
-    for s in (STEPS if step == "all" else (step,)):
-        run, _ = attention_launcher(q, k, v, step=s, causal=causal)
+    for name in (VARIANTS if variant == "all" else (variant,)):
+        run, _ = attention_launcher(q, k, v, variant=name, causal=causal)
         for _ in range(2):
             run()
     cp.cuda.get_current_stream().synchronize()
 
 
-#: compute-sanitizer tools run over every step (one child each), ragged N, causal, both d.
+#: compute-sanitizer tools run over every variant (one child each), ragged N, causal, both d.
 SANITIZERS = ("memcheck", "racecheck")
 
 
 def sanitize(log, budget_s: float = 100.0) -> dict:
-    """compute-sanitizer's verdict on every step (N = 200, causal, d = 64 and 128), one child per
+    """compute-sanitizer's verdict on every variant (N = 200, causal, d = 64 and 128), one child per
     tool and head dimension, within ``budget_s``."""
     path = tools.find_tool("compute-sanitizer", required=False)
     if path is None:
@@ -167,7 +168,7 @@ def sanitize(log, budget_s: float = 100.0) -> dict:
                 out[key] = {"skipped": f"the section's {budget_s:.0f} s were spent"}
                 continue
             cmd = [str(path), "--tool", tool, "--error-exitcode", "3",
-                   *child.python_command("fraglab.instruction_diet", "profile", "--step", "all",
+                   *child.python_command("fraglab.instruction_diet", "profile", "--variant", "all",
                                          "--n", "200", "--d", str(d), "--causal", "--heads", "2")]
             try:
                 r = child.run(cmd, timeout_s=min(60.0, left), check=False)
@@ -195,7 +196,8 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
     t0 = time.perf_counter()
     log(f"[09_instruction_diet bench] {device.status_line()}")
     dev = timing.device_info()
-    results: dict = {"quick": quick, "seed": seed, "steps": list(STEPS), "final": FINAL,
+    # "steps": the committed H100 record's key for the variants, kept
+    results: dict = {"quick": quick, "seed": seed, "steps": list(VARIANTS), "final": FINAL,
                      "B": B, "H": H, "failures": {}}
 
     def save():
@@ -211,7 +213,7 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
         with base[0].stream():
             for c in (False, True):
                 try:
-                    rows.append(timed(base[0], rng, HEADLINE_N, 128, c, STEPS, quick, log))
+                    rows.append(timed(base[0], rng, HEADLINE_N, 128, c, VARIANTS, quick, log))
                 except Exception as exc:              # the other mode still runs
                     results["failures"][f"headline causal={c}"] = f"{type(exc).__name__}: {exc}"[:500]
                     log(f"  headline causal={c} FAILED: {exc}")
@@ -225,7 +227,7 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
                 if (n, d) == (HEADLINE_N, 128):
                     continue                          # measured in the headline section
                 try:
-                    rows.append(timed(b, rng, n, d, c, STEPS, quick, log))
+                    rows.append(timed(b, rng, n, d, c, VARIANTS, quick, log))
                 except Exception as exc:              # one size failing does not stop the rest
                     results["failures"][f"sweep N={n} d={d} causal={c}"] = f"{type(exc).__name__}: {exc}"[:500]
                     log(f"  N={n} d={d} causal={c} FAILED: {exc}")
@@ -255,8 +257,8 @@ def run(out, quick: bool = False, seed: int = 0, stall: bool = True) -> dict:
 
 
 def summary(results: dict) -> str:
-    """The headline (N = 4096, d = 128) per step: TFLOP/s and share of SDPA flash; then the
-    final step over the sweep."""
+    """The headline (N = 4096, d = 128) per variant: TFLOP/s and share of SDPA flash; then the
+    final variant over the sweep."""
     lines = []
     for rec in results.get("headline") or []:
         tf, of = rec.get("tflops", {}), rec.get("of_sdpa", {})
@@ -276,6 +278,6 @@ def summary(results: dict) -> str:
                          f" {tf[FINAL]:7.1f} TFLOP/s  {r[0]} / {r[1]}")
     checks = results.get("check")
     if isinstance(checks, list):
-        bad = [f"{r['step']}:{r['case']}" for r in checks if not r.get("ok")]
+        bad = [f"{r['step']}:{r['case']}" for r in checks if not r.get("ok")]   # the record's key
         lines.append("check: " + ("all pass" if not bad else "FAILED " + ", ".join(bad)))
     return "\n".join(lines) or "no results"

@@ -111,24 +111,25 @@ def diff_table(before: dict, after: dict, caption: str = "", names=("before", "a
 # The ladder's kernels
 # --------------------------------------------------------------------------------------------
 
-def step_counts(step: str, dtype: str = "f16", d: int = 128, arch: str = "sm_90") -> dict:
-    """:func:`counts` of one step's kernel, with its registers and spills (ptxas)."""
+def variant_counts(variant: str, dtype: str = "f16", d: int = 128, arch: str = "sm_90") -> dict:
+    """:func:`counts` of one variant's kernel, with its registers and spills (ptxas). The row
+    names the variant under the key ``step``, as the committed H100 record's ``sass`` rows do."""
     from . import kernels
-    b = kernels.build(step, arch)
-    name = kernels.kernel_name(step, dtype, d)
+    b = kernels.build(variant, arch)
+    name = kernels.kernel_name(variant, dtype, d)
     res = b.resources[name]
-    return {"step": step, "dtype": dtype, "d": d, "arch": arch, **counts(b.sass(name)),
+    return {"step": variant, "dtype": dtype, "d": d, "arch": arch, **counts(b.sass(name)),
             "registers": res["registers"], "spill_bytes": res["spill_stores"] + res["spill_loads"]}
 
 
 def ladder(dtype: str = "f16", d: int = 128, arch: str = "sm_90") -> list[dict]:
-    """:func:`step_counts` of every step, in order."""
-    from .kernels import STEPS
-    return [step_counts(s, dtype, d, arch) for s in STEPS]
+    """:func:`variant_counts` of every variant, in order."""
+    from .kernels import VARIANTS
+    return [variant_counts(v, dtype, d, arch) for v in VARIANTS]
 
 
 def ladder_table(rows: list[dict], scope: str = "loop", caption: str = ""):
-    """One row per step: the class counts of ``scope`` (``loop`` or ``kernel``), the total, the
+    """One row per variant: the class counts of ``scope`` (``loop`` or ``kernel``), the total, the
     HMMA share (loop), registers and spills."""
     out = []
     for r in rows:

@@ -1,5 +1,6 @@
-"""Wrappers of the instruction-diet ladder (``kernels/09_instruction_diet_<step>.cu``): what each
-step changes, its tiles, argument checks (those of chapter 05's ``fa2``,
+"""Wrappers of the instruction-diet ladder (``kernels/09_instruction_diet_<variant>.cu``: the
+rungs :data:`VARIANTS`, chosen with ``variant=``, :data:`FINAL` the last): what each changes, its
+tiles, argument checks (those of chapter 05's ``fa2``,
 :func:`fraglab.attention.check_fa2_arguments`), launchers for :mod:`fraglab.bench`.
 
 Tensors are ``(B, H, N, d)`` C-contiguous arrays (CuPy on a GPU, NumPy on the interpreter):
@@ -12,13 +13,13 @@ import numpy as np
 from .. import launch, toolchain
 from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
-#: The rungs, in order; each ``kernels/09_instruction_diet_<step>.cu`` adds one switch of
+#: The rungs, in order; each ``kernels/09_instruction_diet_<variant>.cu`` adds one switch of
 #: ``kernels/09_instruction_diet.cuh`` to the rung before.
-STEPS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
-         "wide_keys", "skip_rescale", "rowsum_mma", "short_causal", "lazy_rescale")
-FINAL = STEPS[-1]
+VARIANTS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
+            "wide_keys", "skip_rescale", "rowsum_mma", "short_causal", "lazy_rescale")
+FINAL = VARIANTS[-1]
 
-#: What each step changes, one line each (the chapter's table).
+#: What each variant changes, one line each (the chapter's table).
 CHANGES = {
     "fa2": "chapter 05's FA-2 kernel (4 warps, 16 query rows a warp) through the header",
     "strided_swizzle": "seed kernel 8: K/V ldmatrix offsets as one offset XOR a constant",
@@ -33,7 +34,7 @@ CHANGES = {
     "lazy_rescale": "a row max moves only when beaten by > 8 (log2): the rescale ~never runs",
 }
 
-#: The seed's steps (its kernels 8-11) and where each went in this ladder: a step name, or why
+#: The seed's steps (its kernels 8-11) and where each went in this ladder: a variant, or why
 #: it does not apply (the chapter shows the SASS evidence: :func:`.classes.seed_evidence`).
 SEED_STEPS = {
     "kernel 8, strided swizzling": "strided_swizzle",
@@ -46,9 +47,9 @@ SEED_STEPS = {
     "kernel 11, strided swizzling for the RF -> SMEM store": "strided_store",
 }
 
-#: Per step: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
-CONFIG = {step: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6,
-                    m16=i >= STEPS.index("short_causal")) for i, step in enumerate(STEPS)}
+#: Per variant: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
+CONFIG = {v: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6,
+                 m16=i >= VARIANTS.index("short_causal")) for i, v in enumerate(VARIANTS)}
 WARPS = 4
 HEAD_DIMS = (64, 128)
 #: ``short_causal``: causal problems of at most this many 128-row blocks (ceil(N / 128) B H) run
@@ -58,78 +59,78 @@ M16_MAX_BLOCKS = 512
 LAB_FILE = "09_instruction_diet_lab"
 
 
-def check_step(step: str) -> str:
-    launch.check_choice("step", step, STEPS)
-    return step
+def check_variant(variant: str) -> str:
+    launch.check_choice("variant", variant, VARIANTS)
+    return variant
 
 
-def kernel_file(step: str) -> str:
-    """``09_instruction_diet_<step>`` (the name :func:`fraglab.toolchain.compile` takes)."""
-    return f"09_instruction_diet_{check_step(step)}"
+def kernel_file(variant: str) -> str:
+    """``09_instruction_diet_<variant>`` (the name :func:`fraglab.toolchain.compile` takes)."""
+    return f"09_instruction_diet_{check_variant(variant)}"
 
 
-def kernel_name(step: str, dtype: str, d: int, m16: bool = False) -> str:
-    """The kernel's name in its rung file: ``diet_<step>_<dtype>_d<d>`` (``m16``: the 16-row
-    kernel of a step whose config has one, ``diet_<step>_m16_<dtype>_d<d>``)."""
+def kernel_name(variant: str, dtype: str, d: int, m16: bool = False) -> str:
+    """The kernel's name in its rung file: ``diet_<variant>_<dtype>_d<d>`` (``m16``: the 16-row
+    kernel of a variant whose config has one, ``diet_<variant>_m16_<dtype>_d<d>``)."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("head dimension d", d, HEAD_DIMS)
-    return f"diet_{check_step(step)}{'_m16' if m16 else ''}_{dtype}_d{d}"
+    return f"diet_{check_variant(variant)}{'_m16' if m16 else ''}_{dtype}_d{d}"
 
 
-def uses_m16(step: str, n: int, causal: bool, heads: int) -> bool:
-    """Whether ``step`` runs its 16-row kernel at this size (see :data:`M16_MAX_BLOCKS`)."""
-    return bool(CONFIG[check_step(step)]["m16"] and causal
+def uses_m16(variant: str, n: int, causal: bool, heads: int) -> bool:
+    """Whether ``variant`` runs its 16-row kernel at this size (see :data:`M16_MAX_BLOCKS`)."""
+    return bool(CONFIG[check_variant(variant)]["m16"] and causal
                 and -(-n // 128) * heads <= M16_MAX_BLOCKS)
 
 
-def block_rows(step: str, m16: bool = False) -> int:
+def block_rows(variant: str, m16: bool = False) -> int:
     """Query rows per block (BM): 16 or 32 per warp, 4 warps."""
-    return (16 if m16 else CONFIG[check_step(step)]["rows"]) * WARPS
+    return (16 if m16 else CONFIG[check_variant(variant)]["rows"]) * WARPS
 
 
-def keys_per_tile(step: str, d: int, m16: bool = False) -> int:
-    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 unless the step is
+def keys_per_tile(variant: str, d: int, m16: bool = False) -> int:
+    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 unless the variant is
     ``wide`` (``Cfg::BN``)."""
-    cfg = CONFIG[check_step(step)]
+    cfg = CONFIG[check_variant(variant)]
     return 32 if cfg["rows"] == 32 and not m16 and d == 128 and not cfg["wide"] else 64
 
 
-def smem_bytes(step: str, d: int, m16: bool = False) -> int:
+def smem_bytes(variant: str, d: int, m16: bool = False) -> int:
     """Dynamic shared memory of a block: Q (BM rows) and ``stages`` K and V tiles, 2 d bytes a row."""
-    stages = CONFIG[check_step(step)]["stages"]
-    return (block_rows(step, m16) + 2 * stages * keys_per_tile(step, d, m16)) * 2 * d
+    stages = CONFIG[check_variant(variant)]["stages"]
+    return (block_rows(variant, m16) + 2 * stages * keys_per_tile(variant, d, m16)) * 2 * d
 
 
-def build(step: str, arch=None) -> toolchain.Build:
+def build(variant: str, arch=None) -> toolchain.Build:
     """The compiled rung (for ``arch``, default the current target)."""
-    return toolchain.compile(kernel_file(step), arch)
+    return toolchain.compile(kernel_file(variant), arch)
 
 
-def attention_launcher(q, k, v, *, causal: bool = False, step: str = FINAL,
+def attention_launcher(q, k, v, *, causal: bool = False, variant: str = FINAL,
                        scale: float | None = None, out=None, source: str | None = None):
     """Check everything (as chapter 05's ``fa2``), allocate the poisoned output,
-    and return ``(run, out)``: ``run()`` launches the step's kernel once (for timing loops).
-    ``source`` (the lab): a CUDA source defining ``diet_lab_<dtype>_d<d>`` with ``step``'s
+    and return ``(run, out)``: ``run()`` launches the variant's kernel once (for timing loops).
+    ``source`` (the lab): a CUDA source defining ``diet_lab_<dtype>_d<d>`` with ``variant``'s
     tiles, compiled under the name :data:`LAB_FILE` instead of the rung file."""
-    check_step(step)
+    check_variant(variant)
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
     out = fa2_output(q, out)
-    m16 = source is None and uses_m16(step, n, causal, b * h)
+    m16 = source is None and uses_m16(variant, n, causal, b * h)
     if source is None:
-        fn = launch.get_kernel(kernel_file(step), kernel_name(step, dtype, d, m16))
+        fn = launch.get_kernel(kernel_file(variant), kernel_name(variant, dtype, d, m16))
     else:
         if not isinstance(source, str):
             raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")
         fn = launch.get_kernel(LAB_FILE, f"diet_lab_{dtype}_d{d}", source=source)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
-    grid, smem = (-(-n // block_rows(step, m16)), b * h), smem_bytes(step, d, m16)
+    grid, smem = (-(-n // block_rows(variant, m16)), b * h), smem_bytes(variant, d, m16)
     return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out
 
 
-def attention(q, k, v, *, causal: bool = False, step: str = FINAL, scale: float | None = None):
-    """softmax(Q K^T * scale) V by rung ``step`` of :data:`STEPS` (default the last). ``q``, ``k``,
-    ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128; any N >= 1; ``causal``
+def attention(q, k, v, *, causal: bool = False, variant: str = FINAL, scale: float | None = None):
+    """softmax(Q K^T * scale) V by rung ``variant`` of :data:`VARIANTS` (default :data:`FINAL`).
+    ``q``, ``k``, ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128; any N >= 1; ``causal``
     masks keys after the query; ``scale`` defaults to 1/sqrt(d). Returns O (same dtype, shape)."""
-    run, out = attention_launcher(q, k, v, causal=causal, step=step, scale=scale)
+    run, out = attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale)
     run()
     return out

@@ -53,8 +53,8 @@ def direction(before: int, after: int) -> str:
 
 def actual_directions(arch: str = "sm_90") -> dict[str, str]:
     """What :data:`AFTER` does to :data:`BEFORE`'s main loop, per class of :data:`PREDICTED`."""
-    b = classes.step_counts(BEFORE, "f16", 128, arch)["loop"]
-    a = classes.step_counts(AFTER, "f16", 128, arch)["loop"]
+    b = classes.variant_counts(BEFORE, "f16", 128, arch)["loop"]
+    a = classes.variant_counts(AFTER, "f16", 128, arch)["loop"]
     return {k: direction(b[k], a[k]) for k in PREDICTED}
 
 
@@ -87,8 +87,8 @@ def loop_problems(source: str, arch: str = "sm_90") -> list[str]:
     b = toolchain.compile(kernels.LAB_FILE, arch, source=source)
     name = "diet_lab_f16_d128"
     mine = classes.counts(b.sass(name))["loop"]
-    before = classes.step_counts(BEFORE, "f16", 128, arch)["loop"]
-    after = classes.step_counts(AFTER, "f16", 128, arch)["loop"]
+    before = classes.variant_counts(BEFORE, "f16", 128, arch)["loop"]
+    after = classes.variant_counts(AFTER, "f16", 128, arch)["loop"]
     problems = []
     limit = (before["integer"] + after["integer"]) // 2
     if mine["integer"] > limit:
@@ -187,9 +187,10 @@ def ldsm_gaps(lines: list[str]) -> list[int]:
 def gap_listings(arch: str = "sm_90") -> dict[str, list[str]]:
     """The listings exercise 3 is graded on: the seed's snippets, two of our main loops, SYNTHETIC."""
     out = dict(SNIPPETS)
-    for step in ("fa2", kernels.FINAL):
-        b = kernels.build(step, arch)
-        out[f"{step} main loop"] = classes.main_loop(b.sass(kernels.kernel_name(step, "f16", 128)))
+    for variant in ("fa2", kernels.FINAL):
+        b = kernels.build(variant, arch)
+        name = kernels.kernel_name(variant, "f16", 128)
+        out[f"{variant} main loop"] = classes.main_loop(b.sass(name))
     out["a made-up listing"] = SYNTHETIC
     out["a second made-up listing"] = SYNTHETIC_2
     return out

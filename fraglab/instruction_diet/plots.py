@@ -1,6 +1,6 @@
-"""The chapter's figures: the main loop's instruction classes per step (from SASS, any machine)
-and the final step beside SDPA over N (from the record). Sized for the book's column (7.85 in at
-100 dpi) with fonts of 9 pt or more."""
+"""The chapter's figures: the main loop's instruction classes per variant (from SASS, any
+machine) and the final variant beside SDPA over N (from the record). Sized for the book's column
+(7.85 in at 100 dpi) with fonts of 9 pt or more."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +22,8 @@ def _plt():
 
 
 def plot_classes(rows: list[dict]):
-    """Stacked bars, one per step: main-loop instructions per HMMA by class (so steps with 128
-    and 256 HMMAs a loop compare), and the HMMA share above each bar."""
+    """Stacked bars, one per variant: main-loop instructions per HMMA by class (so variants with
+    128 and 256 HMMAs a loop compare), and the HMMA share above each bar."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(WIDTH, 3.8))
     x = np.arange(len(rows))
@@ -47,8 +47,8 @@ def plot_classes(rows: list[dict]):
     return fig
 
 
-def plot_sweep(doc: dict, step: str = FINAL):
-    """TFLOP/s over N for ``step``, SDPA flash and cuDNN: one panel per head dimension, solid
+def plot_sweep(doc: dict, variant: str = FINAL):
+    """TFLOP/s over N for ``variant``, SDPA flash and cuDNN: one panel per head dimension, solid
     lines non-causal, dashed causal (log axis in N)."""
     plt = _plt()
     rows = sweep_rows(doc)
@@ -57,7 +57,7 @@ def plot_sweep(doc: dict, step: str = FINAL):
         for causal, ls in ((False, "-"), (True, "--")):
             sub = [r for r in rows if r["d"] == d and r["causal"] == causal]
             ns = [r["N"] for r in sub]
-            for name, color in ((step, "C0"), ("sdpa_flash", "C1"), ("cudnn", "C2")):
+            for name, color in ((variant, "C0"), ("sdpa_flash", "C1"), ("cudnn", "C2")):
                 ys = [r["tflops"].get(name, np.nan) for r in sub]
                 if ns and np.isfinite(ys).any():
                     ax.plot(ns, ys, ls, color=color, marker="o", ms=3,

@@ -1,4 +1,4 @@
-"""One :class:`fraglab.problem.Problem` per step of the ladder
+"""One :class:`fraglab.problem.Problem` per variant (rung) of the ladder
 (:func:`fraglab.attention.attention_problem`: every attention chapter's inputs, float64
 reference, tolerances and FA-2 requirements).
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from ..attention import attention_problem
 from ..problem import Case
-from .kernels import STEPS, attention_launcher
+from .kernels import VARIANTS, attention_launcher
 
 
-def _kernel(step: str):
-    """The step's O for device arrays (``source``: the lab's kernel, with the step's tiles)."""
+def _kernel(variant: str):
+    """The variant's O for device arrays (``source``: the lab's kernel, with the variant's tiles)."""
     def kernel(q, k, v, *, causal, scale, source=None):
-        run, out = attention_launcher(q, k, v, causal=causal, step=step, scale=scale, source=source)
+        run, out = attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale,
+                                      source=source)
         run()
         return out
     return kernel
@@ -44,8 +45,8 @@ def _cases() -> tuple:
 
 CASES = _cases()
 
-#: ``PROBLEMS[step]``: the step's kernel with its reference, tolerance and cases.
-PROBLEMS = {step: attention_problem(
-    f"09_instruction_diet/{step}",
-    f"softmax(Q K^T * scale) V by step {step} of the instruction diet (f16/bf16, causal or not, "
-    "any N)", _kernel(step), CASES) for step in STEPS}
+#: ``PROBLEMS[variant]``: the variant's kernel with its reference, tolerance and cases.
+PROBLEMS = {variant: attention_problem(
+    f"09_instruction_diet/{variant}",
+    f"softmax(Q K^T * scale) V by variant {variant} of the instruction diet (f16/bf16, causal or not, "
+    "any N)", _kernel(variant), CASES) for variant in VARIANTS}

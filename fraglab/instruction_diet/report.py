@@ -3,9 +3,13 @@ and from SASS compiled wherever the chapter runs.
 
     doc = load()                 # the record written by ``python -m fraglab.instruction_diet bench``
     glue_values(doc)             # {"ch09-final-of-sdpa": "1.07x", ...} (tests/test_book_record.py)
-    step_table(doc)              # the closing table: main-loop classes, TFLOP/s, x SDPA flash
-    sweep_table(doc)             # the final step over N, d, causal beside SDPA flash and cuDNN
-    stall_table(doc)             # ncu's stall reasons of the profiled steps
+    variant_table(doc)           # the closing table: main-loop classes, TFLOP/s, x SDPA flash
+    sweep_table(doc)             # the final variant over N, d, causal beside SDPA flash and cuDNN
+    stall_table(doc)             # ncu's stall reasons of the profiled variants
+
+The record (and the rows of :func:`.classes.variant_counts`) name a variant under the key
+``step`` (``"step"`` in its check and SASS rows, ``"steps"`` for the ladder): the committed H100
+record's names, kept; the tables show them under the heading ``step``.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from pathlib import Path
 
 from .. import bench, report, tools
 from .classes import ORDER
-from .kernels import CHANGES, FINAL, STEPS
+from .kernels import CHANGES, FINAL, VARIANTS
 
 #: The record of the H100 run the chapter reads.
 RESULTS = tools.REPO_ROOT / "book" / "data" / "09_instruction_diet" / "results.json"
@@ -55,8 +59,8 @@ def sweep_rows(doc: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (r["d"], r["causal"], r["N"]))
 
 
-def best_step(rec: dict) -> str | None:
-    tf = {k: v for k, v in (rec.get("tflops") or {}).items() if k in STEPS}
+def best_variant(rec: dict) -> str | None:
+    tf = {k: v for k, v in (rec.get("tflops") or {}).items() if k in VARIANTS}
     return max(tf, key=tf.get) if tf else None
 
 
@@ -83,11 +87,11 @@ def glue_values(doc: dict) -> dict[str, str]:
          "final": FINAL, "goal-headline": _x(GOAL_HEADLINE),
          "before-fa2": report.fmt(BEFORE["fa2"], "{:.0f}"),
          "before-sdpa": report.fmt(BEFORE["sdpa_flash"], "{:.0f}")}
-    for k in (*STEPS, "sdpa_flash", "cudnn"):
+    for k in (*VARIANTS, "sdpa_flash", "cudnn"):
         key = k.replace("_", "-")
         f[f"tflops-{key}"] = report.fmt(tf.get(k), "{:.0f}")
         f[f"tflops-causal-{key}"] = report.fmt(tfc.get(k), "{:.0f}")
-        if k in STEPS:
+        if k in VARIANTS:
             f[f"of-sdpa-{key}"] = _x(of.get(k))
     f["tflops-final"] = report.fmt(tf.get(FINAL), "{:.0f}")
     f["seed-before"] = report.fmt(SEED["before"], "{:.1f}")
@@ -97,8 +101,8 @@ def glue_values(doc: dict) -> dict[str, str]:
     f["final-of-sdpa"] = _x(of.get(FINAL))
     f["final-of-cudnn"] = _x(tf.get(FINAL) / tf["cudnn"] if tf.get(FINAL) and tf.get("cudnn") else None)
     f["final-of-sdpa-causal"] = _x((hc.get("of_sdpa") or {}).get(FINAL))
-    f["best-step"] = report.fmt(best_step(h))
-    f["best-of-sdpa"] = _x(of.get(best_step(h))) if best_step(h) else "n/a"
+    f["best-step"] = report.fmt(best_variant(h))
+    f["best-of-sdpa"] = _x(of.get(best_variant(h))) if best_variant(h) else "n/a"
     rows = sweep_rows(doc)
     ratios = [r["of_sdpa"][FINAL] for r in rows if FINAL in (r.get("of_sdpa") or {})]
     f["sweep-min"] = _x(min(ratios) if ratios else None)
@@ -111,8 +115,8 @@ def glue_values(doc: dict) -> dict[str, str]:
     worst = max((r.get("error", 0.0) for r in checks if r.get("ok")), default=None)
     f["checks-worst"] = report.fmt(worst, "{:.1e}")
     f["sanitizer"] = sanitizer_verdict(doc)
-    sr = {r["step"]: r for r in sass_rows(doc)}
-    for k in STEPS:
+    sr = {r["step"]: r for r in sass_rows(doc)}            # the record's key "step"
+    for k in VARIANTS:
         r = sr.get(k)
         key = k.replace("_", "-")
         f[f"loop-{key}"] = report.fmt(r and r["loop_instructions"])
@@ -121,8 +125,8 @@ def glue_values(doc: dict) -> dict[str, str]:
     return {"ch09-" + k: v for k, v in f.items()} | goal_glue(doc)
 
 
-def step_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) -> report.Table:
-    """The closing table: per step, the main loop's class counts (from the record's SASS, or
+def variant_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) -> report.Table:
+    """The closing table: per variant, the main loop's class counts (from the record's SASS, or
     ``live_rows`` where the record has none), its HMMA share, registers, and TFLOP/s at N = 4096,
     d = 128, f16 with the ratio to SDPA flash."""
     h = headline(doc)
@@ -144,20 +148,21 @@ def step_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) -> 
                                      "its speed at N = 4096, B*H = 32, non-causal, on the H100.")
 
 
-def sweep_table(doc: dict, step: str = FINAL) -> report.Table:
-    """``step`` over N, d and causal: TFLOP/s beside SDPA flash and cuDNN, and the ratios."""
+def sweep_table(doc: dict, variant: str = FINAL) -> report.Table:
+    """``variant`` over N, d and causal: TFLOP/s beside SDPA flash and cuDNN, and the ratios."""
     if not sweep_rows(doc):
         return "[record] no sweep: " + ("not recorded yet" if "missing" in doc else "it failed")
     out = []
     for r in sweep_rows(doc):
         tf = r["tflops"]
         out.append({"d": r["d"], "causal": "yes" if r["causal"] else "no", "N": r["N"],
-                    step: report.fmt(tf.get(step), "{:.0f}"),
+                    variant: report.fmt(tf.get(variant), "{:.0f}"),
                     "SDPA flash": report.fmt(tf.get("sdpa_flash"), "{:.0f}"),
                     "cuDNN": report.fmt(tf.get("cudnn"), "{:.0f}"),
-                    "x SDPA": _x(tf.get(step) / tf["sdpa_flash"] if tf.get(step) and tf.get("sdpa_flash") else None),
-                    "best step": report.fmt(best_step(r))})
-    return report.table(out, caption=f"Table: {step} against SDPA's flash and cuDNN backends "
+                    "x SDPA": _x(tf.get(variant) / tf["sdpa_flash"]
+                                 if tf.get(variant) and tf.get("sdpa_flash") else None),
+                    "best step": report.fmt(best_variant(r))})
+    return report.table(out, caption=f"Table: {variant} against SDPA's flash and cuDNN backends "
                                      "(TFLOP/s, f16, B*H = 32).")
 
 
@@ -167,10 +172,11 @@ def changes_table() -> report.Table:
 
 
 def stalls(doc: dict) -> dict[str, dict[str, float]]:
-    """``{step: {reason: cycles per issued instruction}}`` where ncu ran (``selected`` left out)."""
+    """``{variant: {reason: cycles per issued instruction}}`` where ncu ran (``selected`` left
+    out)."""
     st = _res(doc).get("stalls") or {}
     out = {}
-    for k in STEPS:
+    for k in VARIANTS:
         fams = (st.get(k) or {}).get("stalls") if isinstance(st.get(k), dict) else None
         if fams:
             fam = fams.get("smsp__average_warps") or next(iter(fams.values()), {})
@@ -179,7 +185,7 @@ def stalls(doc: dict) -> dict[str, dict[str, float]]:
 
 
 def stall_table(doc: dict, top: int = 6) -> report.Table | str:
-    """The largest stall reasons over the profiled steps, one column per step."""
+    """The largest stall reasons over the profiled variants, one column per variant."""
     s = stalls(doc)
     if not s:
         why = (_res(doc).get("stalls") or {}).get("skipped", "no stall data in the record")
