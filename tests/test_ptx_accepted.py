@@ -13,6 +13,7 @@ from fraglab import ptx
 from fraglab.ptx import accepted
 from fraglab.ptx.opset import table
 from fraglab.ptx.parse import parse
+from ptx_snippets import lane_kernel, run_lanes
 
 HEAD = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
@@ -50,45 +51,76 @@ def test_hints_are_accepted_but_not_multiplied_out():
     assert {g.name for c in accepted.combinations() for g in c.hints} <= set(accepted.HINTS)
 
 
-REFUSED = [
-    ("add.cc.u32", ".cc (carry chains)"), ("mad.lo.cc.u32", ".cc"),
-    ("max.xorsign.abs.f32", ".xorsign"), ("min.relu.u32", ".relu"), ("fma.rn.oob.f16", ".oob"),
-    ("cvt.rna.satfinite.tf32.f32", ".satfinite"), ("cvt.rn.satfinite.e4m3x2.f32", ".satfinite"),
-    ("cvt.rn.relu.satfinite.f16x2.f32", ".satfinite"), ("cvt.rs.relu.f16x2.f32", ".rs"),
-    ("cvt.rn.tf32.f32", ".rn"), ("cvt.rni.bf16.bf16", ".bf16.bf16"),
-    ("add.rz.f16", ".rz"), ("add.ftz.bf16", ".ftz"), ("add.sat.u32", ".sat"),
-    ("ex2.approx.ftz.f16", ".ftz"), ("tanh.approx.ftz.f32", ".ftz"), ("mul.wide.s64", ".wide"),
-    ("setp.lo.s32", ".lo"), ("lop3.or.b32", ".or"), ("add.u16x2", ".u16x2"),
-    ("setp.lt.f16x2", ".f16x2"), ("add.f32.f16", ".f32.f16"),
-    ("mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32", ".sp (sparse"),
-    ("mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32", ".kind::f8f6f4"),
-    ("wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32.satfinite", ".satfinite"),
-    ("wmma.mma.sync.aligned.row.row.m8n8k4.f64.f64.f64.f64.rz", ".rz"),
-    ("wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16", ".sp"),
-    ("wgmma.mma_async.sync.aligned.m64n64k16.f16.bf16.bf16", ".f16.bf16.bf16"),
-    ("ld.global.v8.f32", ".v8"), ("ld.mmio.relaxed.sys.global.u32", ".mmio"),
-    ("ld.global.nc.v4.f64", ".v4"), ("st.async.shared::cluster.b32", ".async"),
-    ("ld.param::entry.u32", ".param::entry"), ("cvta.param.u64", ".param"),
-    ("cvta.shared.u32", ".u32"), ("isspacep.param", ".param"),
-    ("atom.global.add.noftz.f16", ".noftz"), ("red.global.add.noftz.bf16x2", ".noftz"),
-    ("atom.global.v2.f32.add", ".v2"), ("redux.sync.min.abs.NaN.f32", ".abs"),
-    ("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes", ".tensor"),
-    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster",
-     ".multicast::cluster"), ("cp.async.bulk.global.shared::cta.bulk_group.cp_mask", ".cp_mask"),
-    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32", ".reduce"),
-    ("mbarrier.arrive.noComplete.shared.b64", ".noComplete"),
-    ("mbarrier.pending_count.b64", ".pending_count"), ("barrier.cluster.arrive", ".cluster"),
-    ("bar.cta.arrive", ".cta.arrive"), ("shfl.up.b32", "needs .sync"),
-    ("vote.all.pred", "needs .sync"), ("fma.f32", "needs one of .rn"),
-    ("brx.idx", "indirect branches"), ("vabsdiff.u32.u32.u32", "video instructions"),
-    ("tex.2d.v4.f32.f32", "textures"), ("prefetch.tensormap", ".tensormap"),
-    # what the H100's JIT rejected in the 2026-11-27 differential record (and ptxas 13.0 too)
-    ("cvt.sat.s32.s16", "illegal PTX"), ("cvt.sat.u32.u32", "illegal PTX"),
-    ("cvt.sat.s64.u32", "illegal PTX"), ("cvt.rn.sat.bf16.f32", "Illegal modifier '.sat'"),
-    ("cvt.rz.sat.bf16.u8", ".bf16 operand"), ("cvt.rmi.sat.s32.bf16", ".bf16 operand"),
-    ("cvt.sat.f64.bf16", ".bf16 operand"), ("cvt.ftz.sat.f32.bf16", ".bf16 operand"),
-    ("st.param.v2.b32", "vector store to a call parameter"), ("st.param.v4.f32", "call parameter"),
-]
+#: Opcodes the interpreter refuses, and words its refusal names: one a line, the opcode first.
+REFUSED = [tuple(line.split(None, 1)) for line in """
+add.cc.u32                            .cc (carry chains)
+mad.lo.cc.u32                         .cc
+max.xorsign.abs.f32                   .xorsign
+min.relu.u32                          .relu
+fma.rn.oob.f16                        .oob
+cvt.rna.satfinite.tf32.f32            .satfinite
+cvt.rn.satfinite.e4m3x2.f32           .satfinite
+cvt.rn.relu.satfinite.f16x2.f32       .satfinite
+cvt.rs.relu.f16x2.f32                 .rs
+cvt.rn.tf32.f32                       .rn
+cvt.rni.bf16.bf16                     .bf16.bf16
+add.rz.f16                            .rz
+add.ftz.bf16                          .ftz
+add.sat.u32                           .sat
+ex2.approx.ftz.f16                    .ftz
+tanh.approx.ftz.f32                   .ftz
+mul.wide.s64                          .wide
+setp.lo.s32                           .lo
+lop3.or.b32                           .or
+add.u16x2                             .u16x2
+setp.lt.f16x2                         .f16x2
+add.f32.f16                           .f32.f16
+mma.sp.sync.aligned.m16n8k32.row.col.f32.f16.f16.f32  .sp (sparse
+mma.sync.aligned.m16n8k32.row.col.kind::f8f6f4.f32.e4m3.e4m3.f32  .kind::f8f6f4
+wmma.mma.sync.aligned.row.col.m16n16k16.f32.f32.satfinite  .satfinite
+wmma.mma.sync.aligned.row.row.m8n8k4.f64.f64.f64.f64.rz  .rz
+wgmma.mma_async.sp.sync.aligned.m64n64k32.f32.f16.f16  .sp
+wgmma.mma_async.sync.aligned.m64n64k16.f16.bf16.bf16  .f16.bf16.bf16
+ld.global.v8.f32                      .v8
+ld.mmio.relaxed.sys.global.u32        .mmio
+ld.global.nc.v4.f64                   .v4
+st.async.shared::cluster.b32          .async
+ld.param::entry.u32                   .param::entry
+cvta.param.u64                        .param
+cvta.shared.u32                       .u32
+isspacep.param                        .param
+atom.global.add.noftz.f16             .noftz
+red.global.add.noftz.bf16x2           .noftz
+atom.global.v2.f32.add                .v2
+redux.sync.min.abs.NaN.f32            .abs
+cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes  .tensor
+cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster  .multicast::cluster
+cp.async.bulk.global.shared::cta.bulk_group.cp_mask  .cp_mask
+cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32  .reduce
+mbarrier.arrive.noComplete.shared.b64  .noComplete
+mbarrier.pending_count.b64            .pending_count
+barrier.cluster.arrive                .cluster
+bar.cta.arrive                        .cta.arrive
+shfl.up.b32                           needs .sync
+vote.all.pred                         needs .sync
+fma.f32                               needs one of .rn
+brx.idx                               indirect branches
+vabsdiff.u32.u32.u32                  video instructions
+tex.2d.v4.f32.f32                     textures
+prefetch.tensormap                    .tensormap
+# what the H100's JIT rejected in the 2026-11-27 differential record (and ptxas 13.0 too)
+cvt.sat.s32.s16                       illegal PTX
+cvt.sat.u32.u32                       illegal PTX
+cvt.sat.s64.u32                       illegal PTX
+cvt.rn.sat.bf16.f32                   Illegal modifier '.sat'
+cvt.rz.sat.bf16.u8                    .bf16 operand
+cvt.rmi.sat.s32.bf16                  .bf16 operand
+cvt.sat.f64.bf16                      .bf16 operand
+cvt.ftz.sat.f32.bf16                  .bf16 operand
+st.param.v2.b32                       vector store to a call parameter
+st.param.v4.f32                       call parameter
+""".splitlines()
+           if line and not line.startswith("#")]
 
 
 @pytest.mark.parametrize("opcode,names", REFUSED, ids=[r[0] for r in REFUSED])
@@ -153,37 +185,15 @@ def run(body: str, *cols, decl: str = "") -> np.ndarray:
     ins = np.zeros((32, 3), np.uint64)
     for k, col in enumerate(cols):
         ins[:, k] = np.broadcast_to(np.asarray(col).astype(np.uint64), 32)
-    views = "\n".join(f"    cvt.u32.u64 %r1{k}, %rd1{k};\n    cvt.u16.u32 %h1{k}, %r1{k};\n"
-                      f"    mov.b32 %f1{k}, %r1{k};\n    mov.b64 %fd1{k}, %rd1{k};" for k in range(3))
-    prog = ptx.Program(HEAD + f'''{decl}
-.visible .entry k(.param .u64 out_p, .param .u64 in_p)
-{{
-    .reg .b16 %h<30>;
-    .reg .b32 %r<30>;
-    .reg .b64 %rd<30>;
-    .reg .f32 %f<30>;
-    .reg .f64 %fd<30>;
-    .reg .pred %p<8>;
-    ld.param.u64 %rd1, [out_p];
-    ld.param.u64 %rd2, [in_p];
-    mov.u32 %r1, %laneid;
-    mul.wide.u32 %rd3, %r1, 24;
-    add.s64 %rd4, %rd2, %rd3;
-    ld.global.u64 %rd10, [%rd4];
-    ld.global.u64 %rd11, [%rd4+8];
-    ld.global.u64 %rd12, [%rd4+16];
-{views}
-    mov.u64 %rd20, 0;
-{body}
-    mul.wide.u32 %rd5, %r1, 8;
-    add.s64 %rd6, %rd1, %rd5;
-    st.global.u64 [%rd6], %rd20;
-    ret;
-}}''')
+    views = "\n".join(f"    ld.global.u64 %rd1{k}, [%rd4+{8 * k}];\n    cvt.u32.u64 %r1{k}, %rd1{k};\n"
+                      f"    cvt.u16.u32 %h1{k}, %r1{k};\n    mov.b32 %f1{k}, %r1{k};\n"
+                      f"    mov.b64 %fd1{k}, %rd1{k};" for k in range(3))
+    regs = ("    .reg .b16 %h<30>;\n    .reg .b32 %r<30>;\n    .reg .b64 %rd<30>;\n"
+            "    .reg .f32 %f<30>;\n    .reg .f64 %fd<30>;\n    .reg .pred %p<8>;")
+    prog = ptx.Program(lane_kernel(HEAD + decl + "\n", regs,
+                                   f"{views}\n    mov.u64 %rd20, 0;\n{body}", "%rd20", "u64", n_in=3))
     assert not ptx.unsupported_opcodes(prog), ptx.unsupported_opcodes(prog)
-    out = np.zeros(32, np.uint64)
-    ptx.launch(prog, "k", 1, 32, (out, ins))
-    return out
+    return run_lanes(prog, ins)
 
 
 def f16(*v):

@@ -20,41 +20,34 @@ import pytest
 from fraglab import ptx
 from fraglab.fa3_pipelining import lab, problems
 from fraglab.problem import Case
+from ptx_snippets import MBARRIER, TYPES
 
 pytestmark = pytest.mark.skipif(not ptx.SUPPORTS_SM90A, reason="no sm_90a interpreter")
 
-HEADER = r"""
-typedef unsigned int u32; typedef unsigned long long u64; typedef unsigned short u16;
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ void init(u32 b, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n)); }
-__device__ void arrive(u32 b) {
-    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.shared::cta.b64 s, [%0];\n}" :: "r"(b) : "memory"); }
-__device__ void arrive_tx(u32 b, u32 tx) {
-    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;\n}" :: "r"(b), "r"(tx) : "memory"); }
-__device__ u32 try_parity(u32 b, u32 ph) {
-    u32 r; asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                        : "=r"(r) : "r"(b), "r"(ph) : "memory"); return r; }
-__device__ void wait(u32 b, u32 ph) { while (!try_parity(b, ph)) {} }
-__device__ void bulk(u32 dst, const void* src, u32 n, u32 b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(n), "r"(b) : "memory"); }
+HEADER = TYPES + MBARRIER + r"""
 __device__ void cp16(u32 dst, const void* src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src) : "memory"); }
 __device__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ void cp_wait0() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// buf (128 floats) zeroed, so that a read too early is no uninitialised read but a race with the
+// copy, and `full` initialised for `count` arrivals (a bulk copy's: fenced for the async proxy);
+// then the block's barrier
+__device__ void setup(float* buf, u64* full, u32 count, bool bulk_copy) {
+    for (int i = threadIdx.x; i < 128; i += blockDim.x) buf[i] = 0.f;
+    if (threadIdx.x == 0) init(smem_u32(full), count);
+    if (bulk_copy) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+}
 """
 
 SRC = r"""
 // warp 0 copies 512 bytes with cp.async and publishes them on `full` (32 arrivals); warps 1, 2
-// wait on `full` and read them. The buffer is zeroed first, so that a read too early is no
-// uninitialised read but a race with the copy.
+// wait on `full` and read them.
 extern "C" __global__ void handoff(const float* in, float* out) {
     __shared__ __align__(16) float buf[128];
     __shared__ __align__(8) u64 full;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) buf[i] = 0.f;
-    if (threadIdx.x == 0) init(smem_u32(&full), 32);
-    __syncthreads();
+    setup(buf, &full, 32, false);
     if (warp == 0) {
         cp16(smem_u32(&buf[4 * lane]), in + 4 * lane);                   // CP_COPY
         cp_commit();
@@ -80,10 +73,7 @@ extern "C" __global__ void bulk_handoff(const float* in, float* out) {
     __shared__ __align__(128) float buf[128];
     __shared__ __align__(8) u64 full;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int i = threadIdx.x; i < 128; i += blockDim.x) buf[i] = 0.f;
-    if (threadIdx.x == 0) init(smem_u32(&full), 1);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
+    setup(buf, &full, 1, true);
     if (threadIdx.x == 0) {
         arrive_tx(smem_u32(&full), 512);
         bulk(smem_u32(buf), in, 512, smem_u32(&full));                     // BULK_COPY

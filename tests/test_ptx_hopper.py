@@ -13,11 +13,9 @@ import pytest
 from fraglab import device, launch, ptx, toolchain
 from fraglab.dtypes import from_bf16, to_bf16
 from fraglab.ptx.wgmma import decode_descriptor, encode_descriptor, operand_offsets
+from ptx_snippets import MBARRIER, TYPES
 
-HEADER = r"""
-typedef unsigned int u32; typedef unsigned long long u64; typedef unsigned short u16;
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-"""
+HEADER = TYPES
 G, C = np.arange(32) // 4, np.arange(32) % 4
 pytestmark = pytest.mark.skipif(not ptx.SUPPORTS_SM90A, reason="no sm_90a interpreter")
 
@@ -257,22 +255,10 @@ def test_overwriting_an_operand_before_wait_group_is_reported(rng):
 
 # ---- mbarriers, bulk copies, named barriers ----------------------------------------------------
 
-SYNC = r"""
-__device__ void init(u32 b, u32 n) { asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(b), "r"(n)); }
-__device__ u64 arrive(u32 b) {
-    u64 s; asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1];" : "=l"(s) : "r"(b) : "memory"); return s; }
-__device__ void arrive_tx(u32 b, u32 tx) {
-    asm volatile("{\n.reg .b64 s;\nmbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;\n}" :: "r"(b), "r"(tx) : "memory"); }
+SYNC = MBARRIER + r"""
 __device__ u32 test_token(u32 b, u64 s) {
     u32 r; asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
                         : "=r"(r) : "r"(b), "l"(s) : "memory"); return r; }
-__device__ u32 try_parity(u32 b, u32 ph) {
-    u32 r; asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                        : "=r"(r) : "r"(b), "r"(ph) : "memory"); return r; }
-__device__ void wait(u32 b, u32 ph) { while (!try_parity(b, ph)) {} }
-__device__ void bulk(u32 dst, const void* src, u32 n, u32 b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(n), "r"(b) : "memory"); }
 
 // one warp walks an mbarrier (count 2) through its phases and records what the waits return
 extern "C" __global__ void phases(const float* in, u32* rec, float* got) {
@@ -427,51 +413,8 @@ def test_named_barrier_with_a_count_never_reached_is_a_deadlock():
         ptx.launch(_sync(COUNT=96), "named", grid=1, block=64, args=(np.zeros(32, np.float32),))
 
 
-PIPE = SYNC + r"""
-// warp 0 refills B once the 4 consumer warps (warpgroup 1) released it on `empty`
-extern "C" __global__ void release(const u16* a, float* out) {
-    __shared__ __align__(1024) u16 sa[64 * 16], sb[8 * 16];
-    __shared__ __align__(8) u64 empty;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    for (int i = tid; i < 64 * 16; i += blockDim.x) { sa[i] = a[i]; if (i < 128) sb[i] = a[i]; }
-    if (tid == 0) init(smem_u32(&empty), 4);
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    __syncthreads();
-    if (warp == 0 && lane == 0) { wait(smem_u32(&empty), 0); for (int i = 0; i < 128; ++i) sb[i] = 0x3c00; }
-    if (warp < 4) return;
-    const u64 lay = ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
-    u64 da = lay | (smem_u32(sa) >> 4), db = lay | (smem_u32(sb) >> 4);
-    float d[4] = {0.f, 0.f, 0.f, 0.f};
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, %4, %5, 0, 1, 1, 0, 0;"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "l"(da), "l"(db));
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#ifdef EARLY_RELEASE
-    if (lane == 0) arrive(smem_u32(&empty));           // a bug: the wgmma may still read sb
-#endif
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#ifndef EARLY_RELEASE
-    __syncwarp();
-    if (lane == 0) arrive(smem_u32(&empty));
-#endif
-    for (int i = 0; i < 4; ++i) out[(tid - 128) * 4 + i] = d[i];
-}
-"""
-
-
-@pytest.mark.parametrize("early", [False, True])
-def test_releasing_a_stage_before_wait_group_is_reported(rng, early):
-    prog = build(PIPE, "hopper_pipe.cu", defines={"COUNT": 64, "ACOUNT": 64,
-                                                    **({"EARLY_RELEASE": 1} if early else {})})
-    a = rng.integers(-3, 4, (64, 16)).astype(np.float16)
-    out = np.full(128 * 4, np.nan, np.float32)
-    args = (a.view(np.uint16), out)
-    if early:       # the arrival lets warp 0 refill sb while the wgmma is in flight
-        with pytest.raises(ptx.WgmmaHazard, match="changed before the wgmma.wait_group"):
-            ptx.launch(prog, "release", grid=1, block=256, args=args)
-        return
-    ptx.launch(prog, "release", grid=1, block=256, args=args)
-    assert np.isfinite(out).all()
+# A stage released on an mbarrier before its wgmma completed, and refilled: tests/test_ptx_hazards.py
+# (refill, with plain stores, cp.async and a bulk copy).
 
 
 # ---- elect.sync, setmaxnreg, stmatrix, griddepcontrol -------------------------------------------

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fraglab import ptx
+from ptx_snippets import lane_kernel, run_lanes
 
 HEAD = ".version 8.0\n.target sm_80\n.address_size 64\n"
 WIDTH = {"f16": 2, "bf16": 2, "f16x2": 4, "bf16x2": 4, "f32": 4, "f64": 8, "pred": 4}
@@ -20,37 +21,16 @@ WIDTH = {"f16": 2, "bf16": 2, "f16x2": 4, "bf16x2": 4, "f32": 4, "f64": 8, "pred
 def lanes(op: str, dst: str, srcs: list, rows: list) -> list:
     """Run ``op d, a, b, ...`` once on a warp, lane i with the operands rows[i] (bit patterns of
     the types `srcs`); the destinations' bits (type `dst`; a predicate as 0/1) per row."""
-    n = len(srcs)
     reg = lambda t: f"b{8 * WIDTH[t]}"                                 # noqa: E731
-    decl = [f"    .reg .{reg(t)} %s{i};" for i, t in enumerate(srcs)]
-    loads = [f"    ld.global.{reg(t)} %s{i}, [%rd4+{8 * i}];" for i, t in enumerate(srcs)]
-    regs = ", ".join(f"%s{i}" for i in range(n))
-    body = (f"    {op} %p1, {regs};\n    selp.u32 %d0, 1, 0, %p1;" if dst == "pred"
-            else f"    {op} %d0, {regs};")
-    text = HEAD + f""".visible .entry k(.param .u64 out_p, .param .u64 in_p)
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    .reg .{reg(dst)} %d0;
-{chr(10).join(decl)}
-    ld.param.u64 %rd1, [out_p];
-    ld.param.u64 %rd2, [in_p];
-    mov.u32 %r1, %laneid;
-    mul.wide.u32 %rd3, %r1, {8 * n};
-    add.s64 %rd4, %rd2, %rd3;
-{chr(10).join(loads)}
-{body}
-    mul.wide.u32 %rd5, %r1, 8;
-    add.s64 %rd6, %rd1, %rd5;
-    st.global.{reg(dst)} [%rd6], %d0;
-    ret;
-}}"""
-    ins = np.zeros((32, n), np.uint64)
+    ops = ", ".join(f"%s{i}" for i in range(len(srcs)))
+    body = (f"    {op} %p1, {ops};\n    selp.u32 %d0, 1, 0, %p1;" if dst == "pred"
+            else f"    {op} %d0, {ops};")
+    regs = f"    .reg .pred %p<2>;\n    .reg .b32 %r<4>;\n    .reg .b64 %rd<8>;\n    .reg .{reg(dst)} %d0;"
+    text = lane_kernel(HEAD, regs, body, "%d0", reg(dst), srcs=[reg(t) for t in srcs])
+    ins = np.zeros((32, len(srcs)), np.uint64)
     for i, row in enumerate(rows):
         ins[i] = [np.uint64(v) for v in row]
-    out = np.zeros(32, np.uint64)
-    ptx.launch(ptx.Program(text), "k", 1, 32, (out, ins))
+    out = run_lanes(ptx.Program(text), ins)
     return [int(v) & ((1 << (8 * WIDTH[dst])) - 1) for v in out[:len(rows)]]
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fraglab import ptx
+from ptx_snippets import lane_kernel, run_lanes
 
 HEAD = ".version 8.0\n.target sm_90\n.address_size 64\n"
 REG = {1: "b16", 2: "b16", 4: "b32", 8: "b64"}          # 8-bit values live in 16-bit registers
@@ -22,34 +23,15 @@ def _width(t: str) -> int:
 def one(op: str, dst: str, srcs: list, *values) -> int:
     """Run ``op d, a, b, ...`` on one warp, every lane with the same operands `values` (bit
     patterns of the types `srcs`); the destination's bits (type `dst`) as an int."""
-    n = len(srcs)
-    regs = [f"%s{i}" for i in range(n)]
-    decl = [f"    .reg .{REG[_width(t)]} %s{i};" for i, t in enumerate(srcs)]
-    loads = [f"    ld.global.{REG[_width(t)]} %s{i}, [%rd4+{8 * i}];" for i, t in enumerate(srcs)]
     dw = _width(dst)
-    text = HEAD + f""".visible .entry k(.param .u64 out_p, .param .u64 in_p)
-{{
-    .reg .b32 %r<4>;
-    .reg .b64 %rd<8>;
-    .reg .{REG[dw]} %d0;
-{chr(10).join(decl)}
-    ld.param.u64 %rd1, [out_p];
-    ld.param.u64 %rd2, [in_p];
-    mov.u32 %r1, %laneid;
-    mul.wide.u32 %rd3, %r1, {8 * n};
-    add.s64 %rd4, %rd2, %rd3;
-{chr(10).join(loads)}
-    {op} %d0, {", ".join(regs)};
-    mul.wide.u32 %rd5, %r1, 8;
-    add.s64 %rd6, %rd1, %rd5;
-    st.global.{REG[dw]} [%rd6], %d0;
-    ret;
-}}"""
-    ins = np.zeros((32, n), np.uint64)
+    ops = ", ".join(f"%s{i}" for i in range(len(srcs)))
+    regs = f"    .reg .b32 %r<4>;\n    .reg .b64 %rd<8>;\n    .reg .{REG[dw]} %d0;"
+    text = lane_kernel(HEAD, regs, f"    {op} %d0, {ops};", "%d0", REG[dw],
+                       srcs=[REG[_width(t)] for t in srcs])
+    ins = np.zeros((32, len(srcs)), np.uint64)
     for i, v in enumerate(values):
         ins[:, i] = np.uint64(v)
-    out = np.zeros(32, np.uint64)
-    ptx.launch(ptx.Program(text), "k", 1, 32, (out, ins))
+    out = run_lanes(ptx.Program(text), ins)
     assert (out == out[0]).all()
     return int(out[0]) & ((1 << (8 * max(dw, 2))) - 1)
 

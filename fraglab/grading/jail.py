@@ -208,22 +208,19 @@ def landlock(read_roots, write_root: str) -> str | None:
 
 # ---- seccomp ---------------------------------------------------------------------------------
 
-_DENY = {   # syscalls refused with EPERM, by architecture
-    "x86_64": dict(fork=57, vfork=58, execve=59, execveat=322, ptrace=101, process_vm_readv=310,
-                   process_vm_writev=311, socket=41, socketpair=53, connect=42, mount=165,
-                   umount2=166, pivot_root=155, chroot=161, unshare=272, setns=308,
-                   open_by_handle_at=304, name_to_handle_at=303, bpf=321, perf_event_open=298,
-                   userfaultfd=323, io_uring_setup=425, init_module=175, finit_module=313,
-                   kexec_load=246, reboot=169, keyctl=250, add_key=248, request_key=249,
-                   pidfd_open=434, pidfd_getfd=438),
-    "aarch64": dict(execve=221, execveat=281, ptrace=117, process_vm_readv=270,
-                    process_vm_writev=271, socket=198, socketpair=199, connect=203, mount=40,
-                    umount2=39, pivot_root=41, chroot=51, unshare=97, setns=268,
-                    open_by_handle_at=265, name_to_handle_at=264, bpf=280, perf_event_open=241,
-                    userfaultfd=282, io_uring_setup=425, init_module=105, finit_module=273,
-                    kexec_load=104, reboot=142, keyctl=219, add_key=217, request_key=218,
-                    pidfd_open=434, pidfd_getfd=438),
-}
+#: Syscalls refused with EPERM: their numbers on x86_64 and on aarch64 (None: no such call there).
+_DENY_NR = dict(
+    fork=(57, None), vfork=(58, None), execve=(59, 221), execveat=(322, 281), ptrace=(101, 117),
+    process_vm_readv=(310, 270), process_vm_writev=(311, 271), socket=(41, 198),
+    socketpair=(53, 199), connect=(42, 203), mount=(165, 40), umount2=(166, 39),
+    pivot_root=(155, 41), chroot=(161, 51), unshare=(272, 97), setns=(308, 268),
+    open_by_handle_at=(304, 265), name_to_handle_at=(303, 264), bpf=(321, 280),
+    perf_event_open=(298, 241), userfaultfd=(323, 282), io_uring_setup=(425, 425),
+    init_module=(175, 105), finit_module=(313, 273), kexec_load=(246, 104), reboot=(169, 142),
+    keyctl=(250, 219), add_key=(248, 217), request_key=(249, 218), pidfd_open=(434, 434),
+    pidfd_getfd=(438, 438))
+_DENY = {arch: {name: nr[i] for name, nr in _DENY_NR.items() if nr[i] is not None}
+         for i, arch in enumerate(("x86_64", "aarch64"))}                   # by architecture
 _CLONE = {"x86_64": 56, "aarch64": 220}
 _KILL = {"x86_64": (62, 200), "aarch64": (129, 130)}     # kill, tkill: only to this process
 
