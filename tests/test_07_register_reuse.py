@@ -304,4 +304,4 @@ def test_float4_rungs_reject_misaligned_views():
     buf = cp.zeros(128 * 8 + 1, cp.float32)
     a = buf[1:].reshape(128, 8)          # C-contiguous, but 4 bytes past a 16-byte boundary
     with pytest.raises(ValueError, match="16-byte aligned"):
-        rr.sgemm(a, cp.zeros((8, 128), cp.float32), kernel="vectorized")
+        rr.sgemm(a, cp.zeros((8, 128), cp.float32), variant="vectorized")

@@ -4,14 +4,14 @@ late lookup of the course's kernels that benchmarks time."""
 import numpy as np
 import pytest
 
-from fraglab import attention
+from fraglab import attention, launch
 from fraglab.attention import baselines
 from fraglab.problem import Case
 
 
 def _numpy_attention(q, k, v, *, causal, scale, wrong_row=None, **_):
     """A stand-in kernel: float64 attention rounded to float16, optionally one row wrong."""
-    exact = [np.asarray(a, dtype=np.float64) for a in (q, k, v)]
+    exact = [np.asarray(launch.to_host(a), dtype=np.float64) for a in (q, k, v)]
     o = attention.attention_reference(*exact, causal=causal, scale=scale).astype(np.float16)
     if wrong_row is not None:
         o[..., wrong_row, :] += np.float16(1.0)
@@ -68,11 +68,11 @@ def test_random_qkv_is_exact_and_bf16_travels_as_bits(rng):
 
 
 def test_fa2_argument_checks():
-    q = np.zeros((1, 1, 8, 64), np.float16)
+    q = launch.to_device(np.zeros((1, 1, 8, 64), np.float16))     # a GPU array where there is one
     with pytest.raises(TypeError, match="causal must be a bool"):
         attention.check_fa2_arguments(q, q, q, 1, None)
     with pytest.raises(ValueError, match="d = 256"):
-        x = np.zeros((1, 1, 8, 256), np.float16)
+        x = launch.to_device(np.zeros((1, 1, 8, 256), np.float16))
         attention.check_fa2_arguments(x, x, x, False, None)
     with pytest.raises(ValueError, match="finite"):
         attention.check_scale(float("inf"), 64)
