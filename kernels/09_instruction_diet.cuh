@@ -1,8 +1,9 @@
 // 09_instruction_diet: the FA-2 kernel of chapter 05 (kernels/05_flash_attention_fa2.cu), with
 // every step of the chapter's instruction diet behind a compile-time switch. Each rung file
-// kernels/09_instruction_diet_<step>.cu sets the switches of the rung before it plus one, and
-// includes this header: the ladder reads as a diff of one #define, and the code of a step sits
-// here beside the code it replaces (`if constexpr`).
+// kernels/09_instruction_diet_<step>.cu defines DIET_RUNG, its place on the ladder, and includes
+// this header, which turns on the switch of that rung and those of every rung before it: the
+// ladder reads as a diff of one switch, and the code of a step sits here beside the code it
+// replaces (`if constexpr`).
 //
 //   diet_<step>_<f16|bf16>_d<64|128>(q, k, v, o, n, scale_log2, causal)
 //
@@ -10,7 +11,7 @@
 // contiguous 16-bit values (bf16 as raw bits); any N >= 1; grid (ceil(N / BM), B * H), 128
 // threads, dynamic shared memory SMEM bytes (Cfg below; fraglab.instruction_diet.smem_bytes).
 //
-// The switches (0 = chapter 05's code):
+// The switches (0 = chapter 05's code), in ladder order: rung 1 turns on the first, rung 10 the last.
 //   DIET_STRIDED_SWIZZLE  ldmatrix addresses of K and V as one per-thread offset XOR a constant
 //                         (the seed's kernel 8): no per-address chunk ^ row arithmetic to redo
 //   DIET_STRIDED_STORE    the same for the epilogue's register -> shared stores (kernel 11)
@@ -28,48 +29,54 @@
 //                         rescale and its factors (MUFU.EX2) go behind the vote too
 //   DIET_SHORT_CAUSAL     beside each kernel, diet_<step>_m16_*: 16 rows a warp, 64-row blocks
 //                         (the wrapper launches it for short causal problems)
-//   DIET_MINB             blocks per SM promised to ptxas (__launch_bounds__), default 2
-//   DIET_LAZY_RESCALE     0, or a threshold in log2 units: a row's running max moves only when a
-//                         tile's max beats it by more (P <= 2^threshold meanwhile), so the
-//                         rescale's vote fires on a row's first keys and almost never after
+//   DIET_LAZY_RESCALE     0, or a threshold in log2 units (8 from rung 10): a row's running max
+//                         moves only when a tile's max beats it by more (P <= 2^threshold
+//                         meanwhile), so the rescale's vote fires on a row's first keys and
+//                         almost never after
+// and, on no rung, DIET_MINB: blocks per SM promised to ptxas (__launch_bounds__), default 2.
 #pragma once
 #include "fa2_mma.cuh"     // chapter 05's PTX helpers and swizzle (shared with 05 and 08)
 
+// The ladder: DIET_RUNG n turns on the switches of rungs 1 to n (a switch defined before this
+// header, as lab 09's source does, keeps its value; no DIET_RUNG is rung 0, chapter 05's code).
+#ifndef DIET_RUNG
+#define DIET_RUNG 0
+#endif
 #ifndef DIET_STRIDED_SWIZZLE
-#define DIET_STRIDED_SWIZZLE 0
+#define DIET_STRIDED_SWIZZLE (DIET_RUNG >= 1)
 #endif
 #ifndef DIET_STRIDED_STORE
-#define DIET_STRIDED_STORE 0
+#define DIET_STRIDED_STORE (DIET_RUNG >= 2)
 #endif
 #ifndef DIET_POINTER_LOADS
-#define DIET_POINTER_LOADS 0
+#define DIET_POINTER_LOADS (DIET_RUNG >= 3)
 #endif
 #ifndef DIET_ROWS
-#define DIET_ROWS 16
+#define DIET_ROWS (DIET_RUNG >= 4 ? 32 : 16)
 #endif
 #ifndef DIET_STAGES
-#define DIET_STAGES 1
+#define DIET_STAGES (DIET_RUNG >= 5 ? 2 : 1)
 #endif
 #ifndef DIET_WIDE_KEYS
-#define DIET_WIDE_KEYS 0
+#define DIET_WIDE_KEYS (DIET_RUNG >= 6)
 #endif
 #ifndef DIET_SKIP_RESCALE
-#define DIET_SKIP_RESCALE 0
+#define DIET_SKIP_RESCALE (DIET_RUNG >= 7)
 #endif
 #ifndef DIET_ROWSUM_MMA
-#define DIET_ROWSUM_MMA 0
+#define DIET_ROWSUM_MMA (DIET_RUNG >= 8)
 #endif
 #ifndef DIET_SHORT_CAUSAL
-#define DIET_SHORT_CAUSAL 0
+#define DIET_SHORT_CAUSAL (DIET_RUNG >= 9)
+#endif
+#ifndef DIET_LAZY_RESCALE
+#define DIET_LAZY_RESCALE (DIET_RUNG >= 10 ? 8 : 0)
 #endif
 #ifndef DIET_LAB_COPY
 #define DIET_LAB_COPY 0
 #endif
 #ifndef DIET_MINB
 #define DIET_MINB 2
-#endif
-#ifndef DIET_LAZY_RESCALE
-#define DIET_LAZY_RESCALE 0
 #endif
 
 namespace diet {
@@ -264,18 +271,12 @@ template <int D, bool MASK, int MT>
 __device__ __forceinline__ bool lazy_max(Regs<D, MT>& R, const float (&s)[Cfg<D, MT>::BN / 8][4],
                                          const Ctx& c, int mt, float (&shift)[2])
 {
-    float mx[2] = {DIET_NEG_INF, DIET_NEG_INF};
-#pragma unroll
-    for (int t = 0; t < Cfg<D, MT>::BN / 8; ++t) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
-    }
+    float mx[2];
+    row_max<Cfg<D, MT>::BN>(s, mx);
     bool moved = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-        const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
+        const float m_new = new_max(mx, r, R.m[mt][r], c.scale_log2);
         const bool up = m_new > R.m[mt][r] + LAZY_TH;     // -inf + TH = -inf: the first keys move it
         // (m_new finite when up: 2^(-inf - m_new) = 0 clears a row that saw no key yet.)
         shift[r] = up ? R.m[mt][r] - m_new : 0.0f;
@@ -391,19 +392,13 @@ __device__ __forceinline__ void tile(Regs<D, MT>& R, const Ctx& c, int j)
         // Online softmax, per m-tile and row (registers 0, 1: row g; 2, 3: row g + 8).
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-            float mx[2] = {DIET_NEG_INF, DIET_NEG_INF}, m_use[2];
-#pragma unroll
-            for (int t = 0; t < BN / 8; ++t) {
-                mx[0] = fmaxf(mx[0], fmaxf(s[mt][t][0], s[mt][t][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(s[mt][t][2], s[mt][t][3]));
-            }
+            float mx[2], m_use[2];
+            row_max<BN>(s[mt], mx);
             float alpha[2], m_old[2];
             bool moved = false;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-                const float m_new = fmaxf(R.m[mt][r], mx[r] * c.scale_log2);
+                const float m_new = new_max(mx, r, R.m[mt][r], c.scale_log2);
                 // No -inf - (-inf) = NaN: only a masked tile can leave a row's max at -inf.
                 m_use[r] = (MASK || !LEAN) && m_new == DIET_NEG_INF ? 0.0f : m_new;
                 m_old[r] = R.m[mt][r];

@@ -12,16 +12,7 @@
 // fires on a row's first keys and almost never after: the O rescale (D/4 FMULs a row pair), its
 // MUFU.EX2 factors and l's rescale leave the dynamic loop. At d = 64 too: there the rescale ran on
 // every tile until now.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
-#define DIET_WIDE_KEYS 1
-#define DIET_SKIP_RESCALE 1
-#define DIET_ROWSUM_MMA 1
-#define DIET_SHORT_CAUSAL 1
-#define DIET_LAZY_RESCALE 8
+#define DIET_RUNG 10
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(lazy_rescale)

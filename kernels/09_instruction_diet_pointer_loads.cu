@@ -6,9 +6,7 @@
 // thread's chunks are one base address plus compile-time strides (copy_whole), so every cp.async
 // (LDGSTS) needs no ISETP, SEL, IMAD.WIDE or LEA of its own. Only the ragged last tile keeps
 // the checked copy. Expect the main loop's integer count to fall by about 6 per LDGSTS.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
+#define DIET_RUNG 3
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(pointer_loads)

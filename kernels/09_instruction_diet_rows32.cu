@@ -6,10 +6,7 @@
 // fragment read from shared memory now feeds 4 HMMAs instead of 2, and the per-tile costs (copies,
 // barriers, loop control) are shared by twice the HMMAs. At d = 128, Q's fragments are read from
 // shared memory for every tile (they no longer fit in registers beside O and S).
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
+#define DIET_RUNG 4
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(rows32)

@@ -11,14 +11,7 @@
 // rescale down to 4 FMULs of the accumulator, the factors 2^(m_old - m_new) (MUFU.EX2) and
 // that rescale go behind skip_rescale's vote too. At d = 64 (half the HMMAs a tile to hide the
 // 8 behind) the first H100 screen measured it a loss: d = 64 compiles as rung 7.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
-#define DIET_WIDE_KEYS 1
-#define DIET_SKIP_RESCALE 1
-#define DIET_ROWSUM_MMA 1
+#define DIET_RUNG 8
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(rowsum_mma)

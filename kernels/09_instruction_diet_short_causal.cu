@@ -10,15 +10,7 @@
 // the 32-row ones faster everywhere else. So the rung compiles both shapes from the same
 // templates, and the wrapper (fraglab.instruction_diet.kernels.uses_m16) launches the 16-row
 // kernel, on 64-row blocks, for causal problems of few 128-row blocks per SM.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
-#define DIET_WIDE_KEYS 1
-#define DIET_SKIP_RESCALE 1
-#define DIET_ROWSUM_MMA 1
-#define DIET_SHORT_CAUSAL 1
+#define DIET_RUNG 9
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(short_causal)

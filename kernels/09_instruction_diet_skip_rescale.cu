@@ -10,13 +10,7 @@
 // Only at d = 128: at d = 64 (half the FMULs) the first H100 run found the vote a loss.
 // The same idea in causal masked tiles: a warp whose 32 rows all precede the tile's first key
 // leaves the tile (with two buffers no barrier follows its compute): its P would be all zeros.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
-#define DIET_WIDE_KEYS 1
-#define DIET_SKIP_RESCALE 1
+#define DIET_RUNG 7
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(skip_rescale)

@@ -5,8 +5,7 @@
 // Changed from rung 1: the epilogue's register -> shared stores of O use the same trick, chunk t
 // of a row at (chunk 0's offset) XOR (t << 4). Only the epilogue changes: the main loop's counts
 // stay, the kernel's integer count drops.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
+#define DIET_RUNG 2
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(strided_store)

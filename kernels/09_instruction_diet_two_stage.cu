@@ -6,11 +6,7 @@
 // barrier; then K_{j+1} and V_{j+1} are copied into the other buffer while all of tile j runs
 // (rung 4: V_j during S, K_{j+1} during P V, two barriers per tile). One BAR and one DEPBAR
 // fewer per tile; shared memory grows by one K and one V tile.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
+#define DIET_RUNG 5
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(two_stage)

@@ -7,12 +7,7 @@
 // max and sum shuffles, O rescale per 64 keys instead of 32), Q's fragments read once per 64
 // keys. ptxas spills a few registers, outside the main loop (the chapter shows the counts).
 // At d = 64 nothing changes: its tiles had 64 keys all along.
-#define DIET_STRIDED_SWIZZLE 1
-#define DIET_STRIDED_STORE 1
-#define DIET_POINTER_LOADS 1
-#define DIET_ROWS 32
-#define DIET_STAGES 2
-#define DIET_WIDE_KEYS 1
+#define DIET_RUNG 6
 #include "09_instruction_diet.cuh"
 
 DIET_KERNELS(wide_keys)
