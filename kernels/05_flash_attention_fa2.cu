@@ -106,61 +106,19 @@ __device__ __forceinline__ void fa2_tile(Fa2Regs<D>& R, int j, int n_tiles, u32 
     for (int kk = 0; kk < D / 16; ++kk) qk_block<D, FA2_BN, BF16>(s, R.q[kk], sK, kk, lane);
     if (MASK) mask_tile<FA2_BN>(s, k0, n, causal, row0, c4);
 
-    // Online softmax on the accumulators (Alg. 4 of the in-register paper, FA-2 form): registers
-    // 0, 1 of each accumulator are row g, registers 2, 3 row g + 8; the quad (lanes 4g .. 4g+3)
-    // holds the whole row, so two xor-shuffles finish each row reduction. The row sum l stays a
-    // per-lane partial sum until the end (every lane of a quad scales it by the same factor).
-    float mx[2] = {FA2MMA_NEG_INF, FA2MMA_NEG_INF};
-#pragma unroll
-    for (int t = 0; t < FA2_BN / 8; ++t) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
-    }
-    float m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-        const float m_new = fmaxf(R.m[r], mx[r] * scale_log2);
-        // A row with no visible key yet has m_new = -inf; subtract 0 instead, so that every
-        // exponent is -inf - 0 = -inf -> 0 and never -inf - (-inf) = NaN.
-        m_use[r] = m_new == FA2MMA_NEG_INF ? 0.0f : m_new;
-        const float alpha = fast_exp2(R.m[r] - m_use[r]);
-        R.m[r] = m_new;
-        R.l[r] *= alpha;
-#pragma unroll
-        for (int t = 0; t < D / 8; ++t) { R.o[t][2 * r] *= alpha; R.o[t][2 * r + 1] *= alpha; }
-    }
-#pragma unroll
-    for (int t = 0; t < FA2_BN / 8; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            s[t][i] = fast_exp2(fmaf(s[t][i], scale_log2, -m_use[i >> 1]));
-            R.l[i >> 1] += s[t][i];
-        }
+    // Online softmax on the accumulators (fa2_mma.cuh: online_softmax): registers 0, 1 of each
+    // accumulator are row g, registers 2, 3 row g + 8, and a quad of lanes holds a whole row.
+    float mx[2], m_use[2];
+    online_softmax<D, FA2_BN>(s, R.o, R.m, R.l, scale_log2, mx, m_use);
 
     cp_async_wait_all();     // this thread's part of V_j has landed ...
     __syncthreads();         // ... everyone's has, and every warp is done reading K_j
     if (j + 1 < n_tiles) load_tile<D, W, FA2_BN>(sK, k, k0 + FA2_BN, n);   // K_{j+1} during P V
     cp_async_commit();
 
-    // O += P V. A = P straight from the accumulators (see the top of the file). B = V (keys x d)
-    // and a B fragment holds (keys 2c, 2c+1; column g): two values of one column of V, so
-    // ldmatrix .trans on rows of V. x4: matrix 0 = keys 0-7 / cols 0-7, 1 = keys 8-15 / cols 0-7,
-    // 2 and 3 = the same for cols 8-15.
-#pragma unroll
-    for (int kk = 0; kk < FA2_BN / 16; ++kk) {
-        const u32 p[4] = {pack2<BF16>(s[2 * kk][0], s[2 * kk][1]), pack2<BF16>(s[2 * kk][2], s[2 * kk][3]),
-                               pack2<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                               pack2<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-            u32 b[4];
-            ldsm4<true>(b, sV + swz<D>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
-            mma16816<BF16>(R.o[2 * dp], p, b[0], b[1]);
-            mma16816<BF16>(R.o[2 * dp + 1], p, b[2], b[3]);
-        }
-    }
+    // O += P V, A = P straight from the accumulators (see the top of the file; fa2_mma.cuh: pv_block).
+    u32 p[4], b[4];
+    pv_block<D, FA2_BN, BF16>(R.o, s, sV, lane, p, b);
     cp_async_wait_all();     // K_{j+1} has landed (every thread's part, after the barrier) ...
     __syncthreads();         // ... and every warp is done reading V_j
 }
@@ -215,24 +173,7 @@ __device__ __forceinline__ void fa2(const u16* __restrict__ q, const u16* __rest
     // are whole 16-byte chunks of rows. A row that saw no key (only rows past n) gets 0, not NaN.
     float inv[2];
     row_inverses(R.l, inv);
-#pragma unroll
-    for (int t = 0; t < D / 8; ++t)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const u32 val = pack2<BF16>(R.o[t][2 * r] * inv[r], R.o[t][2 * r + 1] * inv[r]);
-            const u32 addr = sQ + swz<D>(16 * warp + g + 8 * r, t) + 4 * c4;
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(val) : "memory");
-        }
-    __syncwarp();
-#pragma unroll
-    for (int it = 0; it < 16 * C::CPR / 32; ++it) {
-        const int i = lane + 32 * it, r = i / C::CPR, c = i % C::CPR, row = q0 + 16 * warp + r;
-        uint4 val;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                     : "r"(sQ + swz<D>(16 * warp + r, c)) : "memory");
-        if (row < n) *reinterpret_cast<uint4*>(o + (size_t)row * D + c * 8) = val;
-    }
+    store_o<D, BF16>(o, R.o, inv, sQ, q0, n, lane, warp, g, c4);
 }
 
 #endif  // FRAGLAB_SM80

@@ -173,48 +173,14 @@ __device__ __forceinline__ void tile(Acc<D>& R, const QSource<D, M>& Q, int j, i
             qk_block<D, BN, BF16>(s, a, sK, kk, lane);
         });
     if (MASK) mask_tile<BN>(s, k0, n, causal, row0, c4);
-    float mx[2] = {FA2MMA_NEG_INF, FA2MMA_NEG_INF}, mu[2];
-#pragma unroll
-    for (int t = 0; t < BN / 8; ++t) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[t][0], s[t][1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[t][2], s[t][3]));
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-        const float m_new = fmaxf(R.m[r], mx[r] * sl2);
-        mu[r] = m_new == FA2MMA_NEG_INF ? 0.0f : m_new;     // no visible key yet: never -inf - -inf
-        const float alpha = fast_exp2(R.m[r] - mu[r]);
-        R.m[r] = m_new;
-        R.l[r] *= alpha;
-#pragma unroll
-        for (int t = 0; t < D / 8; ++t) { R.o[t][2 * r] *= alpha; R.o[t][2 * r + 1] *= alpha; }
-    }
-#pragma unroll
-    for (int t = 0; t < BN / 8; ++t)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            s[t][i] = fast_exp2(fmaf(s[t][i], sl2, -mu[i >> 1]));
-            R.l[i >> 1] += s[t][i];
-        }
+    float mx[2], mu[2];                 // the tile's row maxima, P's reference point
+    online_softmax<D, BN>(s, R.o, R.m, R.l, sl2, mx, mu);
     cp_async_wait_all();
     __syncthreads();                    // V_j is in; every warp is done with K_j
     if (j + 1 < n_tiles) load_rows<D, BN>(sK, k, k0 + BN, n);   // K_{j+1} during P V
     cp_async_commit();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {   // P straight from S's accumulators (chapter 05)
-        const u32 p[4] = {pack2<BF16>(s[2 * kk][0], s[2 * kk][1]), pack2<BF16>(s[2 * kk][2], s[2 * kk][3]),
-                          pack2<BF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                          pack2<BF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-        for (int dp = 0; dp < D / 16; ++dp) {
-            u32 b[4];
-            ldsm4<true>(b, sV + swz<D>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4)));
-            mma16816<BF16>(R.o[2 * dp], p, b[0], b[1]);
-            mma16816<BF16>(R.o[2 * dp + 1], p, b[2], b[3]);
-        }
-    }
+    u32 p[4], b[4];
+    pv_block<D, BN, BF16>(R.o, s, sV, lane, p, b);   // P straight from S's accumulators (chapter 05)
     cp_async_wait_all();
     __syncthreads();                    // K_{j+1} is in; every warp is done with V_j
 }
@@ -260,24 +226,7 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     float inv[2];
     row_inverses(R.l, inv);
     __syncwarp();   // QRELOAD/QGLOBAL: every lane has read its last Q fragment from these rows
-#pragma unroll
-    for (int t = 0; t < D / 8; ++t)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const u32 val = pack2<BF16>(R.o[t][2 * r] * inv[r], R.o[t][2 * r + 1] * inv[r]);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sQ + swz<D>(16 * warp + g + 8 * r, t) + 4 * c4),
-                         "r"(val) : "memory");
-        }
-    __syncwarp();
-#pragma unroll
-    for (int it = 0; it < 16 * C::CPR / 32; ++it) {
-        const int i = lane + 32 * it, r = i / C::CPR, c = i % C::CPR, row = q0 + 16 * warp + r;
-        uint4 val;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(val.x), "=r"(val.y), "=r"(val.z), "=r"(val.w)
-                     : "r"(sQ + swz<D>(16 * warp + r, c)) : "memory");
-        if (row < n) *reinterpret_cast<uint4*>(o + (size_t)row * D + c * 8) = val;
-    }
+    store_o<D, BF16>(o, R.o, inv, sQ, q0, n, lane, warp, g, c4);
 }
 
 #endif  // FRAGLAB_SM80
