@@ -211,6 +211,22 @@ template <int D, int BC, bool BF16> struct Consumer {
     }
 };
 
+// The second half of an overlapped step, once S_j = Q K_j^T and O += P_{j-1} V_{j-1} are issued:
+// S_j has landed when at most S_LEFT wgmma groups are still in flight (K_j is free again), P_next
+// = softmax(S_j) runs beside the P V multiply, which has landed when at most PV_LEFT remain
+// (V_{j-1} is free), and O is rescaled. pingpong and threestage end their steps with it; twostage
+// writes it out (lab 10's exercise).
+template <int S_LEFT, int PV_LEFT, class C>
+__device__ __forceinline__ void softmax_beside_pv(C& c, typename C::S& s, typename C::P& p_next, int j,
+                                                  float (&corr)[2]) {
+    wgmma_wait<S_LEFT>(); pin(s);
+    c.release_k(j);
+    c.softmax(s, p_next, j, corr);
+    wgmma_wait<PV_LEFT>(); pin(c.o);
+    c.release_v(j - 1);
+    c.rescale(corr);
+}
+
 template <int D, int BC, bool BF16, class Mainloop>
 __device__ void fa3_attention(const Fa3Args a) {
     typedef Fa3Config<D, BC> C;

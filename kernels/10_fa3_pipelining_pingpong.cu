@@ -14,19 +14,14 @@
 struct PingPong {
     template <class C> __device__ __forceinline__ static void
     step(C& c, int j, typename C::S& s, typename C::P& p_cur, typename C::P& p_next) {
-        float corr[2];
         c.wait_k(j);
         c.wait_v(j - 1);
         c.turn_wait();
         c.issue_qk(s, j);
         c.issue_pv(p_cur, j - 1);
         c.turn_pass();
-        wgmma_wait<1>(); pin(s);
-        c.release_k(j);
-        c.softmax(s, p_next, j, corr);
-        wgmma_wait<0>(); pin(c.o);
-        c.release_v(j - 1);
-        c.rescale(corr);
+        float corr[2];
+        softmax_beside_pv<1, 0>(c, s, p_next, j, corr);   // as twostage's step from here
     }
     template <class C> __device__ static void last(C& c, const typename C::P& p) {
         c.wait_v(c.tiles - 1);

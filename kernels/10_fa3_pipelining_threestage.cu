@@ -29,12 +29,8 @@ struct ThreeStage {
         c.wait_k(j + 1);
         c.issue_pv(p_cur, j - 1);
         c.issue_qk(s_next, j + 1);
-        wgmma_wait<2>(); pin(s_j);              // S_j done (issued in the step before)
-        c.release_k(j);
-        c.softmax(s_j, p_next, j, corr);
-        wgmma_wait<1>(); pin(c.o);              // P V done; S_{j+1} may still run
-        c.release_v(j - 1);
-        c.rescale(corr);
+        // S_j (issued in the step before) done once 2 groups are left, P V once 1 (S_{j+1} may run)
+        softmax_beside_pv<2, 1>(c, s_j, p_next, j, corr);
     }
     // the last tile: nothing left to prefetch
     template <class C> __device__ __forceinline__ static void
@@ -42,12 +38,7 @@ struct ThreeStage {
         float corr[2];
         c.wait_v(j - 1);
         c.issue_pv(p_cur, j - 1);
-        wgmma_wait<1>(); pin(s_j);
-        c.release_k(j);
-        c.softmax(s_j, p_next, j, corr);
-        wgmma_wait<0>(); pin(c.o);
-        c.release_v(j - 1);
-        c.rescale(corr);
+        softmax_beside_pv<1, 0>(c, s_j, p_next, j, corr);
     }
     template <class C> __device__ static void run(C& c) {
         typename C::S sa, sb; typename C::P pa, pb;
