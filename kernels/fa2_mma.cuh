@@ -1,5 +1,5 @@
 // fa2_mma.cuh: what the FA-2 kernels of chapters 05 and 08 share, in one place (chapter 09 uses its
-// PTX helpers and swizzle too): the instructions they are built from (cp.async, ldmatrix,
+// PTX helpers, swizzle and row maxima too): the instructions they are built from (cp.async, ldmatrix,
 // mma.sync m16n8k16 with f32 accumulators, ex2.approx), the swizzled shared-memory layout, and
 // the per-warp steps of a key tile and of the epilogue: S += Q K^T for one 16-column block of Q,
 // the causal / ragged mask, the online softmax, O += P V, the row sums and the store of O.

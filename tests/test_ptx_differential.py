@@ -52,15 +52,23 @@ def test_every_accepted_combination_has_a_test_or_a_gpu_test():
 
 def _test_text(path: str, name: str) -> str:
     """The source of test `name` in `path`, with the module-level constants and functions it
-    names (and those they name: two levels)."""
+    names (and those they name: two levels), those imported from a helper module of tests/ too."""
     src = (ROOT / path).read_text()
     tree = ast.parse(src)
-    defs = {}
+    defs, sources = {}, {}       # name -> its definition; definition -> the text it is in
+
+    def add(nodes, text, names=None):
+        for n in nodes:
+            if isinstance(n, (ast.FunctionDef, ast.Assign)):
+                for t in ([n.name] if isinstance(n, ast.FunctionDef) else
+                          [t.id for t in n.targets if isinstance(t, ast.Name)]):
+                    if names is None or t in names:
+                        defs[t], sources[id(n)] = n, text
     for n in tree.body:
-        if isinstance(n, (ast.FunctionDef, ast.Assign)):
-            for t in ([n.name] if isinstance(n, ast.FunctionDef) else
-                      [t.id for t in n.targets if isinstance(t, ast.Name)]):
-                defs[t] = n
+        helper = ROOT / "tests" / f"{n.module}.py" if isinstance(n, ast.ImportFrom) and n.module else None
+        if helper is not None and helper.is_file():
+            add(ast.parse(helper.read_text()).body, helper.read_text(), {a.name for a in n.names})
+    add(tree.body, src)
     assert isinstance(defs.get(name), ast.FunctionDef), f"{path} has no test {name}"
     seen, todo = {name}, [defs[name]]
     for _ in range(3):
@@ -72,7 +80,7 @@ def _test_text(path: str, name: str) -> str:
                     nxt.append(defs[n.id])
         todo = nxt
     parts = [ast.get_source_segment(src, d) for k in seen for d in getattr(defs[k], "decorator_list", [])]
-    return "\n".join(parts + [ast.get_source_segment(src, defs[k]) for k in seen])
+    return "\n".join(parts + [ast.get_source_segment(sources[id(defs[k])], defs[k]) for k in seen])
 
 
 @pytest.mark.parametrize("key", list(D.COVERED_BY))

@@ -238,6 +238,7 @@ def g_carry(text, base, mods, types):
 
 
 def g_shift(text, base, mods, types):
+    """shl, shr, and szext (a value and a bit position: the shifts' operands)."""
     t = types[-1]
     a = draw(seed_of(base, t), [t, "u32"], pools=[V.specials(t), V.SHIFTS])
     return Case(text, [(t, a[0]), ("u32", a[1])], [t], [op_line(text, 2)])
@@ -305,12 +306,6 @@ def g_dp(text, base, mods, types):
 def g_bmsk(text, base, mods, types):
     a = draw(seed_of(base), ["u32", "u32"], pools=[V.SHIFTS, V.SHIFTS])
     return Case(text, [("u32", x) for x in a], ["b32"], [op_line(text, 2)])
-
-
-def g_szext(text, base, mods, types):
-    t = types[-1]
-    a = draw(seed_of(base, t), [t, "u32"], pools=[V.specials(t), V.SHIFTS])
-    return Case(text, [(t, a[0]), ("u32", a[1])], [t], [op_line(text, 2)])
 
 
 def g_setp(text, base, mods, types):
@@ -439,7 +434,7 @@ def build(text: str) -> Case:
         return g_int_binary(text, base, mods, types)
     simple = {"testp": g_testp, "shl": g_shift, "shr": g_shift, "bfe": g_bitfield, "bfi": g_bitfield,
               "shf": g_shf, "prmt": g_prmt, "lop3": g_lop3, "sad": g_sad, "dp4a": g_dp, "dp2a": g_dp,
-              "bmsk": g_bmsk, "szext": g_szext, "setp": g_setp, "set": g_setp, "selp": g_selp,
+              "bmsk": g_bmsk, "szext": g_shift, "setp": g_setp, "set": g_setp, "selp": g_selp,
               "slct": g_slct, "mov": g_mov, "cvt": g_cvt}
     if base in simple:
         return simple[base](text, base, mods, types)
