@@ -13,13 +13,7 @@ import numpy as np
 from .. import launch, toolchain
 from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
-#: The rungs, in order; each ``kernels/09_instruction_diet_<variant>.cu`` adds one switch of
-#: ``kernels/09_instruction_diet.cuh`` to the rung before.
-VARIANTS = ("fa2", "strided_swizzle", "strided_store", "pointer_loads", "rows32", "two_stage",
-            "wide_keys", "skip_rescale", "rowsum_mma", "short_causal", "lazy_rescale")
-FINAL = VARIANTS[-1]
-
-#: What each variant changes, one line each (the chapter's table).
+#: What each rung changes, in ladder order, one line each (the chapter's table).
 CHANGES = {
     "fa2": "chapter 05's FA-2 kernel (4 warps, 16 query rows a warp) through the header",
     "strided_swizzle": "seed kernel 8: K/V ldmatrix offsets as one offset XOR a constant",
@@ -33,6 +27,11 @@ CHANGES = {
     "short_causal": "16 rows a warp again, for causal problems of few 128-row blocks",
     "lazy_rescale": "a row max moves only when beaten by > 8 (log2): the rescale ~never runs",
 }
+
+#: The rungs, in order: the keys of CHANGES. Each ``kernels/09_instruction_diet_<variant>.cu``
+#: adds one switch of ``kernels/09_instruction_diet.cuh`` to the rung before.
+VARIANTS = tuple(CHANGES)
+FINAL = VARIANTS[-1]
 
 #: The seed's steps (its kernels 8-11) and where each went in this ladder: a variant, or why
 #: it does not apply (the chapter shows the SASS evidence: :func:`.classes.seed_evidence`).

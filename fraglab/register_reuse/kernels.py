@@ -14,11 +14,6 @@ import numpy as np
 
 from .. import launch, toolchain
 
-#: The rungs, in order (llm.c style: each one a small diff of the one before).
-VARIANTS = ("naive", "coalesced", "smem", "tile1d", "tile2d", "vectorized", "warptile",
-            "double_buffer", "autotuned")
-FINAL = VARIANTS[-1]
-
 #: What each rung changes, one line each (the chapter's table).
 CHANGES = {
     "naive": "one thread per element of C, straight from global memory (lanes walk a column)",
@@ -31,6 +26,10 @@ CHANGES = {
     "double_buffer": "two shared stages and a global->register prefetch, one barrier per step",
     "autotuned": "rung 8 with the tiles of an H100 sweep",
 }
+
+#: The rungs, in order: the keys of CHANGES (llm.c style: each a small diff of the one before).
+VARIANTS = tuple(CHANGES)
+FINAL = VARIANTS[-1]
 
 #: Tile defines each rung launches with. ``autotuned`` holds the winner of the H100 sweep
 #: (``python -m fraglab.register_reuse bench``: its ``best``; first sweep, H100 80GB HBM3 SXM,
