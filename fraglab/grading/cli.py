@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, run, shortcuts
+from . import build, front, run, shortcuts
 
 
 @dataclass
@@ -27,13 +27,19 @@ class Verdict:
     ok: bool
     text: str          # the PASS lines' text, or the reason it failed
 
-    def line(self, width: int = 12, verbose: bool = False, limit: int = 200) -> str:
-        """One line (``verbose``: the whole reason, one line of it per line)."""
+    def line(self, width: int = 12, verbose: bool = False, more: str = "") -> str:
+        """The exercise's line; a failure's reason follows, one line of it per line, indented
+        (``verbose``: the whole reason; else its first ~600 characters, then ``(more: <more>)``)."""
         head = f"  {self.exercise:<{width}}{'PASS' if self.ok else 'FAIL'}  "
-        if verbose and not self.ok:
-            return head + self.text.strip().replace("\n", "\n" + " " * len(head))
-        body = " ".join(self.text.split())
-        return head + (body if len(body) <= limit else body[:limit - 1] + "…")
+        if self.ok:
+            return head + " ".join(self.text.split())
+        lines = ([l.rstrip() for l in self.text.strip().splitlines() if l.strip()] if verbose
+                 else front.reason_lines(self.text, more or "python -m fraglab.grading LAB -v"))
+        return head + ("\n" + " " * len(head)).join(lines or ["(no reason given)"])
+
+    @property
+    def key(self) -> str:
+        return self.exercise.split()[-1]
 
 
 def _pass_text(output: str) -> str:
@@ -73,7 +79,7 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
             probs = shortcut_problems(lab_name, solution, ex, bodies)
             tag = f"{label}\x00{ex.name}"
             if probs:
-                static[tag] = Verdict(ex.name, False, "shortcut: " + "; ".join(probs))
+                static[tag] = Verdict(ex.name, False, "\n".join("shortcut: " + p for p in probs))
                 continue
             items.append((tag, build.graded_notebook(solution, bodies, ex, "__RESULT_FILE__",
                                                      lab_name)))
@@ -91,14 +97,20 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
 
 
 def grade_lab(path, mode: str | None = None, only: list[str] | None = None) -> list[Verdict]:
-    """Grade the lab notebook at ``path`` (its solution is ``solutions/<same name>``)."""
-    sol = build.solution_for(path)
+    """Grade the lab notebook at ``path`` (its solution is ``solutions/<the lab's name>``, see
+    :func:`.front.resolve`). An exercise whose region markers are gone fails alone; the others
+    are graded."""
+    sol, _ = front.resolve(path)
     solution = build.read(sol)
-    try:
-        bodies = build.learner_bodies(build.read(path), solution)
-    except build.RegionError as e:
-        return [Verdict(ex.name, False, str(e)) for ex in build.exercises(solution)]
-    return grade_bodies(sol, [("lab", bodies, only)], mode=mode)["lab"]
+    lab = front.read_notebook(path)
+    got = build.region_bodies(lab)
+    exs = [e for e in build.exercises(solution) if only is None or e.key in only]
+    broken = {e.key: [r for r in e.regions if r not in got] for e in exs}
+    keys = [e.key for e in exs if not broken[e.key]]
+    graded = {v.exercise: v for v in grade_bodies(sol, [("lab", got, keys)], mode=mode)["lab"]} \
+        if keys else {}
+    return [graded.get(e.name) or Verdict(e.name, False, front.markers_message(
+        broken[e.key], False, front._lab_path(sol.stem))) for e in exs]
 
 
 def main(argv=None) -> int:
@@ -108,11 +120,59 @@ def main(argv=None) -> int:
     ap.add_argument("--exercise", action="append", help="grade only this exercise (its number)")
     ap.add_argument("-v", "--verbose", action="store_true", help="the whole reason of a failure")
     args = ap.parse_args(argv)
+    try:
+        return _grade(args)
+    except (front.UsageError, build.RegionError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _mode(asked: str | None) -> str:
     from .. import device
-    verdicts = grade_lab(args.lab, mode=args.mode, only=args.exercise)
-    print(f"{args.lab} ({args.mode or device.mode()} mode)")
+    ok, why = device._probe() if asked == "gpu" else (True, "")
+    if not ok:
+        raise front.UsageError(f"--mode gpu (MODE=gpu), but there is no usable GPU here "
+                               f"({why or 'no CUDA GPU'}). Grade with --mode cpu (MODE=cpu): it runs the kernels on the PTX "
+                               "interpreter")
+    try:
+        return asked or device.mode()
+    except device.GPUUnavailable as e:
+        raise front.UsageError(f"{e}. Grade with --mode cpu (MODE=cpu): it runs the kernels on "
+                               "the PTX interpreter") from None
+
+
+def _grade(args) -> int:
+    sol, note = front.resolve(args.lab)
+    lab_path = front._lab_path(sol.stem)
+    solution = build.read(sol)
+    got = build.region_bodies(front.read_notebook(args.lab))
+    exs = build.exercises(solution)
+    if args.exercise:
+        unknown = [k for k in args.exercise if k not in {e.key for e in exs}]
+        if unknown:
+            raise front.UsageError(f"{lab_path} has no exercise {', '.join(unknown)}: its "
+                                   f"exercises are {', '.join(e.key for e in exs)}")
+        exs = [e for e in exs if e.key in args.exercise]
+    missing = [r for e in exs for r in e.regions if r not in got]
+    lost = {e.name for e in exs if any(r not in got for r in e.regions)}
+    every = not any(r in got for e in build.exercises(solution) for r in e.regions)
+    if every:
+        raise front.UsageError(front.markers_message(missing, True, lab_path))
+    mode = _mode(args.mode)
+    print(f"{args.lab} ({mode} mode" + (f", {note})" if note else ")"))
+    if missing:
+        print("  " + front.markers_message(missing, False, lab_path))
+    verdicts = grade_lab(args.lab, mode=args.mode, only=[e.key for e in exs])
     for v in verdicts:
-        print(v.line(verbose=args.verbose))
+        if v.exercise not in lost:
+            more = f"python -m fraglab.grading {args.lab} -v --exercise {v.key}"
+            print(v.line(verbose=args.verbose, more=more))
+        else:
+            print(f"  {v.exercise:<12}FAIL  its region markers are lost (see above)")
     n = sum(v.ok for v in verdicts)
-    print(f"{n} of {len(verdicts)} exercises pass")
+    tail = "" if n == len(verdicts) or args.verbose else \
+        f" (every reason in full: python -m fraglab.grading {args.lab} -v)"
+    print(f"{n} of {len(verdicts)} exercises pass{tail}")
+    if missing:
+        return 2
     return 0 if verdicts and n == len(verdicts) else 1
