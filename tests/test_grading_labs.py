@@ -20,6 +20,8 @@ def test_lab_opens_as_a_learner_meets_it(lab):
     nb = json.loads(lab.read_text())
     top = "".join(nb["cells"][0]["source"])
     assert "**Objectives:**" in top and re.search(r"\*\*Estimated time:\*\* about \d+ minutes", top)
+    assert top.count("**Objectives") == 1 and top.count("**Estimated time") == 1, \
+        "one Objectives block and one time estimate"
     assert report.lab_url(lab.stem, "colab") in top
     url, branch = report.course_address()
     assert f"{url}/blob/{branch}/book/{lab.stem}.ipynb" in top, "no link back to the chapter"
