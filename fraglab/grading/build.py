@@ -214,17 +214,8 @@ def learner_bodies(lab: dict, solution: dict) -> dict[str, str]:
     return got
 
 
-def read(path) -> dict:
-    return json.loads(Path(path).read_text())
-
-
-def solution_for(path) -> Path:
-    """The solution notebook of a lab (same file name in ``solutions/``)."""
-    p = labs.SOLUTIONS_DIR / Path(path).name
-    if not p.exists():
-        raise FileNotFoundError(f"no solution {p.relative_to(labs.REPO_ROOT)} for {path}: the file "
-                                "name must be a lab's (labs/NN_name.ipynb)")
-    return p
+#: A notebook file as a dict (the one reader: fraglab.labs.read).
+read = labs.read
 
 
 def batch_notebook(solution: dict, exercise: Exercise, variants: list[tuple[str, dict[str, str]]],
