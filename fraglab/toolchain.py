@@ -179,15 +179,43 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
                                      list(nvrtc_version())]).encode()).hexdigest()[:24]
     if key in _memory_cache:
         return _memory_cache[key]
+    t0, where = _clock(), "disk"
     build = _load_cached(key)
     if build is None:
         with _compile_lock(key):          # another process compiling the same build: wait for it
             build = _load_cached(key)
             if build is None:
+                t0, where = _clock(), "nvrtc"
                 build = _nvrtc_compile(label, arch, source, opts, key)
                 _store_cached(build)
     _memory_cache[key] = build
+    _log_compile(build, where, t0)
     return build
+
+
+def _clock() -> tuple[float, float]:
+    import time
+    return time.perf_counter(), time.process_time()
+
+
+def _log_compile(build: Build, where: str, t0: tuple[float, float]) -> None:
+    """With ``FRAGLAB_COMPILE_LOG=file``, one JSON line per build this process did not hold yet:
+    where it came from (``nvrtc``: compiled here; ``disk``: the compile cache, perhaps after
+    waiting for another process's compile), its wall and CPU seconds, the PTX's size and
+    ``FRAGLAB_COMPILE_LOG_TAG`` (what asked, e.g. the test). Appended whole lines, so that the
+    processes of a test run (workers, graded notebooks' kernels) can share one file."""
+    out = os.environ.get("FRAGLAB_COMPILE_LOG")
+    if not out:
+        return
+    t1 = _clock()
+    extra = [o for o in build.options if not o.startswith(("-arch=", "-I", "-std=", "-lineinfo",
+                                                            "--ptxas-options=-v"))]
+    line = json.dumps(dict(where=where, name=build.name, arch=build.arch, options=extra,
+                           key=build.key, wall=round(t1[0] - t0[0], 3), cpu=round(t1[1] - t0[1], 3),
+                           ptx=len(build.ptx), pid=os.getpid(),
+                           tag=os.environ.get("FRAGLAB_COMPILE_LOG_TAG", "")))
+    with contextlib.suppress(OSError), open(out, "a") as f:
+        f.write(line + "\n")
 
 
 @contextlib.contextmanager
