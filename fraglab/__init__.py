@@ -11,6 +11,10 @@
 """
 import os as _os
 
+#: The course's version: the one place it is written (pyproject.toml reads it; the notebooks' setup
+#: cell clones the tag ``v<version>`` on Colab). Set before the imports, so any module may import it.
+__version__ = "0.1.0"
+
 # NVRTC 12.9+ caches compiles in ~/.nv/ComputeCache, and a cached build carries no ptxas report
 # (registers, spills): turn that cache off before NVRTC is loaded (fraglab.toolchain explains).
 _os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
@@ -18,4 +22,3 @@ _os.environ.setdefault("CUDA_CACHE_DISABLE", "1")
 from .toolchain import ARCHES, Build, CompileError, compile  # noqa: F401
 from .device import gpu_available, mode, status_line  # noqa: F401
 
-__version__ = "0.1.0"

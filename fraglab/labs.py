@@ -14,6 +14,7 @@ cells: a lab opens as a learner meets it, with no ``PASS`` line before anything 
 
     python -m fraglab.labs build   # write labs/*.ipynb from solutions/*.ipynb
     python -m fraglab.labs check   # fail if a lab is not exactly what build would write
+    python -m fraglab.labs setup   # write SETUP_CELL into the first code cell of every notebook
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import re
 import sys
 from pathlib import Path
 
+from . import __version__
 from .toolchain import REPO_ROOT
 
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
@@ -33,7 +35,10 @@ END = re.compile(r"^\s*(#|//)\s*END EXERCISE\b")
 STUB = re.compile(r"^(\s*)(#|//)\| ?(.*)$")
 
 
-#: The first code cell of every notebook (book, labs, solutions); a test checks they are identical.
+#: The first code cell of every notebook (book, labs, solutions, the chapter template); a test
+#: checks they are identical (``python -m fraglab.labs setup`` writes it into every notebook). On
+#: Colab it clones the course at this package's version (``fraglab.__version__``, the one home of
+#: the version) and, when that tag does not exist (yet), the default branch, saying so in one line.
 SETUP_CELL = """\
 # Setup: make the course's `fraglab` package importable (on Colab, fetch the course first).
 import pathlib, subprocess, sys
@@ -43,15 +48,20 @@ if root is None and "google.colab" in sys.modules:
     root = pathlib.Path("/content/fraglab-course")
     if not root.exists():
         # the course's address (_config.yml) and the version this notebook belongs to
-        subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "v0.1.0",
-                        "https://github.com/fraglab-course/fraglab", str(root)], check=True)
+        git = ["git", "clone", "-q", "--depth", "1", "https://github.com/fraglab-course/fraglab"]
+        pinned = subprocess.run([*git, "--branch", "@VERSION@", str(root)],
+                                capture_output=True, text=True)
+        if pinned.returncode:   # no such tag (yet): take the default branch, and say so
+            why = (pinned.stderr.strip().splitlines() or ["git failed"])[-1]
+            print(f"No version @VERSION@ of the course ({why}): cloning its default branch instead.")
+            subprocess.run([*git, str(root)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
                     str(root / "requirements-colab.txt")], check=True)
 if root is None:
     raise RuntimeError("Open this notebook from a clone of the course (see its README).")
 sys.path.insert(0, str(root))
 import fraglab
-print(fraglab.status_line())"""
+print(fraglab.status_line())""".replace("@VERSION@", "v" + __version__)
 
 
 class LabFormatError(ValueError):
@@ -139,11 +149,35 @@ def build(check_only: bool = False) -> list[str]:
     return stale
 
 
+def setup_notebooks() -> list[Path]:
+    """The notebooks whose first code cell is :data:`SETUP_CELL`: the book's, solutions, labs."""
+    return sorted(p for d in ("book", "solutions", "labs") for p in (REPO_ROOT / d).glob("*.ipynb"))
+
+
+def write_setup_cells(paths=None) -> list[str]:
+    """Set the first code cell's text of each notebook (default :func:`setup_notebooks`) to
+    :data:`SETUP_CELL`, one notebook at a time (read, change that cell, write back at once: others
+    may be editing other cells). Its metadata (``remove-input``) and outputs stay. Returns the
+    notebooks that changed."""
+    changed = []
+    for path in (setup_notebooks() if paths is None else map(Path, paths)):
+        nb = read(path)
+        cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+        if _source(cell) != SETUP_CELL:
+            cell["source"] = SETUP_CELL.splitlines(keepends=True)
+            write(path, nb)
+            changed.append(path.name if path.parent.name == "" else f"{path.parent.name}/{path.name}")
+    return changed
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv not in (["build"], ["check"]):
+    if argv not in (["build"], ["check"], ["setup"]):
         print(__doc__)
         return 2
+    if argv == ["setup"]:
+        print("setup cell written into: " + (", ".join(write_setup_cells()) or "nothing"))
+        return 0
     stale = build(check_only=argv == ["check"])
     if argv == ["check"] and stale:
         print("labs differ from their solutions outside the exercise regions (run "
