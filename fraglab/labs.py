@@ -52,8 +52,8 @@ if root is None and "google.colab" in sys.modules:
         pinned = subprocess.run([*git, "--branch", "@VERSION@", str(root)],
                                 capture_output=True, text=True)
         if pinned.returncode:   # no such tag (yet): take the default branch, and say so
-            why = (pinned.stderr.strip().splitlines() or ["git failed"])[-1]
-            print(f"No version @VERSION@ of the course ({why}): cloning its default branch instead.")
+            why = next((l for l in pinned.stderr.splitlines() if l.startswith("fatal")), "")
+            print(f"Could not clone version @VERSION@ ({why}): cloning the default branch instead.")
             subprocess.run([*git, str(root)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-r",
                     str(root / "requirements-colab.txt")], check=True)

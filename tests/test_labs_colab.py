@@ -6,7 +6,11 @@ there is no GPU and carries on in GPU-less mode on the PTX interpreter.
 The CPU runtime is simulated in a fresh Python process: the course is not importable (its
 editable install is hidden), ``google.colab`` is importable, the notebook's folder is outside any
 clone, ``git`` and ``pip`` are recorded instead of run (the "clone" is a link to this checkout),
-and there is no GPU (``FRAGLAB_MODE`` unset: the machine's own probe decides)."""
+and there is no GPU (``FRAGLAB_MODE`` unset: the machine's own probe decides).
+
+The clone itself runs for real against a local repository (``file://``, no network): the course's
+version tag is cloned when it exists, else the default branch, with one line saying so (issue #27:
+no ``v0.1.0`` tag existed, and the first cell failed)."""
 import json
 import os
 import re
@@ -127,3 +131,87 @@ def test_setup_cell_outside_a_clone_and_outside_colab_says_what_to_do(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode != 0 and "Open this notebook from a clone of the course" in r.stderr
+
+
+# --- the clone itself: a real git, a local repository, no network ----------------------------------
+
+CLONE_RUN = r'''
+import os, pathlib, subprocess, sys, types
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.modules["google"] = types.ModuleType("google")
+sys.modules["google.colab"] = types.ModuleType("google.colab")
+real_run = subprocess.run
+def run(args, *a, **kw):             # git runs for real; pip is only checked
+    if "pip" in args:
+        assert pathlib.Path(args[-1]).is_file(), f"the clone lacks {args[-1]}"
+        return subprocess.CompletedProcess(args, 0)
+    return real_run(args, *a, **kw)
+subprocess.run = run
+exec(CELL, {"__name__": "__main__"})
+'''
+
+
+def _course_repo(tmp_path, tag):
+    """A course repository of two commits, the first tagged ``tag`` (or nothing): its fraglab says
+    which commit the clone checked out."""
+    repo = tmp_path / "origin"
+    (repo / "fraglab").mkdir(parents=True)
+    (repo / "requirements-colab.txt").write_text("# nothing\n")
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=_git_env())
+
+    git("init", "-q", "-b", "main")
+    for rev in ("tagged", "newest"):
+        (repo / "fraglab" / "__init__.py").write_text(f"def status_line():\n    return 'checked out: {rev}'\n")
+        git("add", ".")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", rev)
+        if rev == "tagged" and tag:
+            git("tag", tag)
+    return repo
+
+
+def _git_env():
+    """git with no user or system configuration and no protocol but file://: nothing reaches a
+    network (an https:// clone fails at once)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FRAGLAB_MODE")}
+    return {**env, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_ALLOW_PROTOCOL": "file", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def _run_setup_clone(tmp_path, origin_url):
+    url, _ = report.course_address()
+    cell = labs.SETUP_CELL
+    assert cell.count(f'"{url}"') == 1 and cell.count(COLAB_DIR) == 1, "the cell changed: update this test"
+    clone = tmp_path / "fraglab-course"
+    cell = cell.replace(f'"{url}"', repr(origin_url)).replace(COLAB_DIR, str(clone))
+    nb_dir = tmp_path / "notebooks"
+    nb_dir.mkdir()
+    r = subprocess.run([sys.executable, "-c", f"CELL = {cell!r}\n" + CLONE_RUN], cwd=nb_dir,
+                       env=_git_env(), capture_output=True, text=True, timeout=120)
+    return r, clone
+
+
+@pytest.mark.parametrize("tagged", [True, False], ids=["version-tagged", "no-tags"])
+def test_setup_cell_clones_the_version_or_falls_back_to_the_default_branch(tmp_path, tagged):
+    import fraglab
+    version = f"v{fraglab.__version__}"
+    origin = _course_repo(tmp_path, version if tagged else None)
+    r, clone = _run_setup_clone(tmp_path, origin.as_uri())
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    if tagged:
+        assert lines == ["checked out: tagged"], r.stdout
+    else:
+        assert len(lines) == 2 and lines[1] == "checked out: newest", r.stdout
+        said = lines[0]
+        assert version in said and "default branch" in said, said
+        assert "fatal: Remote branch" in said, f"git's reason is not in the line: {said}"
+
+
+def test_setup_cell_without_the_course_repository_fails_with_gits_reason(tmp_path):
+    r, clone = _run_setup_clone(tmp_path, (tmp_path / "nowhere").as_uri())
+    assert r.returncode != 0 and "CalledProcessError" in r.stderr
+    said = r.stdout.splitlines()
+    assert len(said) == 1 and "default branch" in said[0] and "nowhere" in said[0], r.stdout
+    assert not clone.exists()
