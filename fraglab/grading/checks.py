@@ -93,8 +93,17 @@ def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
     (rows7, inf_nan) on the PTX interpreter (no GPU)"``, or on a GPU ``"... on NVIDIA H100 and 3
     cases (random, rows7, inf_nan) on the PTX interpreter"``."""
     cases = tuple(problem.cases_here() if cases is None else cases)
-    small = ()
+    small, refused = (), ""
     if device.gpu_available():
+        # cases this GPU cannot run (a T4 and the FA-2 kernel, any GPU but Hopper and sm_90a):
+        # the interpreter runs them instead, and the line says why (fraglab.runs_where's lab box)
+        why = [w for ok, w in map(problem.supported, cases) if not ok]
+        if why:
+            refused = (f"; {len(why)} of the {len(cases)} cases not on {device.name()}: "
+                       f"{why[0]}")
+            if interpreter_cases is None:
+                interpreter_cases = tuple(c for c in cases if not c.slow)
+            cases = tuple(c for c in cases if problem.supported(c)[0])
         # the interpreter first: an out-of-bounds access is reported there before it can reach
         # the GPU, where it would leave the process's CUDA context broken for later checks
         small = tuple(c for c in cases if not c.slow) if interpreter_cases is None \
@@ -103,11 +112,11 @@ def check_cases(exercise: str, problem: Problem, run: Callable, rng, *,
             _run_cases(exercise, problem, run, rng, small, 1)
     n_random, n_edge = _run_cases(exercise, problem, run, rng, cases, repeats)
     names = ", ".join(c.name for c in cases)
-    text = f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}"
+    text = f"{n_random} random inputs and {n_edge} edge cases ({names}) {where()}" if cases else ""
     if small:
-        text += (f" and {len(small)} case{'s' * (len(small) != 1)} "
+        text += (f"{' and ' if cases else ''}{len(small)} case{'s' * (len(small) != 1)} "
                  f"({', '.join(c.name for c in small)}) {INTERPRETER}")
-    return text
+    return text + refused
 
 
 def _run_cases(exercise: str, problem: Problem, run: Callable, rng, cases: tuple,
