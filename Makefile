@@ -10,6 +10,7 @@
 # On a machine with no package index (the course's GPU machine), run in the environment that is
 # already there instead of a venv:   make test USE_SYSTEM=1
 SHELL := /bin/bash
+comma := ,
 PYTHON ?= python3
 VENV ?= .venv
 ifeq ($(USE_SYSTEM),1)
@@ -23,9 +24,18 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: book test labs setup clean grade jupyter
+.PHONY: book test labs setup clean grade jupyter python-version
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+# The oldest Python the course runs on: pyproject.toml's requires-python (its one home). Checked
+# first, in one line (an older Python otherwise meets pip's "no matching distribution for cupy").
+MIN_PYTHON := $(shell sed -n 's/^requires-python *= *">=\([0-9.]*\)".*/\1/p' pyproject.toml)
+python-version:
+	@v=$$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null) || v="not found"; \
+	$(PYTHON) -c "import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(MIN_PYTHON)),))" 2>/dev/null || \
+	{ echo "The course needs Python $(MIN_PYTHON) or newer; $(PYTHON) is $$v (run make PYTHON=python3.X with X >= $(word 2,$(subst ., ,$(MIN_PYTHON))))."; exit 2; }
+book test labs setup grade jupyter: python-version
+
+$(VENV)/.installed: requirements.txt pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -r requirements.txt
