@@ -3,6 +3,7 @@
     python -m fraglab.chapter new NN name [--title TEXT] [--list] [--no-execute]
     python -m fraglab.chapter bench NN [--out DIR] [--quick] [--dry-run]
     python -m fraglab.chapter list [--bench]
+    python -m fraglab.chapter boxes [--check]
 
 ``new`` writes the minimal files of topic ``NN_name`` from the template tree
 ``fraglab/chapter_template/`` (its README says how a template reads): kernel, package (wrappers,
@@ -22,9 +23,15 @@ records nothing.
 
 ``list`` prints the book's topics (``NN_name``), with ``--bench`` those with a ``bench`` module
 (what ``.ci/gpu bench`` runs).
+
+``boxes`` writes the "What runs where" box (:mod:`fraglab.runs_where`, the one home of those
+facts) into every chapter and solution (a markdown cell right after the title and objectives,
+replaced where it is already), then cuts the labs again; ``--check`` writes nothing and fails
+when a box differs from what the facts render.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import keyword
 import os
@@ -35,7 +42,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import labs, report
+from . import labs, report, runs_where
 from .tools import REPO_ROOT
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "chapter_template"
@@ -122,7 +129,7 @@ def values(nn: str, name: str, title: str, root: Path = REPO_ROOT) -> dict[str, 
     return {"NN": nn, "N": str(int(nn)), "NAME": name, "TOPIC": topic, "TITLE": title,
             "COLAB_LAB": report.lab_url(topic, "colab", config),
             "GITHUB_LAB": report.lab_url(topic, "github", config),
-            "GITHUB_BOOK": f"{url}/blob/{branch}/book/{topic}.ipynb"}
+            "BOOK": report.book_url(topic, config)}
 
 
 def render(text: str, vals: dict[str, str]) -> str:
@@ -246,8 +253,40 @@ def new(nn: str, name: str, title: str | None = None, execute: bool = True, log=
                                  cwd=REPO_ROOT, env=_notebook_env()) for nb in (solution, chapter)]
         if [r.wait() for r in runs] != [0, 0]:
             raise ChapterError(f"a notebook of {topic} failed to execute (above); its files stay")
+    importlib.invalidate_caches()          # the new package's PROBLEMS, for its boxes
+    boxes(paths=[chapter, solution], cut_labs=False)
     labs.write(REPO_ROOT / LAB.format(topic=topic), labs.make_lab(labs.read(solution), str(solution)))
     return [p for p, _ in files(nn, name)]
+
+
+# --- what runs where --------------------------------------------------------------------------------
+
+def box_paths(root: Path = REPO_ROOT) -> list[Path]:
+    """Every notebook that shows a "What runs where" box: the book's chapters and appendices,
+    and the solutions (the labs are cut from them)."""
+    book = sorted((root / "book").glob("[0-9][0-9]_*.ipynb")) + \
+        sorted((root / "book").glob("appendix_*.ipynb"))
+    return book + sorted((root / "solutions").glob("*.ipynb"))
+
+
+def boxes(check: bool = False, paths=None, cut_labs: bool = True) -> list[str]:
+    """Write each notebook's box as :mod:`fraglab.runs_where` renders it (only that cell
+    changes), or with ``check`` only list the notebooks whose box differs; then, unless
+    ``cut_labs`` is False, cut the labs again. Returns the paths (relative) that differed."""
+    stale = []
+    for path in (box_paths() if paths is None else [Path(p) for p in paths]):
+        nb = labs.read(path)
+        want = runs_where.expected_box(path, nb)
+        found = runs_where.box_of(nb)
+        if found and found[1] == want:
+            continue
+        stale.append(path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT)
+                     else str(path))
+        if not check:
+            labs.write(path, runs_where.with_box(path, nb))
+    if stale and cut_labs and not check:
+        labs.build()
+    return stale
 
 
 # --- a chapter's GPU run ---------------------------------------------------------------------------
@@ -320,11 +359,21 @@ def main(argv=None) -> int:
             ("--dry-run", dict(action="store_true", help="print the steps; run nothing"))]),
         "list": ("the book's topics", [
             ("--bench", dict(action="store_true", help="only those with a bench module"))]),
+        "boxes": ("write every chapter's and lab's 'What runs where' box (fraglab.runs_where)", [
+            ("--check", dict(action="store_true",
+                             help="write nothing; exit 1 if a box differs from the facts"))]),
     })
     args = ap.parse_args(argv)
     try:
         if args.cmd == "list":
             print("\n".join(topics(bench=args.bench)))
+        elif args.cmd == "boxes":
+            stale = boxes(check=args.check)
+            if args.check:
+                print("boxes differ from fraglab.runs_where (run `python -m fraglab.chapter "
+                      "boxes`): " + ", ".join(stale) if stale else "every box is up to date")
+                return 1 if stale else 0
+            print("wrote the box of " + (", ".join(stale) or "nothing (all up to date)"))
         elif args.cmd == "bench":
             return bench(args.nn, args.out, quick=args.quick, dry_run=args.dry_run)
         elif args.list:

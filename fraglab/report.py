@@ -237,6 +237,21 @@ def lab_url(topic: str, where: str = "colab", config: str | Path | None = None) 
     raise ValueError(f"where must be 'colab' or 'github', got {where!r}")
 
 
+def book_url(page: str, config: str | Path | None = None) -> str:
+    """Where a reader opens the built book's page ``book/<page>`` (``NN_name``, an appendix,
+    ``intro``): ``_config.yml``'s ``html: baseurl:`` where it is set, else the GitHub Pages site
+    of the one course address (``https://<owner>.github.io/<repo>/``), then ``book/<page>.html``."""
+    path = Path(config) if config else Path(__file__).resolve().parents[1] / "_config.yml"
+    block = re.search(r"^html:\s*\n((?:[ \t]+.*\n?)+)", path.read_text(), re.M)
+    base = re.search(r"^\s+baseurl:\s*[\"']?([^\s\"']+)", block.group(1), re.M) if block else None
+    if base:
+        site = base.group(1)
+    else:
+        owner, repo = course_address(path)[0].split("github.com/", 1)[1].split("/")[:2]
+        site = f"https://{owner.lower()}.github.io/{repo}/"
+    return f"{site.rstrip('/')}/book/{page}.html"
+
+
 # --- long or wide text: listings that collapse and scroll, messages that wrap ---------------------
 
 class Listing:
