@@ -155,33 +155,43 @@ def plot_mask_cost(record: dict):
     return fig
 
 
-def plot_bit_layout(shape, spec: int, layout):
+def plot_bit_layout(shape, spec: int, layout, panel: int = 16):
     """One accumulator tile (rows x cols) with, in each cell, the lane (top) and the register
-    (bottom) that hold it; colours mark the quads. Sized so the labels stay at least 9 px tall at
-    the book's column width and do not overlap. Returns the Figure."""
+    (bottom) that hold it; colours mark the quads. A side longer than ``panel`` is cut into
+    panels of ``panel`` (8x32: two 8x16 halves one above the other; 32x8: two 16x8 halves side by
+    side), so the figure fits the book's column without being shrunk and its 10 pt numbers stay
+    12.5 px tall there (``report.smallest_text_px``). Returns the Figure."""
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from .. import report
     rows, cols = shape
     lanes = np.zeros(shape, int)
     regs = np.zeros(shape, int)
     for lane in range(32):
         for r in range(layout.shape[1]):
             lanes[tuple(layout[lane, r])], regs[tuple(layout[lane, r])] = lane, r
-    cw = 0.5 if cols <= 16 else 0.27                  # inches per column
-    width = cols * cw + 1.0
-    fs = max(7.0, report.min_fontsize_pt(width) + 0.2)
-    ch = 2.8 * fs / 72                                 # room for two lines of text
-    fig, ax = plt.subplots(figsize=(width, rows * ch + 0.9))
-    ax.imshow(lanes // 4, cmap="tab10", vmin=0, vmax=9, alpha=0.45, aspect="auto")
-    for (row, col), lane in np.ndenumerate(lanes):
-        ax.text(col, row, f"{lane}\n{regs[row, col]}", ha="center", va="center", fontsize=fs,
-                linespacing=1.0)
-    ax.set_title(f"{rows}x{cols}: lane / register in each cell (spec {spec:#010x})", fontsize=fs + 2)
-    ax.set_xticks(range(cols), [str(c) for c in range(cols)], fontsize=fs)
-    ax.set_yticks(range(rows), [str(r) for r in range(rows)], fontsize=fs)
-    ax.set_xlabel("column", fontsize=fs + 1)
-    ax.set_ylabel("row", fontsize=fs + 1)
+    wide = cols > rows
+    n = -(-max(rows, cols) // panel) if max(rows, cols) > panel else 1
+    pr, pc = (rows, -(-cols // n)) if wide else (-(-rows // n), cols)   # one panel's cells
+    grid = (n, 1) if wide else (1, n)
+    fs, cw, ch = 10.0, 0.40, 0.36                      # font (pt), inches per column and per row
+    fig, axes = plt.subplots(*grid, figsize=(grid[1] * (pc * cw + 0.55) + 0.3,
+                                             grid[0] * (pr * ch + 0.75) + 0.35), squeeze=False)
+    for k, ax in enumerate(axes.flat):
+        r0, c0 = (0, k * pc) if wide else (k * pr, 0)
+        sub = (slice(r0, min(rows, r0 + pr)), slice(c0, min(cols, c0 + pc)))
+        ax.imshow(lanes[sub] // 4, cmap="tab10", vmin=0, vmax=9, alpha=0.45, aspect="auto")
+        for (row, col), lane in np.ndenumerate(lanes[sub]):
+            ax.text(col, row, f"{lane}\n{regs[sub][row, col]}", ha="center", va="center",
+                    fontsize=fs, linespacing=1.0)
+        h, w = lanes[sub].shape
+        ax.set_xticks(range(w), [str(c0 + c) for c in range(w)], fontsize=fs)
+        ax.set_yticks(range(h), [str(r0 + r) for r in range(h)], fontsize=fs)
+        ax.set_xlabel("column", fontsize=fs)
+        ax.set_ylabel("row", fontsize=fs)
+        if n > 1:
+            ax.set_title(f"columns {c0}-{c0 + w - 1}" if wide else f"rows {r0}-{r0 + h - 1}",
+                         fontsize=fs)
+    fig.suptitle(f"{rows}x{cols}: lane / register in each cell (spec {spec:#010x})", fontsize=fs + 1)
     fig.tight_layout()
     return fig
