@@ -178,7 +178,7 @@ AFFECTED = ["tests/test_structure.py", "tests/test_99_probe_scan.py", "tests/tes
             "tests/test_labs_hints.py", "tests/test_grading_labs.py", "tests/test_labs_colab.py",
             "tests/test_grading.py", "tests/test_book.py", "tests/test_book_record.py",
             "tests/test_ci_sanitize.py", "tests/test_interpreter.py", "tests/test_ptx_coverage.py",
-            "tests/test_chapter.py"]
+            "tests/test_chapter.py", "tests/test_runs_where.py", "tests/test_labs_signatures.py"]
 SELECT = ("(probe_scan or structure or up_to_date or toc or draft or one_place or topic_is_named "
           "or finds_every_topic or every_topic_with_kernels or recipe) and not lab_check")
 
@@ -203,3 +203,9 @@ def test_a_new_chapter_passes_the_tests_it_affects(tmp_path):
     assert t.returncode == 0, t.stdout[-4000:] + t.stderr[-2000:]
     ran = [line for line in t.stdout.splitlines() if "probe_scan" in line and "PASSED" in line]
     assert len(ran) >= 40, "\n".join(ran)
+
+
+def test_boxes_check_says_every_box_is_up_to_date():
+    """``boxes --check`` (the facts: tests/test_runs_where.py) writes nothing and passes here."""
+    r = _cli("boxes", "--check")
+    assert r.returncode == 0 and "every box is up to date" in r.stdout, r.stdout + r.stderr

@@ -1,5 +1,5 @@
 """Labs as a learner opens them: objectives and time at the top, a Colab link and a link back to
-the chapter built from the one course address, GPU accelerator metadata, hints collapsed, stubs
+the chapter's page in the built book, both from the one course address, GPU accelerator metadata, hints collapsed, stubs
 that give nothing away, exercises numbered in order, no stored output; the Colab clone pinned to
 the course version."""
 import json
@@ -23,8 +23,10 @@ def test_lab_opens_as_a_learner_meets_it(lab):
     assert top.count("**Objectives") == 1 and top.count("**Estimated time") == 1, \
         "one Objectives block and one time estimate"
     assert report.lab_url(lab.stem, "colab") in top
-    url, branch = report.course_address()
-    assert f"{url}/blob/{branch}/book/{lab.stem}.ipynb" in top, "no link back to the chapter"
+    assert f"[the chapter]({report.book_url(lab.stem)})" in top, \
+        "no link back to the chapter's page in the built book"
+    assert ".ipynb)" not in top.replace(report.lab_url(lab.stem, "colab"), ""), \
+        "a link to a notebook file where the built book's page belongs"
     assert nb["metadata"].get("accelerator") == "GPU"
     assert all(not c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
     ex = build.exercises(json.loads((ROOT / "solutions" / lab.name).read_text()))

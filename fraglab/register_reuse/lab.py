@@ -162,8 +162,8 @@ def words_per_ffma(lines: list[str]) -> float:
 def counter_problems(fn, rungs=COUNTED_RUNGS, arch: str = "sm_90") -> list[str]:
     """Where the learner's ``fn(lines) -> words per FFMA`` disagrees with :func:`words_per_ffma`."""
     listings = {f"rung {k}": main_loop_lines(k, arch) for k in rungs}
-    listings["a made-up loop"] = SYNTHETIC
-    listings["a second made-up loop"] = SYNTHETIC_2
+    listings["the made-up loop rr_lab.SYNTHETIC (printed in the lab, above your counter)"] = SYNTHETIC
+    listings["the made-up loop rr_lab.SYNTHETIC_2 (printed in the lab, above your counter)"] = SYNTHETIC_2
     problems = []
     for name, lines in listings.items():
         want = words_per_ffma(lines)
