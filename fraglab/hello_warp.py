@@ -46,6 +46,30 @@ def warp_sum(x, source: str | None = None, *, strided: bool = False, warps_per_b
 
 
 # ------------------------------------------------------------------------------------------------
+# The butterfly, traced on the PTX interpreter (no GPU needed)
+# ------------------------------------------------------------------------------------------------
+
+def butterfly(row=None, kernel: str = "warp_sum", source: str | None = None):
+    """Which lane every lane of ``kernel`` reads at each ``shfl.sync.bfly``, and every lane's
+    value after each step, for one row (default: lane i holds i), from the PTX interpreter's
+    run of the compiled kernel (:func:`fraglab.ptx.shuffle_trace`; also without a GPU).
+    ``source`` replaces the kernel file, as for :func:`warp_sum`."""
+    from . import ptx
+    row = np.arange(32, dtype=np.float32) if row is None else np.asarray(row, np.float32)
+    launch.check_array("row", row, dtype=np.float32, shape=(32,))
+    prog = ptx.load(KERNELS, source=source)
+    args = (row.reshape(1, 32).copy(), np.zeros(1, np.float32), np.int32(1))
+    return ptx.shuffle_trace(prog, kernel, grid=1, block=32, args=args)
+
+
+def plot_butterfly(trace=None):
+    """The butterfly of :func:`butterfly` (default: ``warp_sum``, lane i holding i), drawn by
+    :func:`fraglab.ptx.plot_shuffles`; returns the figure (7.85 in wide, the text column)."""
+    ax = (butterfly() if trace is None else trace).plot()
+    return ax.figure
+
+
+# ------------------------------------------------------------------------------------------------
 # Problems: what the tests and the lab check
 # ------------------------------------------------------------------------------------------------
 

@@ -27,6 +27,8 @@ over a shared-memory softmax on an H100 (Table 6). This package has one module p
   (about ten seconds plus compilation on an H100, at most 3 minutes): the paper's pair at its
   size, the fair pair, and the FA-2 kernel's TFLOP/s next to PyTorch's
   ``scaled_dot_product_attention`` (flash backend). See :func:`run_bench`.
+* :mod:`.plots`: :func:`plot_fa2_tiles`, the FA-2 kernel's tiles and data flow drawn to scale
+  from the tile sizes it launches with (:func:`fa2_tiles`).
 * :mod:`.report`: reading the record for chapter 5: the numbers its prose glues
   (:func:`glue_values`), its tables as HTML, the clock-cap count (:func:`throttling`), the
   reproduce-or-refute rows, and :func:`expected_rescalings` (H_n - 1).
@@ -54,6 +56,7 @@ from .emulate_fa2 import (SwizzledTile, emulate_fa2, fa2_tile_ranges,  # noqa: F
 from .kernels import (fa1, fa1_kernel, fa1_launcher, fa1_smem_bytes, fa2, fa2_kernel,  # noqa: F401
                       fa2_launcher, fa2_smem_bytes)
 from .lab import FA1_LAB_NAME, FA1_LAB_STEP, FA1_LAB_TAIL, fa1_lab_source  # noqa: F401
+from .plots import fa2_tiles, plot_fa2_tiles  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
 from .report import (expected_rescalings, fa1_html, fa2_html, glue_values,  # noqa: F401
                      throttling, verdicts, verdicts_html)

@@ -42,7 +42,9 @@ Pieces, one module each: :mod:`.plan` (:func:`plan` / :func:`plan_from_layout`: 
 :func:`emulate_cols` / :func:`emulate_expand_rows` / :func:`emulate_store`: run a plan on
 :mod:`fraglab.warp`; :func:`reference`), :mod:`.kernels` (the GPU wrappers :func:`reduce` and
 :func:`broadcast_rows` of ``kernels/06_layout_codegen.cu``), :mod:`.problems` (:data:`PROBLEMS`:
-those kernels for every kind and operator, as the tests check them) and :mod:`.cli`.
+those kernels for every kind and operator, as the tests check them), :mod:`.plots`
+(:func:`plot_lane_bits`: the lane and register bits of a plan's layout, :func:`bit_map`) and
+:mod:`.cli`.
 
 Command line::
 
@@ -58,4 +60,5 @@ from .kernels import (MAX_TILES, WARPS_PER_BLOCK, broadcast_kernel, broadcast_ro
                       reduce, reduce_kernel)
 from .plan import (CTYPES, KINDS, NP_TYPES, OPS, SM80_INPUTS, CodegenError, LinePlan,  # noqa: F401
                    Plan, check_layout, plan, plan_from_layout)
+from .plots import bit_map, plot_lane_bits  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
