@@ -71,7 +71,8 @@ def test_butterfly_follows_the_kernel():
     src = toolchain.kernel_path("00_hello_warp").read_text()
     loop = "for (int offset = 16; offset > 0; offset /= 2)"
     assert src.count(loop) == 2
-    tr = hello_warp.butterfly(source=src.replace(loop, "for (int offset = 1; offset < 32; offset *= 2)"))
+    up = "for (int offset = 1; offset < 32; offset *= 2)"
+    tr = hello_warp.butterfly(source=src.replace(loop, up))
     assert [s.offset for s in tr] == [1, 2, 4, 8, 16]
     fig = hello_warp.plot_butterfly(tr)
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()][1] == "lane ^ 1\nadd.f32"
@@ -83,7 +84,8 @@ def test_shuffle_trace_reads_the_handlers_routing_and_leaves_the_run_alone():
     """shfl.sync.down past lane 31 reads the lane itself (the PTX ISA's clamp): the probe reports
     what the interpreter does, not lane ^ offset; and the kernel's result is unchanged."""
     src = toolchain.kernel_path("00_hello_warp").read_text().replace(
-        "__shfl_xor_sync(FULL_MASK, v, offset);    //", "__shfl_down_sync(FULL_MASK, v, offset); //")
+        "__shfl_xor_sync(FULL_MASK, v, offset);    //",
+        "__shfl_down_sync(FULL_MASK, v, offset); //")
     prog = ptx.load("00_hello_warp", source=src)
     row = np.arange(32, dtype=np.float32).reshape(1, 32)
     out = np.zeros(1, np.float32)
@@ -195,7 +197,10 @@ def test_lane_bit_figure_is_legible_and_drawn_from_the_plan():
     images = [1, 2, 5, 8, 16]
     mixed_table = np.empty_like(h100)
     for lane in range(32):
-        mixed_table[int(np.bitwise_xor.reduce([images[b] for b in range(5) if lane >> b & 1] or [0]))] = h100[lane]
+        new = 0
+        for b in range(5):
+            new ^= images[b] if lane >> b & 1 else 0
+        mixed_table[new] = h100[lane]
     mixed = lc.plan("acc_16x16x16_f32", mixed_table)
     assert mixed.cols.offsets == (5, 8, 16)
     fig2 = lc.plot_lane_bits(mixed)

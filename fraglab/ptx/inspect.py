@@ -204,7 +204,8 @@ class ShuffleStep:
     @property
     def mode(self) -> str:
         """``bfly``, ``up``, ``down`` or ``idx``."""
-        return next(m for m in self.text.split()[0].split(".") if m in ("bfly", "up", "down", "idx"))
+        modes = ("bfly", "up", "down", "idx")
+        return next(m for m in self.text.split()[0].split(".") if m in modes)
 
     @property
     def offset(self) -> int | None:
