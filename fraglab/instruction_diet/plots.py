@@ -42,7 +42,10 @@ def plot_classes(rows: list[dict]):
     ax.set_ylabel("instructions per HMMA")
     ax.set_ylim(0, bottom.max() * 1.15)
     ax.set_title("main loop, per HMMA, by class (label: HMMA share of the loop)")
-    ax.legend(ncol=4, loc="upper right")
+    # beside the axes, not in them: inside, it covered the share labels of the tallest bars
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles[::-1], labels[::-1], loc="center left", bbox_to_anchor=(1.01, 0.5),
+              title="class", frameon=False)
     fig.tight_layout()
     return fig
 

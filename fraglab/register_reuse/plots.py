@@ -89,9 +89,13 @@ def plot_sizes(doc: dict):
         ax.plot(x, y, marker="o", ms=4, label="cuBLAS" if k == "cublas" else LABELS[k], **style)
     n_square = sum(1 for e in ladder if len(set(e["shape"])) == 1)
     if 0 < n_square < len(ladder):
+        # the two groups named above the axes, where no line runs (inside, the label sat on
+        # the cuBLAS line)
         ax.axvline(n_square - 0.5, color="0.6", lw=1)
-        ax.text(n_square - 0.4, 0.97, "M x N x K", fontsize=9, color="0.3", va="top",
-                transform=ax.get_xaxis_transform())
+        for x0, ha, text in ((n_square - 0.6, "right", "square: M = N = K"),
+                             (n_square - 0.4, "left", "M x N x K")):
+            ax.text(x0, 1.01, text, fontsize=9, color="0.3", ha=ha, va="bottom",
+                    transform=ax.get_xaxis_transform())
     ax.set_yscale("log")
     ax.set_xticks(x, [f"{e['shape'][0]}^3" if len(set(e["shape"])) == 1 else
                       "{}x{}\nx{}".format(*e["shape"]) for e in ladder])
@@ -126,5 +130,108 @@ def plot_stalls(doc: dict, min_value: float = 0.05):
         ax.text(0.5, 0.5, "no stall breakdown in the record: " +
                 str((doc["results"].get("stalls") or {}).get("skipped", "Nsight Compute did not run")),
                 ha="center", va="center", transform=ax.transAxes, wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+# --- the top rung's tiles: block, warp, thread ---------------------------------------------------
+
+def owners(t: dict) -> np.ndarray:
+    """``(BM, BN)`` array: the thread (``threadIdx.x``) that computes each output of a block tile
+    of a warp-tiled rung with tiles ``t`` (``BM, BN, WM, WN, LM``), by the rule of ``WarpTile``
+    in ``kernels/07_register_reuse.cuh``: warp ``w`` owns the warp tile at row
+    ``w / (BN/WN) * WM``, column ``w % (BN/WN) * WN``; in it, lane ``l`` owns the 4x4 chunks at
+    rows ``i*4*LM + (l / LN)*4`` and columns ``j*4*LN + (l % LN)*4`` (``LN = 32/LM``).
+    ``tests/test_07_register_reuse_tiles.py`` checks it against the stores of the kernel itself,
+    run on the PTX interpreter."""
+    bm, bn, wm, wn, lm = (t[k] for k in ("BM", "BN", "WM", "WN", "LM"))
+    ln = 32 // lm
+    out = np.full((bm, bn), -1, int)
+    for warp in range((bm // wm) * (bn // wn)):
+        wm0, wn0 = warp // (bn // wn) * wm, warp % (bn // wn) * wn
+        for lane in range(32):
+            rows = (wm0 + np.arange(0, wm, 4 * lm)[:, None] + lane // ln * 4 + np.arange(4)).ravel()
+            cols = (wn0 + np.arange(0, wn, 4 * ln)[:, None] + lane % ln * 4 + np.arange(4)).ravel()
+            out[np.ix_(rows, cols)] = warp * 32 + lane
+    return out
+
+
+def plot_tiles(t: dict | None = None, variant: str = kernels.FINAL, lane: int = 0):
+    """The tiles of ``variant`` (default the top rung) with tiles ``t`` (default its
+    :data:`.kernels.TILES`; checked by :func:`.kernels.tiles`): (a) the block's tile of C,
+    ``BM x BN``, fed by the ``BM x BK`` slice of A and the ``BK x BN`` slice of B each step, cut
+    into warp tiles ``WM x WN`` (numbered by warp); (b) warp 0's tile in 4x4 chunks, each marked
+    with the lane that computes it (``lane``'s chunks framed); (c) ``lane``'s accumulators
+    ``acc[m][n]``, and which chunk of the warp tile each group of 4x4 registers holds. Every size
+    and owner is read from the tiles (:func:`owners`)."""
+    from matplotlib.patches import Rectangle
+    plt = _plt()
+    t = kernels.tiles(variant, **(t or {}))
+    if "WM" not in t:
+        raise ValueError(f"{variant} has no warp tiles (tiles {t}); plot_tiles draws the "
+                         "warp-tiled rungs")
+    bm, bn, bk = kernels.block_tile(variant, t)
+    wm, wn, lm = t["WM"], t["WN"], t["LM"]
+    ln = 32 // lm
+    own = owners(t)
+    nthreads = kernels.threads(variant, t)
+    warps = nthreads // 32
+    fig = plt.figure(figsize=(WIDTH, 8.4))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1.0, 1.35], width_ratios=[1.45, 1.0])
+
+    # (a) the block: A's slice on the left, B's on top, C's tile cut into warp tiles
+    a = fig.add_subplot(grid[0, :])
+    gap, kw = 0.04 * bn, bk                            # K drawn to scale
+    a.add_patch(Rectangle((-gap - kw, 0), kw, bm, fc="C0", alpha=0.35, ec="k"))
+    a.add_patch(Rectangle((0, -gap - kw), bn, kw, fc="C2", alpha=0.35, ec="k"))
+    a.text(-gap - kw / 2, bm / 2, f"A: {bm} x {bk}", ha="center", va="center", fontsize=9,
+           rotation=90)
+    a.text(bn / 2, -gap - kw / 2, f"B: {bk} x {bn}", ha="center", va="center", fontsize=9)
+    for w in range(warps):
+        r0, c0 = np.argwhere(own // 32 == w).min(axis=0)
+        a.add_patch(Rectangle((c0, r0), wn, wm, fc=f"C{w % 10}", alpha=0.25, ec="k", lw=1.2))
+        a.text(c0 + wn / 2, r0 + wm / 2, f"warp {w}\nthreads\n{32 * w}-{32 * w + 31}",
+               ha="center", va="center", fontsize=9)
+    a.set_xlim(-gap - kw - 2, bn + 2)
+    a.set_ylim(bm + 2, -gap - kw - 2)
+    a.set_aspect("equal")
+    a.set_xticks([0, wn, bn], ["0", str(wn), str(bn)])
+    a.set_yticks([0, wm, bm], ["0", str(wm), str(bm)])
+    a.set_title(f"(a) a block: {bm} x {bn} outputs of C, {warps} warps ({nthreads} threads), "
+                f"a step of K = {bk}", loc="left")
+
+    # (b) warp 0's tile: the lane of every 4x4 chunk
+    b = fig.add_subplot(grid[1, 0])
+    chunks = own[:wm:4, :wn:4] % 32                    # warp 0's tile, one entry per chunk
+    b.imshow(chunks % ln, cmap="tab10", vmin=0, vmax=9, alpha=0.35, aspect="equal")
+    for (i, j), l in np.ndenumerate(chunks):
+        b.text(j, i, str(l), ha="center", va="center", fontsize=9,
+               fontweight="bold" if l == lane else "normal")
+        if l == lane:
+            b.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="k", lw=2))
+    step = max(1, chunks.shape[1] // 4)
+    b.set_xticks(range(0, chunks.shape[1], step), [str(4 * j) for j in range(0, chunks.shape[1], step)])
+    b.set_yticks(range(0, chunks.shape[0], step), [str(4 * i) for i in range(0, chunks.shape[0], step)])
+    b.set_xlabel("column in the warp tile")
+    b.set_ylabel("row in the warp tile")
+    b.set_title(f"(b) warp 0: {wm} x {wn}, a lane per 4x4 chunk", loc="left")
+
+    # (c) the thread's accumulators, grouped by the chunk they hold
+    c = fig.add_subplot(grid[1, 1])
+    mine = np.argwhere(own == lane)                    # (row, col) of each output, row-major
+    rows, cols = np.unique(mine[:, 0]), np.unique(mine[:, 1])
+    lm_, ln_ = len(rows), len(cols)                    # LANE_M x LANE_N accumulators
+    c.imshow(np.add.outer(np.arange(lm_) // 4, np.arange(ln_) // 4) % 2, cmap="Greys", vmin=0,
+             vmax=4, aspect="equal")
+    for i in range(0, lm_, 4):
+        for j in range(0, ln_, 4):
+            c.add_patch(Rectangle((j - 0.5, i - 0.5), 4, 4, fill=False, ec="k", lw=1.5))
+            c.text(j + 1.5, i + 1.5, f"rows {rows[i]}-{rows[i] + 3}\ncols {cols[j]}-{cols[j] + 3}",
+                   ha="center", va="center", fontsize=9)
+    c.set_xticks([0, ln_ - 1], ["0", str(ln_ - 1)])
+    c.set_yticks([0, lm_ - 1], ["0", str(lm_ - 1)])
+    c.set_xlabel("n in acc[m][n]")
+    c.set_ylabel("m in acc[m][n]")
+    c.set_title(f"(c) lane {lane}: {lm_} x {ln_} outputs", loc="left")
     fig.tight_layout()
     return fig
