@@ -54,18 +54,58 @@ def glued_values(notebook: str | Path) -> dict[str, str]:
     return out
 
 
+class TableTooWide(ValueError):
+    """A :class:`Table` whose estimated width (:func:`table_px`) is more than its box."""
+
+
 class Table:
-    """An HTML table (Jupyter shows it as HTML, the book renders it scrolling inside the column)."""
+    """An HTML table (Jupyter shows it as HTML, the book renders it inside the column).
+
+    The book's stylesheet keeps a cell on one line; ``wrap`` names the columns (header names or
+    indices) whose long text may wrap, ``wrap_header=True`` lets every header wrap between
+    words (a narrow column of numbers under a long header). ``max_px`` is the box the table must fit (a code cell's
+    output at a 1400 px window, :data:`OUTPUT_BOX_PX`, by default): a wider table (the estimate
+    :func:`table_px`) raises :class:`TableTooWide` when it is made, unless ``check=False`` (a
+    table about to be split or transposed). :meth:`split` (stacked tables), :meth:`transpose`,
+    ``wrap`` or shorter headers are the ways out (``report.table(..., fit="split")`` splits
+    only a table that needs it)."""
 
     def __init__(self, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "",
-                 align: Sequence[str] | None = None):
+                 align: Sequence[str] | None = None, *, wrap: Iterable[int | str] = (),
+                 wrap_header: bool = False, max_px: float | None = None, check: bool = True):
         self.header, self.rows, self.caption = list(header), [list(r) for r in rows], caption
         self.align = list(align) if align else ["left"] + ["right"] * (len(header) - 1)
+        self.wrap = {self.header.index(w) if isinstance(w, str) else int(w) for w in wrap}
+        self.wrap_header = bool(wrap_header)
+        self.max_px = OUTPUT_BOX_PX if max_px is None else max_px
+        if check and self.width_px > self.max_px:
+            raise TableTooWide(self._too_wide())
+
+    @property
+    def width_px(self) -> float:
+        """Estimated narrowest width of the table in the book (:func:`table_px`)."""
+        return table_px(self.header, self.rows, caption=self.caption, wrap=self.wrap,
+                        wrap_header=self._heads())
+
+    def _heads(self) -> range:
+        return range(len(self.header)) if self.wrap_header else range(0)
+
+    def _too_wide(self) -> str:
+        cols = column_px(self.header, self.rows, wrap=self.wrap, wrap_header=self._heads())
+        widest = sorted(range(len(cols)), key=lambda j: -cols[j])[:3]
+        return (f"table {self.caption[:60]!r} is about {self.width_px:.0f} px wide, more than the "
+                f"{self.max_px:.0f} px column (widest columns: "
+                + ", ".join(f"{self.header[j]!r} {cols[j]:.0f} px" for j in widest)
+                + "): split it (Table.split), transpose it (Table.transpose), let long text "
+                  "wrap (wrap=[...], wrap_header=True) or shorten the headers")
 
     def _repr_html_(self) -> str:
-        cell = lambda tag, v, a: f'<{tag} style="text-align:{a}">{html.escape(str(v))}</{tag}>'
-        head = "".join(cell("th", h, a) for h, a in zip(self.header, self.align))
-        body = "".join("<tr>" + "".join(cell("td", v, a) for v, a in zip(r, self.align)) + "</tr>"
+        def cell(tag, v, j):
+            wraps = j in self.wrap or (tag == "th" and self.wrap_header)
+            ws = ";white-space:normal" if wraps else ""
+            return f'<{tag} style="text-align:{self.align[j]}{ws}">{html.escape(str(v))}</{tag}>'
+        head = "".join(cell("th", h, j) for j, h in enumerate(self.header))
+        body = "".join("<tr>" + "".join(cell("td", v, j) for j, v in enumerate(r)) + "</tr>"
                        for r in self.rows)
         cap = f"<caption>{html.escape(self.caption)}</caption>" if self.caption else ""
         return (f'<div class="fraglab-table" style="overflow-x:auto;max-width:100%">'
@@ -80,17 +120,96 @@ class Table:
         sep = "| " + " | ".join("---:" if a == "right" else "---" for a in self.align) + " |"
         return "\n".join([line(self.header), sep, *(line(r) for r in self.rows)])
 
+    def _part(self, cols: Sequence[int], caption: str, keep: int = 1) -> "Table":
+        """The table's columns ``cols``; a row with only empty cells past ``keep`` is left out."""
+        rows = [r for r in self.rows if any(str(r[j]) != "" for j in cols[keep:])]
+        return Table([self.header[j] for j in cols], [[r[j] for j in cols] for r in rows],
+                     caption, [self.align[j] for j in cols],
+                     wrap=[cols.index(j) for j in cols if j in self.wrap],
+                     wrap_header=self.wrap_header, max_px=self.max_px)
+
+    def split(self, keep: int = 1, at: Sequence[int] = ()) -> "Tables":
+        """The table as stacked tables that each fit ``max_px``: every part repeats the first
+        ``keep`` columns (the rows' names), then takes the other columns in order, a new part
+        starting at each column index in ``at`` and wherever the next column would not fit.
+        The first part carries the caption, the others "(continued)"."""
+        px = column_px(self.header, self.rows, wrap=self.wrap, wrap_header=self._heads())
+        room = self.max_px - sum(px[:keep])
+        bounds = [keep, *sorted(j for j in set(at) if keep < j < len(px)), len(px)]
+        parts = [run for lo, hi in zip(bounds, bounds[1:]) for run in _even_runs(px, lo, hi, room)]
+        caps = [self.caption] + [f"{self.caption} (continued)" if self.caption else ""] * len(parts)
+        return Tables([self._part([*range(keep), *c], caps[i], keep) for i, c in enumerate(parts)],
+                      whole=self)
+
+    def transpose(self, corner: str | None = None) -> "Table":
+        """Rows become columns: the first column's values are the new header (after ``corner``,
+        by default the old first header), each other column a row named by its header."""
+        head = [self.header[0] if corner is None else corner, *(str(r[0]) for r in self.rows)]
+        rows = [[h, *(r[j] for r in self.rows)] for j, h in enumerate(self.header) if j > 0]
+        return Table(head, rows, self.caption, ["left"] + ["right"] * len(self.rows),
+                     wrap_header=self.wrap_header, max_px=self.max_px)
+
+
+def _even_runs(px: Sequence[float], lo: int, hi: int, room: float) -> list[list[int]]:
+    """Columns ``lo..hi-1`` (widths ``px``) in the fewest runs of at most ``room`` px, cut
+    about evenly: greedy runs of at most ``total / k`` plus one column hold at most ``k`` runs."""
+    total, widest = sum(px[lo:hi]), max(px[lo:hi])
+    k = max(1, -int(-total // room)) if room > 0 else hi - lo
+    while True:
+        cap, runs, width = min(room, total / k + widest), [[]], 0.0
+        for j in range(lo, hi):
+            if runs[-1] and width + px[j] > cap:
+                runs.append([])
+                width = 0.0
+            runs[-1].append(j)
+            width += px[j]
+        if len(runs) <= k or k >= hi - lo:
+            return runs
+        k += 1
+
+
+class Tables:
+    """Tables shown one under the other (what :meth:`Table.split` gives); ``header``, ``rows``
+    and ``caption`` are the whole table's, before it was split."""
+
+    def __init__(self, parts: Sequence[Table], whole: Table | None = None):
+        self.parts, self.whole = list(parts), whole or parts[0]
+        self.header, self.rows, self.caption = self.whole.header, self.whole.rows, self.whole.caption
+
+    def _repr_html_(self) -> str:
+        return "".join(t._repr_html_() for t in self.parts)
+
+    def __repr__(self) -> str:   # one short line, as a Table's
+        return f"<{len(self.parts)} stacked tables: {len(self.rows)} rows x " \
+            f"{len(self.header)} columns" + (f", {self.caption!r}" if self.caption else "") + ">"
+
+    def to_markdown(self) -> str:
+        return "\n\n".join(t.to_markdown() for t in self.parts)
+
 
 def table(rows: Iterable[Mapping[str, Any]] | Sequence[Sequence[Any]], header=None, *,
-          caption: str = "", align=None) -> Table:
-    """A :class:`Table` from a list of dicts (keys are the header) or from ``header`` + rows."""
+          caption: str = "", align=None, wrap: Iterable[int | str] = (),
+          wrap_header: bool = False, max_px: float | None = None,
+          fit: str | None = None) -> Table | Tables:
+    """A :class:`Table` from a list of dicts (keys are the header) or from ``header`` + rows.
+    ``fit="split"`` or ``fit="transpose"`` does that when the table would not fit ``max_px``
+    (otherwise a too-wide table raises :class:`TableTooWide`)."""
     rows = list(rows)
     if header is None:
         if not rows or not isinstance(rows[0], Mapping):
             raise ValueError("give header=[...] with list rows, or rows as dicts")
         header = list(rows[0])
         rows = [[r.get(h, "") for h in header] for r in rows]
-    return Table(header, rows, caption, align)
+    if fit not in (None, "split", "transpose"):
+        raise ValueError(f"fit must be None, 'split' or 'transpose', got {fit!r}")
+    if fit is None:
+        return Table(header, rows, caption, align, wrap=wrap, wrap_header=wrap_header,
+                     max_px=max_px)
+    t = Table(header, rows, caption, align, wrap=wrap, wrap_header=wrap_header, max_px=max_px,
+              check=False)
+    if t.width_px <= t.max_px:
+        return t
+    return t.split() if fit == "split" else t.transpose()
 
 
 def text_grid(corner: str, heads: Sequence[str], sections: Sequence[Mapping[str, Any]],
@@ -195,6 +314,115 @@ def smallest_text_px(fig, dpi: float = 100.0) -> float:
 def wide_lines(text: str, budget: int = CHAR_BUDGET) -> list[str]:
     """Lines of ``text`` longer than ``budget`` characters."""
     return [l for l in text.splitlines() if len(l) > budget]
+
+
+# --- widths: what fits the column, estimated from the text ----------------------------------------
+#
+# Calibrated once (issue #27) in headless Chromium 156 (Debian), window 1400 px wide, on the
+# built book at c2f70f1: a script in each page measured every table, cell and <pre>.
+# - Boxes: a code cell's output area is 784 px wide, so are a prose (Markdown) table's box and an
+#   output <pre>; a code cell's input <pre> is 780 px with 16 px of padding each side. Inside a
+#   collapsed block (tags hide-input / hide-output: a <details>) both are 762 px.
+# - Code: the theme's monospace stack falls back to DejaVu Sans Mono, 14 px: 8.43 px a character
+#   (0.602 em); an input line of 88 characters fits (748 px), 86 in a collapsed block.
+# - Tables: `system-ui` is DejaVu Sans, a wide face (Segoe UI, SF, Roboto are narrower, so what
+#   fits here fits there). A Table's cells are 14.4 px (0.9 em) with 8.64 px padding each side,
+#   headers bold, one line each (fraglab.css: nowrap); a Markdown table's cells 16 px with 8 px
+#   padding, wrapping between words. A table is as wide as its columns (no borders between them),
+#   each column as wide as its widest cell: a whole cell that keeps to one line, its longest word
+#   where it wraps. Inline code in a Markdown table is 0.875 em of the code font plus 10 px
+#   (padding and border).
+# - Characters: DejaVu Sans's advances measured per character, grouped to 0.04 em (below; any
+#   other character 1 em); bold is 1.1 x regular + 0.03 em. Against Chromium's width of the
+#   4,606 cells of the book's 56 tables the estimate is 2% under to 7% over, 0.5% over on average;
+#   of the 56 tables it puts the same 14 over their box that Chromium does.
+
+OUTPUT_BOX_PX = 784        #: a code cell's output (a Table, an output <pre>), a prose table's box
+COLLAPSED_BOX_PX = 762     #: the same inside a collapsed block (hide-input, hide-output)
+INPUT_PRE_PX = 780         #: a code cell's input <pre> (its padding included)
+CODE_PAD_PX = 32           #: padding of a <pre>, both sides
+CODE_CHAR_PX = 8.43        #: one character of code (DejaVu Sans Mono, 14 px)
+TABLE_FONT_PX, TABLE_PAD_PX = 14.4, 8.64        #: a Table's cells: font size, padding a side
+PROSE_TABLE_FONT_PX, PROSE_TABLE_PAD_PX = 16.0, 8.0   #: a Markdown table's cells
+
+#: DejaVu Sans advance widths in em, by group (Chromium's, rounded to 0.04 em).
+_EM_GROUPS = {
+    0.28: "'IJijl", 0.32: " ,./:;\\|\u00b7", 0.36: "-f", 0.40: "!()[]rt\u00b2\u00b9",
+    0.44: '"', 0.48: "*_`\u2013", 0.52: "?sz\u207b", 0.56: "FLck", 0.60: "PTYaeovxy",
+    0.64: "0123456789$EKSbdghnpqu{}\u00b5", 0.68: "BCRVXZ", 0.72: "AU", 0.76: "&DGHN",
+    0.80: "OQw", 0.84: "#+<=>^~\u00d7\u2192\u2212\u2248\u2264\u2265", 0.88: "M",
+    0.96: "%m", 1.00: "@W\u2014\u2026",
+}
+_EM = {c: em for em, chars in _EM_GROUPS.items() for c in chars}
+
+
+def code_chars(box_px: float = INPUT_PRE_PX) -> int:
+    """Characters of a code line that fit a <pre> ``box_px`` wide (padding included): 88 in a
+    code cell's input, 86 in a collapsed one."""
+    return int((box_px - CODE_PAD_PX) / CODE_CHAR_PX)
+
+
+def text_px(text: str, font_px: float = TABLE_FONT_PX, bold: bool = False) -> float:
+    """Estimated width in CSS pixels of ``text`` on one line in the book's sans-serif face."""
+    em = sum(_EM.get(c, 1.0) for c in str(text))
+    return (1.1 * em + 0.03 * len(str(text)) if bold else em) * font_px
+
+
+#: Inline code in prose: its font size (em of the text around it) and its padding and border.
+INLINE_CODE_EM, INLINE_CODE_PAD_PX = 0.875, 10.0
+
+
+def _cell_px(text: Any, wraps: bool, font_px: float, bold: bool, markdown: bool = False) -> float:
+    text = " ".join(str(text).split())
+    if not markdown:
+        return max((text_px(w, font_px, bold) for w in (text.split() if wraps else [text])),
+                   default=0.0)
+    units, cur = [], []              # words (no break inside), each a list of (piece, is_code)
+    for part in re.split(r"(`[^`]*`)", text):
+        code = len(part) >= 2 and part[0] == part[-1] == "`"
+        for k, piece in enumerate((part[1:-1] if code else part).split(" ")):
+            if k and wraps:
+                units.append(cur)
+                cur = []
+            elif k:
+                cur.append((" ", code))
+            if piece:
+                cur.append((piece, code))
+    units.append(cur)
+    code_px = CODE_CHAR_PX / 14.0 * INLINE_CODE_EM * font_px
+    return max((sum(len(p) * code_px + INLINE_CODE_PAD_PX if c else text_px(p, font_px, bold)
+                    for p, c in u) for u in units), default=0.0)
+
+
+def column_px(header: Sequence[Any], rows: Sequence[Sequence[Any]], *, wrap: Iterable[int] = (),
+              wrap_header: Iterable[int] = (), font_px: float = TABLE_FONT_PX,
+              pad_px: float = TABLE_PAD_PX, markdown: bool = False) -> list[float]:
+    """Estimated width of each column: its widest cell (the header bold), padding included.
+    A column in ``wrap`` (indices) breaks between words, so its longest word counts; so does a
+    header in ``wrap_header``. ``markdown``: text in backticks is inline code."""
+    wrap, heads = set(wrap), set(wrap) | set(wrap_header)
+    return [max([_cell_px(h, j in heads, font_px, True, markdown)]
+                + [_cell_px(r[j], j in wrap, font_px, False, markdown) for r in rows if j < len(r)])
+            + 2 * pad_px for j, h in enumerate(header)]
+
+
+def table_px(header: Sequence[Any], rows: Sequence[Sequence[Any]], *, caption: str = "",
+             wrap: Iterable[int] = (), wrap_header: Iterable[int] = (),
+             font_px: float = TABLE_FONT_PX, pad_px: float = TABLE_PAD_PX,
+             markdown: bool = False) -> float:
+    """Estimated narrowest width in CSS pixels at which the table shows all its columns: the sum
+    of :func:`column_px` (the caption wraps, so only its longest word counts). Defaults: a
+    :class:`Table` as the book renders it; a Markdown table: ``markdown_table_px``."""
+    cols = column_px(header, rows, wrap=wrap, wrap_header=wrap_header, font_px=font_px,
+                     pad_px=pad_px, markdown=markdown)
+    return max(sum(cols), _cell_px(caption, True, font_px, True))
+
+
+def markdown_table_px(header: Sequence[str], rows: Sequence[Sequence[str]]) -> float:
+    """:func:`table_px` of a Markdown table in the prose (cells wrap between words; text in
+    backticks is inline code)."""
+    return table_px(header, rows, wrap=range(len(header)), font_px=PROSE_TABLE_FONT_PX,
+                    pad_px=PROSE_TABLE_PAD_PX, markdown=True)
 
 
 # --- peaks: throughput in context -----------------------------------------------------------------

@@ -194,7 +194,7 @@ def variant_table(doc: dict, *, live: list[dict] | None = None):
                     "TFLOP/s": (f"{tf[f'fa3_' + r['variant']]:.0f}"
                                 if r["d"] == 128 and f"fa3_{r['variant']}" in tf else "")})
     return report.table(out, caption="Table: the four main loops (f16). TFLOP/s at N = 4096, "
-                        "d = 128, B*H = 32, non-causal.")
+                        "d = 128, B*H = 32, non-causal.", wrap_header=True)
 
 
 def sweep_table(doc: dict):
@@ -212,7 +212,8 @@ def sweep_table(doc: dict):
         out.append(row)
     if not out:
         out = [{"note": "no H100 record yet (book/data/10_fa3_pipelining/results.json)"}]
-    return report.table(out, caption=f"Table: TFLOP/s, f16, B*H = 32; best variant {best}.")
+    return report.table(out, caption=f"Table: TFLOP/s, f16, B*H = 32; best variant {best}.",
+                        wrap_header=True)
 
 
 def check_table(doc: dict):

@@ -129,18 +129,22 @@ def ladder(dtype: str = "f16", d: int = 128, arch: str = "sm_90") -> list[dict]:
 
 
 def ladder_table(rows: list[dict], scope: str = "loop", caption: str = ""):
-    """One row per variant: the class counts of ``scope`` (``loop`` or ``kernel``), the total, the
-    HMMA share (loop), registers and spills."""
+    """One row per variant: the total of ``scope`` (``loop`` or ``kernel``), the HMMA share
+    (loop), registers and spills; then, stacked below (one table would be wider than the
+    column), the class counts."""
     out = []
     for r in rows:
         c = r[scope]
-        row = {"step": r["step"], **{k: c[k] for k in ORDER if any(x[scope][k] for x in rows)},
-               "total": r[f"{scope}_instructions"]}
+        row = {"step": r["step"], "total": r[f"{scope}_instructions"]}
         if scope == "loop":
             row["HMMA share"] = f"{r['hmma_share']:.0%}"
         row.update(regs=r["registers"], spills=r["spill_bytes"])
+        row.update({k: c[k] for k in ORDER if any(x[scope][k] for x in rows)})
         out.append(row)
-    return report.table(out, caption=caption)
+    head = list(out[0]) if out else ["step"]
+    whole = report.Table(head, [list(r.values()) for r in out], caption, wrap_header=True,
+                         check=False)
+    return whole.split(at=[head.index("spills") + 1] if "spills" in head else ())
 
 
 def text_table(rows: list[dict], scope: str = "loop") -> str:

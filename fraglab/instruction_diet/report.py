@@ -125,10 +125,11 @@ def glue_values(doc: dict) -> dict[str, str]:
     return {"ch09-" + k: v for k, v in f.items()} | goal_glue(doc)
 
 
-def variant_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) -> report.Table:
-    """The closing table: per variant, the main loop's class counts (from the record's SASS, or
-    ``live_rows`` where the record has none), its HMMA share, registers, and TFLOP/s at N = 4096,
-    d = 128, f16 with the ratio to SDPA flash."""
+def variant_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) -> report.Tables:
+    """The closing table: per variant, the main loop's size, its HMMA share, registers, and
+    TFLOP/s at N = 4096, d = 128, f16 with the ratio to SDPA flash; then (stacked below: one
+    table would be twice the column) its class counts (from the record's SASS, or ``live_rows``
+    where the record has none)."""
     h = headline(doc)
     tf, of = h.get("tflops") or {}, h.get("of_sdpa") or {}
     rows_ = sass_rows(doc, d) or list(live_rows or [])
@@ -136,16 +137,21 @@ def variant_table(doc: dict, live_rows: list[dict] | None = None, d: int = 128) 
     out = []
     for r in rows_:
         k = r["step"]
-        out.append({"step": k, **{c: r["loop"].get(c, 0) for c in cols},
-                    "loop": r["loop_instructions"], "HMMA share": f"{r['hmma_share']:.0%}",
-                    "regs": r["registers"], "TFLOP/s": report.fmt(tf.get(k), "{:.0f}"),
-                    "x SDPA": _x(of.get(k))})
+        out.append({"step": k, "loop": r["loop_instructions"],
+                    "HMMA share": f"{r['hmma_share']:.0%}", "regs": r["registers"],
+                    "TFLOP/s": report.fmt(tf.get(k), "{:.0f}"), "x SDPA": _x(of.get(k)),
+                    **{c: r["loop"].get(c, 0) for c in cols}})
     for b in ("sdpa_flash", "cudnn"):
         if b in tf:
-            out.append({"step": b, **{c: "" for c in cols}, "loop": "", "HMMA share": "",
-                        "regs": "", "TFLOP/s": report.fmt(tf[b], "{:.0f}"), "x SDPA": _x(of.get(b))})
-    return report.table(out, caption=f"Table: every step's main loop (sm_90, f16, d = {d}) and "
-                                     "its speed at N = 4096, B*H = 32, non-causal, on the H100.")
+            out.append({"step": b, "loop": "", "HMMA share": "", "regs": "",
+                        "TFLOP/s": report.fmt(tf[b], "{:.0f}"), "x SDPA": _x(of.get(b)),
+                        **{c: "" for c in cols}})
+    head = ["step", "loop", "HMMA share", "regs", "TFLOP/s", "x SDPA", *cols]
+    whole = report.Table(head, [[r[h] for h in head] for r in out],
+                         f"Table: every step's main loop (sm_90, f16, d = {d}) and its speed at "
+                         "N = 4096, B*H = 32, non-causal, on the H100; below, the loop's "
+                         "instructions by class.", wrap_header=True, check=False)
+    return whole.split(at=[head.index("x SDPA") + 1])
 
 
 def sweep_table(doc: dict, variant: str = FINAL) -> report.Table:
@@ -168,7 +174,8 @@ def sweep_table(doc: dict, variant: str = FINAL) -> report.Table:
 
 def changes_table() -> report.Table:
     return report.table([{"step": k, "what changes": v} for k, v in CHANGES.items()],
-                        caption="Table: the ladder, one switch of 09_instruction_diet.cuh a step.")
+                        caption="Table: the ladder, one switch of 09_instruction_diet.cuh a step.",
+                        wrap=["what changes"])
 
 
 def stalls(doc: dict) -> dict[str, dict[str, float]]:

@@ -103,9 +103,9 @@ def occupancy_html(doc: dict, caption: str = "") -> Table:
         rows.append([r["kernel"], r["tiles"], r["achieved_pct"], r["theoretical_pct"],
                      r["limit_blocks"], r["limit_registers"], r["limit_shared_mem"],
                      r["limit_warps"], sh])
-    head = ["kernel", "tiles", "achieved %", "theor. %", "blocks", "registers", "shared",
+    head = ["kernel", "tiles", "achieved %", "theor. %", "blocks", "regs", "shared",
             "warps", "LDS+STS"]
-    return Table(head, rows, caption)
+    return Table(head, rows, caption, wrap_header=True)
 
 
 def power_html(doc: dict, caption: str = "") -> Table:

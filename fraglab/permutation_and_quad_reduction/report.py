@@ -12,6 +12,7 @@ gives 94 and 92). The *extra* instructions of the quad-mask path, NOPs aside, ar
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from .. import sass, toolchain
@@ -107,15 +108,24 @@ def counts_table(record: dict):
              "reduce (max, full)": v["swap_counts"][0], "rowmax full mask": v["full_path"],
              "rowmax quad masks": v["quad_path"], "extra on the quad path (NOPs aside)": _extra_text(v["extra"])}
             for arch, v in record["arches"].items()]
-    return report.table(rows, caption=f"Instructions on the main path, NVRTC {record['nvrtc']}")
+    return report.table(rows, caption=f"Instructions on the main path, NVRTC {record['nvrtc']}",
+                        wrap=["extra on the quad path (NOPs aside)"], wrap_header=True)
 
 
 def rowmax_table(record: dict, arches=("sm_80", "sm_90", "sm_120")):
     """Shared memory vs registers: the rowmax kernels' resources and instruction classes."""
     from .. import report
-    rows = [{"target": arch, **{("smem B" if k == "smem" else k): v for k, v in r.items()}}
+    short = {"registers": "regs", "smem": "smem B", "instructions": "instr."}
+    rows = [{"target": arch, **{short.get(k, k): _short_kernel(v) if k == "kernel" else v
+                                for k, v in r.items()}}
             for arch in arches for r in record["arches"][arch]["rowmax"].values()]
-    return report.table(rows, caption=f"rowmax kernels, ptxas report and SASS classes (NVRTC {record['nvrtc']})")
+    return report.table(rows, caption=f"rowmax_<variant>_16x16 kernels (NVRTC {record['nvrtc']}): "
+                        "registers, shared bytes, instructions and SASS classes")
+
+
+def _short_kernel(name: str) -> str:
+    """``rowmax_quadmask_16x16`` -> ``quadmask`` (the rowmax table's caption names the rest)."""
+    return re.sub(r"^rowmax_(.*)_16x16$", r"\1", name)
 
 
 def plot_mask_cost(record: dict):

@@ -152,7 +152,7 @@ def resource_rows(rows: list[dict]) -> list[dict]:
 
 
 def resource_table(rows: list[dict], caption: str):
-    return report.table(resource_rows(rows), caption=caption)
+    return report.table(resource_rows(rows), caption=caption, wrap_header=True)
 
 
 def throughput_table(doc: dict, key: str = "throughput", caption: str = ""):
