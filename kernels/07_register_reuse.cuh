@@ -79,13 +79,22 @@ struct Float4Tile {
     static_assert((ROWS * COLS / 4) % kThreads == 0, "the threads must share the tile evenly");
     static constexpr int LOADS = ROWS * COLS / 4 / kThreads;
 
-    // global -> registers: float4 number i of this thread, from the tile at src (leading dim ld)
+    // global -> registers: float4 number i of this thread, from the tile at src (leading dim ld).
+    // kGuard (rung 10, a tile at the matrix's edge): only the first `rows` rows and `cols`
+    // columns of the tile exist; the float4s past them are zeros and are not read (cols and the
+    // tile's columns are multiples of 4, so a float4 is wholly inside or wholly outside).
+    template <bool kGuard = false>
     __device__ __forceinline__ static void fetch(float4 (&r)[LOADS], const float* __restrict__ src,
-                                                 int ld) {
+                                                 int ld, int rows = ROWS, int cols = COLS) {
 #pragma unroll
         for (int i = 0; i < LOADS; ++i) {
             const int f = threadIdx.x + i * kThreads;
-            r[i] = *reinterpret_cast<const float4*>(src + (f / (COLS / 4)) * ld + (f % (COLS / 4)) * 4);
+            const int row = f / (COLS / 4), col = (f % (COLS / 4)) * 4;
+            if (!kGuard)
+                r[i] = *reinterpret_cast<const float4*>(src + (f / (COLS / 4)) * ld + (f % (COLS / 4)) * 4);
+            else
+                r[i] = row < rows && col < cols ? *reinterpret_cast<const float4*>(src + row * ld + col)
+                                                : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
     // registers -> shared, same layout (row-major, leading dimension LD >= COLS): one STS.128
@@ -174,17 +183,20 @@ struct WarpTile {
     __device__ __forceinline__ static int lane_col() { return (threadIdx.x % 32) % LN * 4; }
 
     // Write the lane's chunks to C (leading dimension ldc) at the warp tile's corner c0, one
-    // STG.128 per 4 floats of a row.
+    // STG.128 per 4 floats of a row. kGuard: only `rows` x `cols` of the warp tile are inside C.
+    template <bool kGuard = false>
     __device__ __forceinline__ static void store(float* __restrict__ c0, int ldc,
-                                                 const float (&acc)[LANE_M][LANE_N]) {
+                                                 const float (&acc)[LANE_M][LANE_N],
+                                                 int rows = kWM, int cols = kWN) {
 #pragma unroll
         for (int m = 0; m < LANE_M; ++m)
 #pragma unroll
             for (int j = 0; j < WNITER; ++j) {
                 const int row = (m / 4) * kLM * 4 + lane_row() + m % 4;
                 const int col = j * LN * 4 + lane_col();
-                *reinterpret_cast<float4*>(c0 + row * ldc + col) =
-                    make_float4(acc[m][j * 4], acc[m][j * 4 + 1], acc[m][j * 4 + 2], acc[m][j * 4 + 3]);
+                if (!kGuard || (row < rows && col < cols))
+                    *reinterpret_cast<float4*>(c0 + row * ldc + col) =
+                        make_float4(acc[m][j * 4], acc[m][j * 4 + 1], acc[m][j * 4 + 2], acc[m][j * 4 + 3]);
             }
     }
 };
@@ -202,7 +214,7 @@ __device__ __forceinline__ int2 grouped_block() {
     return make_int2(id % per_group / rows, first_row + id % per_group % rows);
 }
 
-// ---- rungs 8-9: the warp-tiled kernel with two shared-memory stages ---------------------------
+// ---- rungs 8-10: the warp-tiled kernel with two shared-memory stages -------------------------
 // Rung 7's loop, changed in one way: the shared tiles have two stages. While the warps compute
 // on one stage, the next tiles of A and B are already on their way from global memory into
 // registers (the LDGs are issued before the FFMAs and only waited for after them), and are
@@ -211,8 +223,11 @@ __device__ __forceinline__ int2 grouped_block() {
 // The last step has nothing to prefetch and is peeled off the loop.
 // Rung 8 (double_buffer) and rung 9 (autotuned) are this function with different tiles.
 // kGroup > 1 also changes the ORDER of the blocks (grouped_block below); 1 keeps the grid's.
-template <int kBM, int kBN, int kBK, int kWM, int kWN, int kLM, int kGroup>
-__device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS) {
+// Rung 10 (split_k) also passes a slice [k_begin, k_end) of K (rungs 8-9: all of it) and, for
+// a shape that is not whole tiles, kGuard: edge tiles read zeros past M, N and k_end, and store
+// only inside C (M any, N and K multiples of 4).
+template <int kBM, int kBN, int kBK, int kWM, int kWN, int kLM, int kGroup, bool kGuard = false>
+__device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS, int k_begin = 0, int k_end = -1) {
     constexpr int kThreads = (kBM / kWM) * (kBN / kWN) * 32;
     using TileA = Float4Tile<kBM, kBK, kThreads>;
     using TileB = Float4Tile<kBK, kBN, kThreads>;
@@ -224,23 +239,30 @@ __device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS) {
     const int warp = threadIdx.x / 32;
     const int wm0 = warp / (kBN / kWN) * kWM, wn0 = warp % (kBN / kWN) * kWN;
     const int2 blk = grouped_block<kGroup>();
+    if (k_end < 0) k_end = K;
+    const int rows = M - blk.y * kBM, cols = N - blk.x * kBN;   // of this block's tile inside C
+    int k_left = k_end - k_begin;              // of this slice of K, from the tiles' first column
+    const int steps = kGuard ? (k_left + kBK - 1) / kBK : k_left / kBK;
     A += blk.y * kBM * K;
     B += blk.x * kBN;
+    A += k_begin;                              // rungs 8-9: 0
+    B += k_begin * N;
     float acc[Warp::LANE_M][Warp::LANE_N] = {};
     float4 ra[TileA::LOADS], rb[TileB::LOADS];
-    TileA::fetch(ra, A, K);                    // the prologue fills stage 0
-    TileB::fetch(rb, B, N);
+    TileA::template fetch<kGuard>(ra, A, K, rows, k_left);   // the prologue fills stage 0
+    TileB::template fetch<kGuard>(rb, B, N, k_left, cols);
     TileA::template store_transposed<LDA>(smem, ra);
     TileB::template store<kBN>(smem + kBK * LDA, rb);
     __syncthreads();
     const float* a_lane = smem + wm0 + Warp::lane_row();            // in stage 0
     const float* b_lane = smem + kBK * LDA + wn0 + Warp::lane_col();
     int stage = 0;                             // offset of the stage read in this step
-    for (int t = 1; t < K / kBK; ++t) {        // every step but the last prefetches the next
+    for (int t = 1; t < steps; ++t) {          // every step but the last prefetches the next
         A += kBK;                              // next tiles: global -> registers, in flight
         B += kBK * N;
-        TileA::fetch(ra, A, K);
-        TileB::fetch(rb, B, N);
+        k_left -= kBK;
+        TileA::template fetch<kGuard>(ra, A, K, rows, k_left);
+        TileB::template fetch<kGuard>(rb, B, N, k_left, cols);
         Warp::template fma_tile<kBK, LDA, kBN>(acc, a_lane + stage, b_lane + stage);
         stage ^= STAGE;                        // registers -> the other stage (0 <-> STAGE)
         TileA::template store_transposed<LDA>(smem + stage, ra);
@@ -248,5 +270,21 @@ __device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS) {
         __syncthreads();
     }
     Warp::template fma_tile<kBK, LDA, kBN>(acc, a_lane + stage, b_lane + stage);
-    Warp::store(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc);
+    Warp::template store<kGuard>(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc,
+                                 rows - wm0, cols - wn0);
+}
+
+// ---- rung 10: the split-K reduction -------------------------------------------------------------
+// C = P[0] + P[1] + ... + P[splits-1], summed in that order (no atomics: the same bits on every
+// run), count4 float4s each, slice s at P + s * stride floats; a grid-stride loop.
+__device__ __forceinline__ void sum_splits(const float* __restrict__ P, float* __restrict__ C,
+                                           int count4, int splits, long long stride) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count4; i += gridDim.x * blockDim.x) {
+        float4 s = reinterpret_cast<const float4*>(P)[i];
+        for (int z = 1; z < splits; ++z) {
+            const float4 p = reinterpret_cast<const float4*>(P + z * stride)[i];
+            s.x += p.x; s.y += p.y; s.z += p.z; s.w += p.w;
+        }
+        reinterpret_cast<float4*>(C)[i] = s;
+    }
 }

@@ -1,6 +1,7 @@
 """``python -m fraglab.register_reuse``: the SGEMM ladder's command line.
 
     bench --out DIR [--quick]        the H100 run (check, sweep, ladder, ncu stalls) -> DIR/results.json
+    sweep-shapes --out DIR [--quick | --seed-only]  rung 10's table -> DIR/shape_table.json
     sass [--arch sm_90]              LDS per FFMA of every rung's main loop, registers, occupancy
     profile --variant V --size S [--tiles JSON]  run one rung twice (the child ncu profiles)
 """
@@ -17,6 +18,13 @@ COMMANDS = {
     "bench": ("the H100 measurement run", bench_options("small sizes and a short sweep")),
     "sass": ("LDS per FFMA from SASS, registers, occupancy", [
         ("--arch", dict(default="sm_90")), ("--json", dict(action="store_true"))]),
+    "sweep-shapes": ("rung 10's shape table: tiles and split per shape, timed against cuBLAS", [
+        ("--out", dict(required=True, help="folder for shape_table.json and shape_log.txt")),
+        ("--quick", dict(action="store_true", help="one tiny shape, two candidates (a smoke "
+                                                   "test; on the interpreter without a GPU)")),
+        ("--seed", dict(type=int, default=0)),
+        ("--seed-only", dict(action="store_true", help="write the wave model's table "
+                                                       "(unmeasured) to --out, time nothing"))]),
     "profile": ("run one rung twice (for ncu)", [
         ("--variant", dict(required=True)), ("--size", dict(type=int, default=4096)),
         ("--tiles", dict(default="{}", help="tile overrides as JSON"))]),
@@ -30,6 +38,14 @@ def main(argv=None) -> int:
     if args.cmd == "bench":
         from . import bench
         bench.run(args.out, quick=args.quick, seed=args.seed)
+    elif args.cmd == "sweep-shapes":
+        from pathlib import Path
+
+        from . import bench
+        if args.seed_only:
+            bench.write_seed_table(Path(args.out) / "shape_table.json")
+        else:
+            bench.sweep_shapes(args.out, quick=args.quick, seed=args.seed)
     elif args.cmd == "sass":
         from . import kernels, sass_counts
         rows = [sass_counts.report(k, args.arch) for k in kernels.VARIANTS]

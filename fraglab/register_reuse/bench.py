@@ -14,6 +14,11 @@ d. **stalls**: Nsight Compute's warp-stall breakdown of ``smem``, ``tile1d`` (th
    processes;
 e. everything into ``DIR/results.json`` through :func:`fraglab.bench.save_results` (device,
    clocks, throttle state), and a summary table.
+
+Rung 10's shape table is its own run (``sweep-shapes``, :func:`sweep_shapes`): per shape of
+:data:`kernels.TABLE_SHAPES`, the wave model's best (tiles, split) candidates, each checked
+against cuBLAS, then timed interleaved with cuBLAS, short for all and long for the finalists
+(with rung 9 and the other block order beside them), into ``DIR/shape_table.json``.
 """
 from __future__ import annotations
 
@@ -62,6 +67,8 @@ def check(rng, log, size: int = 1024) -> list[dict]:
         cases = [Case(f"check{size}", m=size, n=size, k=size)]
         if variant in kernels.RAGGED_OK:
             cases.append(p.case("ragged"))
+        elif variant == "split_k":                 # any M and N; K, N multiples of 4
+            cases.append(p.case("ragged_split"))
         for case in cases:
             try:
                 r = p.evaluate(case, rng)
@@ -181,6 +188,8 @@ def ladder_at(rng, log, shape: tuple[int, int, int], tuned: dict | None) -> dict
         rows[name] = {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
                       "tflops": flops(m, n, k) / t.median_ms / 1e9,
                       "of_cublas": cmp.ratios()[name]}
+    if "split_k" in rows:                       # what rung 10 ran with: its shape table's pick
+        rows["split_k"]["tiles"] = kernels.tiles_for(m, n, k)
     log(f"  {m}x{n}x{k}: " + ", ".join(f"{name} {r['tflops']:.1f}" for name, r in rows.items())
         + " TFLOP/s" + (f"; skipped {sorted(skipped)}" if skipped else ""))
     return {"shape": [m, n, k], "rows": rows, "skipped": skipped, "comparison": cmp.to_dict()}
@@ -219,7 +228,8 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     results: dict = {"quick": quick, "seed": seed, "cublas_settings": kernels.cublas_settings(),
-                     "tiles": kernels.TILES, "seed_figures": SEED}
+                     "tiles": kernels.TILES, "seed_figures": SEED,
+                     "shape_table": kernels.shape_table()}   # rung 10's tiles per shape
     steps = [
         ("check", lambda: check(rng, log, 512 if quick else 1024)),
         ("sass", lambda: [sass_counts.report(k) for k in kernels.VARIANTS]),
@@ -258,4 +268,244 @@ def summary(results: dict) -> str:
     best = (results.get("sweep") or {}).get("best")
     if best:
         lines.append(f"autotuned tiles: {best}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# rung 10's shape table (``python -m fraglab.register_reuse sweep-shapes``)
+# --------------------------------------------------------------------------------------------
+
+#: Candidates the wave model keeps per shape (rung 9's tiles, unsplit, are always timed too),
+#: and how many of them the second, longer round confirms.
+SHAPE_TOP, SHAPE_FINALISTS = 8, 3
+#: The quick (CPU smoke) mode's shape: small enough for the PTX interpreter (ragged: GUARD = 1).
+QUICK_SHAPES = ((36, 40, 20),)
+
+
+def shape_candidates(m: int, n: int, k: int, top: int = SHAPE_TOP) -> list[dict]:
+    """The (tiles, split) pairs timed at M x N x K: every :data:`kernels.SHAPE_CONFIGS` x
+    :data:`kernels.SPLITS` pair (slices of at least 4 BK steps) ranked by the wave model, the
+    best ``top`` kept, and rung 9's tiles unsplit (the reference) added."""
+    ranked = []
+    for t, prior in zip(kernels.SHAPE_CONFIGS, kernels.PRIOR_TFLOPS):
+        for split in kernels.SPLITS:
+            splits, k_split = kernels.split_plan(k, t["BK"], split)
+            if splits != split or (split > 1 and k_split < 4 * t["BK"]):
+                continue
+            ranked.append((kernels.wave_model(m, n, k, t, split, prior), {**t, "SPLIT": split}))
+    ranked.sort(key=lambda r: r[0])
+    out = [kernels.tiles_for(m, n, k, **t) for _, t in ranked[:top]]
+    ref = kernels.tiles_for(m, n, k, **kernels.TILES["autotuned"], SPLIT=1)
+    return out + ([ref] if ref not in out else [])
+
+
+def _precompile(defines: list[dict], arch: str, log) -> dict[str, dict]:
+    """Compile rung 10 with each set of ``defines`` (in parallel processes: NVRTC takes seconds
+    per build; the disk cache hands the builds to this process), then read each build's registers
+    and spills here. Returns {label: {"registers", "spill_bytes"} or {"failure"}}."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    import os
+    todo = [d for i, d in enumerate(defines) if d not in defines[:i]]
+    workers = max(1, min(len(todo), (os.cpu_count() or 2) - 1, 12))
+    if workers > 1:
+        with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            list(pool.map(_compile_one, [(d, arch) for d in todo]))
+    out = {}
+    for d in todo:
+        key = _build_key(d)
+        try:
+            res = kernels.build("split_k", arch, **d).resources["sgemm_split_k"]
+            out[key] = {"registers": res["registers"],
+                        "spill_bytes": res["spill_stores"] + res["spill_loads"]}
+        except Exception as exc:
+            out[key] = {"failure": f"{type(exc).__name__}: {exc}"[:300]}
+    log(f"  {len(todo)} builds of split_k for {arch}: " + ", ".join(
+        f"{k} {v.get('registers', 'FAILED')}r" + (f" SPILLS {v['spill_bytes']}B" if v.get("spill_bytes") else "")
+        for k, v in out.items()))
+    return out
+
+
+def _build_key(t: dict) -> str:
+    """A build's name: its defines (SPLIT is a launch parameter), GUARD as U0/U1."""
+    return kernels.config_label(kernels.defines(t)) + f" U{t['GUARD']}"
+
+
+def _compile_one(job) -> None:
+    d, arch = job
+    try:
+        kernels.build("split_k", arch, **d)
+    except Exception:
+        pass                                   # reported by the parent's own build
+
+
+def _scaled_diff(c, ref, a, b) -> float:
+    """max |C - C_ref| / (|A| @ |B|) on the device (GPU or NumPy), C_ref by cuBLAS: both FP32."""
+    xp = np
+    if type(c).__module__.startswith("cupy"):
+        import cupy as xp
+    scale = xp.abs(a) @ xp.abs(b)
+    d = xp.abs(c.astype(xp.float64) - ref) / xp.maximum(scale.astype(xp.float64), 1e-300)
+    return float(xp.nan_to_num(d, nan=np.inf).max())
+
+
+def _host_timer(fn, n, flush_l2):
+    """Wall-clock milliseconds of ``n`` calls: the quick mode's timer on the interpreter (no GPU
+    events there; these numbers measure the interpreter, nothing else)."""
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def _repeats(m: int, n: int, k: int, budget_ms: float, lo: int, hi: int) -> int:
+    est_ms = flops(m, n, k) / 45e9            # ~45 TFLOP/s
+    return int(min(hi, max(lo, budget_ms / est_ms)))
+
+
+def sweep_shape(rng, log, shape, builds: dict, *, quick: bool = False, _timer=None) -> dict:
+    """One shape: the candidates (:func:`shape_candidates`) checked against cuBLAS, then timed
+    interleaved with cuBLAS twice (a short round for all, a long one for the best
+    :data:`SHAPE_FINALISTS`, rung 9 and the winner with the other block order GROUP)."""
+    m, n, k = shape
+    a, b = _random(rng, m, k), _random(rng, k, n)
+    base = kernels.cublas if _timer is None else (lambda x, y: x @ y)
+    ref = base(a, b).astype(np.float64)
+    runs, cands = {"cublas": lambda: base(a, b)}, []
+    for t in shape_candidates(m, n, k, top=2 if quick else SHAPE_TOP):
+        rec = {"tiles": t, "label": kernels.config_label(t), "build": builds.get(_build_key(t))}
+        cands.append(rec)
+        if (rec["build"] or {}).get("spill_bytes") or "failure" in (rec["build"] or {}):
+            rec["skipped"] = "spills or does not compile"
+            continue
+        try:
+            run, c = kernels.sgemm_launcher(a, b, "split_k", **t)
+            run()
+            rec["scaled_diff"] = _scaled_diff(c, ref, a, b)
+            if not rec["scaled_diff"] <= 8 * k * 2.0 ** -24:
+                rec["skipped"] = f"WRONG: scaled difference {rec['scaled_diff']:.2e} from cuBLAS"
+                log(f"  {rec['label']}: {rec['skipped']}")
+                continue
+            runs[rec["label"]] = run
+        except Exception as exc:
+            rec["skipped"] = f"{type(exc).__name__}: {exc}"[:300]
+    r1 = 1 if quick else _repeats(m, n, k, 300, 6, 100)
+    cmp1 = bench.compare(runs, baseline="cublas", warmup=0 if quick else 2, repeat=r1,
+                         rounds=min(5, r1), progress=False, _timer=_timer)
+    ratio1 = cmp1.ratios()
+    for rec in cands:
+        if rec["label"] in ratio1:
+            rec["short"] = {"median_ms": cmp1.timings[rec["label"]].median_ms,
+                            "of_cublas": ratio1[rec["label"]]}
+    timed = sorted((r for r in cands if "short" in r), key=lambda r: -r["short"]["of_cublas"])
+    if not timed:
+        raise RuntimeError(f"no candidate ran at {m}x{n}x{k}: "
+                           + "; ".join(f"{r['label']}: {r.get('skipped')}" for r in cands))
+    final = {"cublas": runs["cublas"], **{r["label"]: runs[r["label"]]
+                                          for r in timed[:SHAPE_FINALISTS]}}
+    lead = timed[0]["tiles"]
+    other = {**lead, "GROUP": 1 if lead["GROUP"] > 1 else 8}     # the L2 block-order switch
+    extra = {kernels.config_label(other): ("split_k", other)}
+    if kernels.whole_tiles(m, n, k, kernels.TILES["autotuned"]):
+        extra["rung 9 (autotuned)"] = ("autotuned", {})
+    for label, (variant, over) in extra.items():
+        if label in final:
+            continue
+        try:
+            run, c = kernels.sgemm_launcher(a, b, variant, **over)
+            run()
+            if _scaled_diff(c, ref, a, b) <= 8 * k * 2.0 ** -24:
+                final[label] = run
+        except Exception as exc:
+            log(f"  {label}: {type(exc).__name__}: {exc}"[:200])
+    r2 = 1 if quick else _repeats(m, n, k, 1000, 10, 300)
+    cmp2 = bench.compare(final, baseline="cublas", warmup=0 if quick else 3, repeat=r2,
+                         rounds=min(5, r2), progress=False, _timer=_timer)
+    ratio2 = cmp2.ratios()
+    tiles_of = {**{r["label"]: r["tiles"] for r in timed}, kernels.config_label(other): other}
+    best = max((x for x in ratio2 if x in tiles_of), key=lambda x: ratio2[x])
+    t_best, cub = cmp2.timings[best], cmp2.timings["cublas"]
+    entry = {"shape": [m, n, k], "tiles": {x: v for x, v in tiles_of[best].items() if x != "GUARD"},
+             "label": best, "measured": _timer is None, "median_ms": t_best.median_ms,
+             "tflops": flops(m, n, k) / t_best.median_ms / 1e9, "of_cublas": ratio2[best],
+             "cublas_ms": cub.median_ms, "cublas_tflops": flops(m, n, k) / cub.median_ms / 1e9,
+             "autotuned_of_cublas": ratio2.get("rung 9 (autotuned)")}
+    log(f"  {m}x{n}x{k}: {best}  {entry['tflops']:.1f} TFLOP/s = {entry['of_cublas']:.2f}x cuBLAS"
+        f" ({cub.median_ms:.4f} ms)" + (f"; rung 9 {entry['autotuned_of_cublas']:.2f}x"
+                                        if entry["autotuned_of_cublas"] else ""))
+    return {"entry": entry, "candidates": cands, "short": cmp1.to_dict(), "long": cmp2.to_dict()}
+
+
+def sweep_shapes(out: Path, quick: bool = False, seed: int = 0, shapes_=None, _timer=None) -> dict:
+    """Rung 10's table: each shape of :data:`kernels.TABLE_SHAPES` swept (:func:`sweep_shape`),
+    into ``out/shape_table.json`` (a :func:`fraglab.bench.save_results` record whose ``results``
+    :func:`kernels.shape_table` reads) and ``out/shape_log.txt``. ``quick``: one tiny shape,
+    two candidates, the interpreter's wall clock where there is no GPU (a smoke test of the
+    pipeline: ``measured`` stays false). On an H100 the full run takes about 2-4 minutes."""
+    from .. import device
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "shape_log.txt")
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    gpu = device.gpu_available()
+    if not gpu and _timer is None:
+        _timer = _host_timer
+    shape_list = list(shapes_ or (QUICK_SHAPES if quick else kernels.TABLE_SHAPES))
+    arch = device.arch() if gpu else "sm_90"
+    log.phase(f"compile ({arch})")
+    cand = {tuple(s): shape_candidates(*s, top=2 if quick else SHAPE_TOP) for s in shape_list}
+    defs = [kernels.defines(t) for ts in cand.values() for t in ts]
+    defs += [{**d, "GROUP": 1 if d["GROUP"] > 1 else 8} for d in defs]
+    builds = _precompile(defs, arch, log)
+    rows, bar = [], Progress(len(shape_list))
+    for i, s in enumerate(shape_list, 1):
+        log.phase("x".join(map(str, s)))
+        try:
+            rows.append(sweep_shape(rng, log, s, builds, quick=quick, _timer=_timer))
+        except Exception as exc:
+            rows.append({"shape": list(s), "failure": f"{type(exc).__name__}: {exc}"[:1000]})
+            log(f"  FAILED: {rows[-1]['failure']}")
+        bar.show(i, f"{'x'.join(map(str, s))} done ({time.perf_counter() - t0:.0f} s)")
+    bar.close()
+    measured = _timer is None
+    results = {"measured": measured, "quick": quick, "seed": seed,
+               "status": ("measured by python -m fraglab.register_reuse sweep-shapes" if measured
+                          else "unmeasured: a smoke run on the interpreter (wall clock)"),
+               "sm_count": kernels.H100_SMS, "cublas_settings": kernels.cublas_settings(),
+               "entries": [r["entry"] for r in rows if "entry" in r], "builds": builds,
+               "sweep": rows, "wall_s": time.perf_counter() - t0}
+    bench.save_results(out / "shape_table.json", results,
+                       device=None if gpu else {"name": "no GPU (interpreter)", "sm_count": None})
+    log.phase("summary")
+    log(shape_summary(results))
+    return results
+
+
+def write_seed_table(path=kernels.SHAPE_TABLE) -> dict:
+    """The wave model's table (:func:`kernels.seed_entry` for each shape), marked unmeasured:
+    what rung 10 uses until an H100 sweep replaces it."""
+    results = {"measured": False,
+               "status": "unmeasured: the wave model's picks (kernels.seed_entry), to be replaced "
+                         "by python -m fraglab.register_reuse sweep-shapes on the H100",
+               "sm_count": kernels.H100_SMS,
+               "entries": [kernels.seed_entry(*s) for s in kernels.TABLE_SHAPES]}
+    bench.save_results(path, results, device={"name": "unmeasured (wave model)",
+                                              "sm_count": kernels.H100_SMS})
+    return results
+
+
+def shape_summary(results: dict) -> str:
+    """One line per shape: the pick, its TFLOP/s and share of cuBLAS, rung 9's share."""
+    lines = [f"{'shape':<18} {'pick':<30} {'ms':>9} {'TFLOP/s':>8} {'x cuBLAS':>9} {'rung 9':>7}"]
+    for e in results.get("entries") or []:
+        r9 = e.get("autotuned_of_cublas")
+        lines.append(f"{'x'.join(map(str, e['shape'])):<18} {e['label']:<30} "
+                     f"{e.get('median_ms', float('nan')):>9.4f} {e.get('tflops', float('nan')):>8.1f} "
+                     f"{e.get('of_cublas', float('nan')):>9.2f} " + (f"{r9:>7.2f}" if r9 else f"{'-':>7}"))
+    for r in results.get("sweep") or []:
+        if "failure" in r:
+            lines.append(f"{'x'.join(map(str, r['shape'])):<18} FAILED: {r['failure'][:80]}")
     return "\n".join(lines)

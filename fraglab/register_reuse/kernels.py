@@ -8,11 +8,14 @@ them for one call, which is how the autotuning sweep tries other configurations.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
+from pathlib import Path
 
 import numpy as np
 
-from .. import launch, toolchain
+from .. import launch, toolchain, tools
 
 #: What each rung changes, one line each (the chapter's table).
 CHANGES = {
@@ -25,6 +28,8 @@ CHANGES = {
     "warptile": "warp tiles: each lane's 4x4 chunks spread over its warp's tile (no bank conflicts)",
     "double_buffer": "two shared stages and a global->register prefetch, one barrier per step",
     "autotuned": "rung 8 with the tiles of an H100 sweep",
+    "split_k": "tiles per shape from an H100 table, K split over more blocks where the grid "
+               "would leave SMs idle (partial sums added in a fixed order); ragged edges guarded",
 }
 
 #: The rungs, in order: the keys of CHANGES (llm.c style: each a small diff of the one before).
@@ -42,12 +47,20 @@ TILES: dict[str, dict[str, int]] = {
     "warptile": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2),
     "double_buffer": dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2, GROUP=1),
     "autotuned": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8),
+    # the tiles rung 10 compiles with when no shape is given (compile tests, SASS counts); a
+    # call takes tiles_for(M, N, K) from the shape table instead. SPLIT: at most this many
+    # slices of K (a launch parameter, not a define); GUARD: edge tiles (set from the shape).
+    "split_k": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8, SPLIT=1, GUARD=0),
 }
 
 #: Rungs that take any M, N, K (bounds-checked loads and stores); the others need M % BM,
 #: N % BN and K % BK to be 0 (float4 tiles, no bounds checks) and 16-byte aligned arrays.
 RAGGED_OK = ("naive", "coalesced", "smem", "tile1d", "tile2d")
-_WARP_RUNGS = ("warptile", "double_buffer", "autotuned")
+_WARP_RUNGS = ("warptile", "double_buffer", "autotuned", "split_k")
+#: Rung 10 takes any M and N, and K, N multiples of 4 (float4 rows), with GUARD = 1.
+SPLIT_MAX = 32
+#: Tile parameters that are not compile-time defines (launch parameters).
+LAUNCH_PARAMS = ("SPLIT",)
 
 #: Shared memory per SM on sm_90 and the most one block may take (bytes).
 SMEM_PER_BLOCK_MAX = 227 * 1024
@@ -72,7 +85,7 @@ def tiles(variant: str, **overrides) -> dict:
                          f"{', '.join(base) or 'none (its tile is fixed at 32x32)'}")
     t = {**base, **overrides}
     for k, v in t.items():
-        launch.check_range(k, v, 1, 1024)
+        launch.check_range(k, v, 0 if k == "GUARD" else 1, 1024)
     rules = _rules(variant, t)
     bad = [why for ok, why in rules if not ok]
     if bad:
@@ -101,6 +114,10 @@ def _rules(variant: str, t: dict) -> list[tuple[bool, str]]:
                   (t["MINB"] <= 32, "MINB (blocks per SM) is at most 32")]
     if "GROUP" in t:
         rules.append((t["GROUP"] <= 64, "GROUP (block rows per group) is at most 64"))
+    if "SPLIT" in t:
+        rules.append((t["SPLIT"] <= SPLIT_MAX, f"SPLIT (slices of K) is at most {SPLIT_MAX}"))
+    if "GUARD" in t:
+        rules.append((t["GUARD"] in (0, 1), "GUARD is 0 (whole tiles) or 1 (guarded edges)"))
     if variant in ("vectorized", *_WARP_RUNGS):
         rules += [(t["BK"] % 4 == 0, "BK must be a multiple of 4 (float4 loads)"),
                   ((t["BM"] * t["BK"] // 4) % n == 0 and (t["BK"] * t["BN"] // 4) % n == 0,
@@ -134,7 +151,7 @@ def shared_bytes(variant: str, t: dict | None = None) -> int:
     stage = t["BK"] * (t["BM"] + t["BN"]) * 4
     if variant in _WARP_RUNGS:
         stage = t["BK"] * (t["BM"] + 4 + t["BN"]) * 4
-    return stage * (2 if variant in ("double_buffer", "autotuned") else 1)
+    return stage * (2 if variant in ("double_buffer", "autotuned", "split_k") else 1)
 
 
 def dynamic_smem(variant: str, t: dict) -> int:
@@ -148,14 +165,19 @@ def block_tile(variant: str, t: dict | None = None) -> tuple[int, int, int]:
     return (t.get("BM", 32), t.get("BN", 32), t.get("BK", 32))
 
 
+def defines(t: dict) -> dict:
+    """The compile-time defines of tiles ``t`` (:data:`LAUNCH_PARAMS` left out)."""
+    return {k: v for k, v in t.items() if k not in LAUNCH_PARAMS}
+
+
 def build(variant: str, arch=None, **overrides) -> toolchain.Build:
     """The compiled rung (for ``arch``, default the current GPU) with its checked tiles."""
-    return toolchain.compile(kernel_file(variant), arch, defines=tiles(variant, **overrides))
+    return toolchain.compile(kernel_file(variant), arch, defines=defines(tiles(variant, **overrides)))
 
 
-def check_shapes(variant: str, a, b, t: dict) -> tuple[int, int, int]:
-    """Check ``a`` (M,K) and ``b`` (K,N): float32, C-contiguous, on the GPU, sizes the rung can
-    run; returns (M, N, K). Raises TypeError/ValueError before anything is launched."""
+def _dims(a, b) -> tuple[int, int, int]:
+    """Check ``a`` (M,K) and ``b`` (K,N) as arrays (float32, C-contiguous, 2-D, inner dimensions
+    equal, at least 1, 32-bit indexable); returns (M, N, K)."""
     launch.check_array("a", a, dtype=np.float32, ndim=2)
     launch.check_array("b", b, dtype=np.float32, ndim=2)
     (m, k), (k2, n) = a.shape, b.shape
@@ -166,13 +188,33 @@ def check_shapes(variant: str, a, b, t: dict) -> tuple[int, int, int]:
         raise ValueError(f"M, N, K must be at least 1, got M={m}, N={n}, K={k}")
     if max(m * k, k * n, m * n) >= 2**31:
         raise ValueError("each matrix must have fewer than 2**31 elements (32-bit indexing)")
-    if variant not in RAGGED_OK:
+    return m, n, k
+
+
+def whole_tiles(m: int, n: int, k: int, t: dict) -> bool:
+    """True when M, N, K are multiples of the block tile (BM, BN, BK) of tiles ``t``."""
+    return m % t["BM"] == 0 and n % t["BN"] == 0 and k % t["BK"] == 0
+
+
+def check_shapes(variant: str, a, b, t: dict) -> tuple[int, int, int]:
+    """Check ``a`` (M,K) and ``b`` (K,N): float32, C-contiguous, on the GPU, sizes the rung can
+    run; returns (M, N, K). Raises TypeError/ValueError before anything is launched."""
+    m, n, k = _dims(a, b)
+    if variant == "split_k":
+        for name, value in (("N", n), ("K", k)):
+            if value % 4:
+                raise ValueError(f"split_k needs {name} to be a multiple of 4 (its rows are read "
+                                 f"as float4s), got {name} = {value}; rungs "
+                                 f"{', '.join(RAGGED_OK)} take any size")
+    if variant not in RAGGED_OK and not (variant == "split_k" and t["GUARD"]):
         bm, bn, bk = block_tile(variant, t)
         for name, value, mult, tile in (("M", m, bm, "BM"), ("N", n, bn, "BN"), ("K", k, bk, "BK")):
             if value % mult:
                 raise ValueError(f"{variant} needs {name} to be a multiple of {tile} = {mult} "
                                  f"(float4 tiles, no bounds checks), got {name} = {value}; "
-                                 f"rungs {', '.join(RAGGED_OK)} take any size")
+                                 + ("GUARD=1 takes edge tiles" if variant == "split_k" else
+                                    f"rungs {', '.join(RAGGED_OK)} take any size"))
+    if variant not in RAGGED_OK:
         for name, x in (("a", a), ("b", b)):
             launch.check_aligned(name, x, 16, "float4 loads")
     return m, n, k
@@ -180,7 +222,8 @@ def check_shapes(variant: str, a, b, t: dict) -> tuple[int, int, int]:
 
 def sgemm(a, b, variant: str = FINAL, **tile_overrides):
     """``a @ b`` by rung ``variant`` of :data:`VARIANTS` (a CuPy float32 array, poisoned with NaN
-    before the launch). ``tile_overrides`` (e.g. ``BM=64``) replace :data:`TILES` for this call."""
+    before the launch). ``tile_overrides`` (e.g. ``BM=64``) replace :data:`TILES` for this call
+    (for ``split_k``: replace :func:`tiles_for`'s choice for the shape)."""
     run, c = sgemm_launcher(a, b, variant, **tile_overrides)
     run()
     return c
@@ -190,6 +233,8 @@ def sgemm_launcher(a, b, variant: str = FINAL, **tile_overrides):
     """A no-argument callable that launches ``variant`` on ``a``, ``b`` into one output buffer
     (checked and compiled once; for timing loops). Returns ``(run, c)``."""
     launch.check_choice("variant", variant, VARIANTS)
+    if variant == "split_k":
+        return _split_k_launcher(a, b, tile_overrides)
     t = tiles(variant, **tile_overrides)
     m, n, k = check_shapes(variant, a, b, t)
     c = launch.poisoned((m, n), np.float32)
@@ -198,6 +243,155 @@ def sgemm_launcher(a, b, variant: str = FINAL, **tile_overrides):
     grid, block, smem = (-(-n // bn), -(-m // bm)), threads(variant, t), dynamic_smem(variant, t)
     args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
     return (lambda: launch.launch(fn, grid, block, args, shared_mem=smem)), c
+
+
+def split_plan(k: int, bk: int, split: int) -> tuple[int, int]:
+    """``(splits, k_split)``: K cut into at most ``split`` slices of whole BK steps, k_split
+    columns each (the last one shorter where K is ragged). ``splits`` is smaller than ``split``
+    where K has fewer steps, or where equal slices leave one empty (10 steps in 4 slices: 3+3+3+1;
+    in 6: 2+2+2+2+2, 5 slices)."""
+    steps = -(-k // bk)
+    per = -(-steps // max(1, min(split, steps)))
+    return -(-steps // per), per * bk
+
+
+def _split_k_launcher(a, b, overrides: dict):
+    m, n, k = _dims(a, b)
+    t = tiles_for(m, n, k, **overrides)
+    check_shapes("split_k", a, b, t)
+    splits, k_split = split_plan(k, t["BK"], t["SPLIT"])
+    c = launch.poisoned((m, n), np.float32)
+    out = c if splits == 1 else launch.poisoned((splits, m, n), np.float32)
+    fn = launch.get_kernel(kernel_file("split_k"), "sgemm_split_k", defines=defines(t))
+    grid = (-(-n // t["BN"]), -(-m // t["BM"]), splits)
+    block, smem = threads("split_k", t), dynamic_smem("split_k", t)
+    args = (a, b, out, np.int32(m), np.int32(n), np.int32(k), np.int32(k_split))
+    if splits == 1:
+        return (lambda: launch.launch(fn, grid, block, args, shared_mem=smem)), c
+    red = launch.get_kernel(kernel_file("split_k"), "sgemm_split_k_reduce", defines=defines(t))
+    count4 = m * n // 4
+    rgrid = min(-(-count4 // 256), 16 * launch.sm_count())
+    rargs = (out, c, np.int32(count4), np.int32(splits), np.int64(m * n))
+
+    def run():
+        launch.launch(fn, grid, block, args, shared_mem=smem)
+        launch.launch(red, rgrid, 256, rargs)
+    return run, c
+
+
+# --------------------------------------------------------------------------------------------
+# Rung 10's tiles per shape: the table, the nearest entry, the wave model that seeds it
+# --------------------------------------------------------------------------------------------
+
+#: The shape table (``python -m fraglab.register_reuse sweep-shapes --out DIR`` writes
+#: ``DIR/shape_table.json``; the record's copy sits beside chapter 07's results.json).
+SHAPE_TABLE = tools.REPO_ROOT / "book" / "data" / "07_register_reuse" / "shape_table.json"
+
+#: Tile configurations rung 10 chooses from (the sweep times them, the wave model seeds the
+#: table with them): rung 9's 128x256, 128x128 with 64x64 or 32x64 warp tiles, 64x128, 64x64
+#: and 256x128. MINB asks ptxas for that many blocks per SM (registers <= 65536 / (MINB x threads)).
+SHAPE_CONFIGS = (
+    dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8),
+    dict(BM=128, BN=128, BK=8, WM=64, WN=64, LM=4, MINB=2, GROUP=8),
+    dict(BM=128, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=2, GROUP=8),
+    dict(BM=64, BN=128, BK=8, WM=32, WN=64, LM=4, MINB=4, GROUP=8),
+    dict(BM=64, BN=64, BK=8, WM=32, WN=32, LM=4, MINB=4, GROUP=8),
+    dict(BM=256, BN=128, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8),
+)
+#: The wave model's guess of each configuration's TFLOP/s on a full H100 (132 SMs busy): the
+#: first sweep's 4096^3 figures for the tiles it timed (book/data/07_register_reuse/results.json,
+#: 2026-11-23), lower guesses for the two small tiles it did not. Only the unmeasured seed uses them.
+PRIOR_TFLOPS = (49.7, 49.4, 48.2, 44.0, 38.0, 47.7)
+H100_SMS = 132
+#: The shapes of the table (the sweep times each): the issue's squares and non-square pair, a
+#: small cube, a long K, and two ragged ones (not whole tiles: GUARD = 1).
+TABLE_SHAPES = ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (6144, 6144, 6144),
+                (8192, 8192, 8192), (4096, 4096, 1024), (8192, 1024, 4096), (512, 512, 512),
+                (1024, 1024, 8192), (1000, 1000, 1000), (3000, 2000, 1500))
+#: Splits the wave model and the sweep consider.
+SPLITS = (1, 2, 3, 4, 6, 8)
+
+
+def config_label(t: dict) -> str:
+    """``128x256x16/64x64 M1 G8 S2``: block tile, warp tile, MINB, GROUP, SPLIT."""
+    return (f"{t['BM']}x{t['BN']}x{t['BK']}/{t['WM']}x{t['WN']} M{t['MINB']} G{t['GROUP']}"
+            + (f" S{t['SPLIT']}" if "SPLIT" in t else ""))
+
+
+def wave_model(m: int, n: int, k: int, t: dict, split: int, tflops: float,
+               sms: int = H100_SMS) -> float:
+    """Seconds the wave model expects: every SM works at ``tflops / sms`` on its blocks one after
+    another, so the busiest SM, with ceil(blocks / sms) blocks, sets the time (wave
+    quantization); a split adds its reduction (reading the slices, writing C, at ~2.5 TB/s) and
+    a launch (~3 us)."""
+    splits, k_split = split_plan(k, t["BK"], split)
+    blocks = -(-m // t["BM"]) * -(-n // t["BN"]) * splits
+    block_s = 2.0 * t["BM"] * t["BN"] * k_split / (tflops * 1e12 / sms)
+    reduce_s = 0.0 if splits == 1 else (splits + 1) * m * n * 4 / 2.5e12 + 3e-6
+    return -(-blocks // sms) * block_s + reduce_s
+
+
+def seed_entry(m: int, n: int, k: int, sms: int = H100_SMS) -> dict:
+    """The wave model's pick for M x N x K among :data:`SHAPE_CONFIGS` x :data:`SPLITS` (slices
+    of at least 4 BK steps): a table entry marked unmeasured."""
+    best = None
+    for t, prior in zip(SHAPE_CONFIGS, PRIOR_TFLOPS):
+        for split in SPLITS:
+            splits, k_split = split_plan(k, t["BK"], split)
+            if splits != split or (split > 1 and k_split < 4 * t["BK"]):
+                continue
+            s = wave_model(m, n, k, t, split, prior, sms)
+            if best is None or s < best[0]:
+                best = (s, {**t, "SPLIT": split})
+    return {"shape": [m, n, k], "tiles": best[1], "measured": False,
+            "model_ms": best[0] * 1e3, "label": config_label(best[1])}
+
+
+_TABLE: dict = {}
+
+
+def shape_table(path=None) -> dict:
+    """The shape table: ``{"measured", "status", "entries": [{"shape", "tiles", ...}]}``, read
+    from :data:`SHAPE_TABLE` (the ``results`` of a ``fraglab.bench`` record; re-read when the file
+    changes). Without the file: the wave model's entries for the sweep's shapes, unmeasured."""
+    path = Path(path or SHAPE_TABLE)
+    stamp = path.stat().st_mtime_ns if path.is_file() else None
+    if _TABLE.get("key") != (str(path), stamp):
+        if stamp is None:
+            table = {"measured": False, "status": f"unmeasured: no {path.name}; the wave model's "
+                     "picks (kernels.seed_entry)", "entries": [seed_entry(*s) for s in TABLE_SHAPES]}
+        else:
+            table = json.loads(path.read_text())["results"]
+        _TABLE.update(key=(str(path), stamp), table=table)
+    return _TABLE["table"]
+
+
+def nearest_entry(m: int, n: int, k: int, table: dict | None = None) -> dict:
+    """The table entry of M x N x K, or the nearest one: the least sum of |log2| ratios of M, N
+    and K (1024^3 is as near to 512^3 as to 2048^3). Never an error for a valid shape."""
+    entries = (table or shape_table())["entries"]
+    if not entries:
+        raise ValueError("the shape table has no entries")
+
+    def distance(e):
+        return sum(abs(math.log2(x / y)) for x, y in zip((m, n, k), e["shape"]))
+    return min(entries, key=distance)
+
+
+def tiles_for(m: int, n: int, k: int, **overrides) -> dict:
+    """What rung 10 (``split_k``) launches for an M x N x K product: the tiles of the nearest
+    :func:`shape_table` entry with ``overrides`` on top, checked by :func:`tiles`; SPLIT as
+    launched (:func:`split_plan`: no more slices than K has BK steps) and GUARD = 1 where M, N or
+    K is not whole tiles (unless ``overrides`` set it)."""
+    for name, v in (("M", m), ("N", n), ("K", k)):
+        launch.check_range(name, v, 1, 2**31 - 1)
+    entry = nearest_entry(m, n, k)
+    t = {**TILES["split_k"], **entry["tiles"], **overrides}
+    if "GUARD" not in overrides:
+        t["GUARD"] = 0 if whole_tiles(m, n, k, t) else 1
+    t = tiles("split_k", **t)
+    t["SPLIT"] = split_plan(k, t["BK"], t["SPLIT"])[0]
+    return t
 
 
 # --------------------------------------------------------------------------------------------

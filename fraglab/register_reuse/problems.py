@@ -66,10 +66,34 @@ RAGGED_CASES = (
 )
 
 
+#: Cases of rung 10 (split_k), which takes any M and N and K that are multiples of 4: its tiles
+#: and split come from the shape table (``kernels.tiles_for``) unless ``tiles`` overrides them.
+#: Splits that leave a short last slice, a last step that is part of a BK step, edge tiles in
+#: M and N, and the two kernels' extremes (one split; many).
+SPLIT_K_CASES = (
+    Case("table_1024", m=1024, n=1024, k=1024, slow=True),
+    Case("table_long_k", m=1024, n=1024, k=8192, slow=True),
+    Case("ragged_split", m=333, n=260, k=132, edge=True, slow=True),
+    Case("split8", m=256, n=256, k=4096, tiles={"SPLIT": 8}, edge=True, slow=True),
+    Case("split_large_magnitude", m=256, n=256, k=512, scale=1e15, tiles={"SPLIT": 4},
+         edge=True, slow=True),
+    Case("small_ragged_split", m=33, n=36, k=20, tiles={"SPLIT": 3}, edge=True),
+    Case("uneven_split", m=64, n=128, k=40, tiles={"SPLIT": 3, "BM": 64, "BN": 128, "BK": 8,
+                                                   "WM": 32, "WN": 64, "MINB": 4}, edge=True),
+    Case("guarded_whole_tiles", m=64, n=64, k=16, tiles={"GUARD": 1, "SPLIT": 2, "BM": 64,
+                                                          "BN": 64, "BK": 8, "WM": 32, "WN": 32,
+                                                          "MINB": 4}, edge=True),
+    Case("k4", m=5, n=8, k=4, edge=True),
+    Case("one_by_four", m=1, n=4, k=4, edge=True),
+)
+
+
 def cases(variant: str) -> tuple:
     """The cases of ``variant``: the whole-tile ones, plus the ragged ones where it takes them.
     A rung that takes ragged sizes runs its small ragged cases on the interpreter, so its "k16"
     (256 x 256, slow there for the untiled rungs) is left to GPUs."""
+    if variant == "split_k":
+        return (*WHOLE_TILE_CASES, *SPLIT_K_CASES)
     if variant not in kernels.RAGGED_OK:
         return WHOLE_TILE_CASES
     k16 = [Case(c.name, edge=c.edge, slow=True, **c.params) if c.name == "k16" else c
@@ -78,8 +102,9 @@ def cases(variant: str) -> tuple:
 
 
 def _runner(variant: str):
-    def run(a, b, **_):
-        return kernels.sgemm(launch.to_device(a), launch.to_device(b), variant=variant)
+    def run(a, b, tiles=None, **_):
+        return kernels.sgemm(launch.to_device(a), launch.to_device(b), variant=variant,
+                             **(tiles or {}))
     return run
 
 
