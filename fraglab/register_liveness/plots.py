@@ -36,12 +36,13 @@ def plot_liveness(prof: dict, d: int = 256):
             ax.plot(x, y, color=COLORS[mode], lw=1.2,
                     label=f"{LABELS[mode]}: peak {y.max()}"
                           + (f", ptxas {p['registers']} regs" if key == "sass" else ""))
-        ax.axhline(LIMIT, color="k", ls=":", lw=1)
-        ax.text(0.005, LIMIT + 4, "255: the most a thread may have", fontsize=9, va="bottom")
+        # the limit named in the legend: a label on the dotted line had the curves through it
+        ax.axhline(LIMIT, color="k", ls=":", lw=1, label=f"{LIMIT}: the most a thread may have")
         ax.set_ylabel("live 32-bit registers")
         ax.set_title(title, loc="left")
-        ax.set_ylim(0, max(LIMIT, *(max(p[key]) for p in prof.values())) * 1.18)
-        ax.legend(loc="lower center", ncol=1, frameon=False)
+        # room above the curves for the legend (inside, among the curves, it hid them)
+        ax.set_ylim(0, max(LIMIT, *(max(p[key]) for p in prof.values())) * 1.55)
+        ax.legend(loc="upper center", ncol=1, frameon=False)
     axes[1].set_xlabel("position in the kernel's instruction listing (0 = start, 1 = end)")
     fig.tight_layout()
     return fig
