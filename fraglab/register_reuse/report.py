@@ -202,7 +202,8 @@ def _findings(doc: dict) -> dict[str, str]:
     f["seed_speedup"] = report.fmt(seed.get("speedup_tile1d_over_smem"), "{}x")
     f["seed_cublas_gflops"] = report.fmt(seed.get("gflops", {}).get("cublas"), "{:,}")
     f["seed_registers"] = report.fmt(seed.get("registers_tile1d"))
-    for k in kernels.VARIANTS + ("cublas",):
+    ran = res.get("tiles") or kernels.TILES          # the rungs that existed when the record ran
+    for k in tuple(v for v in kernels.VARIANTS if v in ran) + ("cublas",):
         m = at.get(k)
         f[f"tflops_{k}"] = report.fmt(m and m["tflops"], "{:.1f}")
         f[f"share_{k}"] = _pct(m and m["of_cublas"])
