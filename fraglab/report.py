@@ -67,8 +67,8 @@ class Table:
     output at a 1400 px window, :data:`OUTPUT_BOX_PX`, by default): a wider table (the estimate
     :func:`table_px`) raises :class:`TableTooWide` when it is made, unless ``check=False`` (a
     table about to be split or transposed). :meth:`split` (stacked tables), :meth:`transpose`,
-    ``wrap`` or shorter headers are the ways out (``report.table(..., fit="split")`` splits
-    only a table that needs it)."""
+    ``wrap`` or shorter headers are the ways out; :func:`table` splits a table that needs it
+    unless told otherwise."""
 
     def __init__(self, header: Sequence[str], rows: Sequence[Sequence[Any]], caption: str = "",
                  align: Sequence[str] | None = None, *, wrap: Iterable[int | str] = (),
@@ -190,19 +190,20 @@ class Tables:
 def table(rows: Iterable[Mapping[str, Any]] | Sequence[Sequence[Any]], header=None, *,
           caption: str = "", align=None, wrap: Iterable[int | str] = (),
           wrap_header: bool = False, max_px: float | None = None,
-          fit: str | None = None) -> Table | Tables:
+          fit: str = "split") -> Table | Tables:
     """A :class:`Table` from a list of dicts (keys are the header) or from ``header`` + rows.
-    ``fit="split"`` or ``fit="transpose"`` does that when the table would not fit ``max_px``
-    (otherwise a too-wide table raises :class:`TableTooWide`)."""
+    A table wider than ``max_px`` (the column, by default) is never shown cut: ``fit="split"``
+    stacks it as tables that fit (:meth:`Table.split`), ``fit="transpose"`` transposes it,
+    ``fit="raise"`` raises :class:`TableTooWide` (a topic's builder that wants to choose)."""
     rows = list(rows)
     if header is None:
         if not rows or not isinstance(rows[0], Mapping):
             raise ValueError("give header=[...] with list rows, or rows as dicts")
         header = list(rows[0])
         rows = [[r.get(h, "") for h in header] for r in rows]
-    if fit not in (None, "split", "transpose"):
-        raise ValueError(f"fit must be None, 'split' or 'transpose', got {fit!r}")
-    if fit is None:
+    if fit not in ("split", "transpose", "raise"):
+        raise ValueError(f"fit must be 'split', 'transpose' or 'raise', got {fit!r}")
+    if fit == "raise":
         return Table(header, rows, caption, align, wrap=wrap, wrap_header=wrap_header,
                      max_px=max_px)
     t = Table(header, rows, caption, align, wrap=wrap, wrap_header=wrap_header, max_px=max_px,

@@ -264,12 +264,17 @@ def test_estimate_fails_a_too_wide_table():
     assert flipped.header == ["step", "lazy_rescale"] and flipped.rows[-1] == ["x SDPA", "1.21x"]
     narrow = report.table([STEPS_ROW[:8]], STEPS_HEADER[:8])          # fits: a plain Table
     assert type(narrow) is report.Table and narrow.width_px < report.OUTPUT_BOX_PX
+    with pytest.raises(report.TableTooWide):
+        report.table([STEPS_ROW], STEPS_HEADER, fit="raise")
+    assert isinstance(report.table([STEPS_ROW], STEPS_HEADER), report.Tables)   # split
 
 
 def test_wrapped_columns_count_their_longest_word():
     text = "the main loop's instructions by class, counted in the SASS of every step " * 3
     with pytest.raises(report.TableTooWide):
         report.Table(["step", "what changes"], [["fa2", text]])
+    with pytest.raises(report.TableTooWide):       # one column: nothing to split
+        report.table([["fa2", text]], ["step", "what changes"])
     t = report.Table(["step", "what changes"], [["fa2", text]], wrap=["what changes"])
     assert t.width_px < 300 and "white-space:normal" in t._repr_html_()
 
