@@ -1,0 +1,28 @@
+"""``python -m fraglab.fused_lm_head``: chapter 11's command line.
+
+    bench --out DIR [--quick] [--seed N]    the GPU run (checks, timing) -> DIR/results.json
+
+``python -m fraglab.chapter bench 11`` runs it, records DIR/results.json in
+``book/data/11_fused_lm_head/`` and re-executes the chapter.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..cli import bench_options, subcommands
+
+#: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
+COMMANDS = {"bench": ("the GPU run: every Problem's cases, then warp_scan timed",
+                      bench_options("2^16 rows, fewer repeats"))}
+
+
+def main(argv=None) -> int:
+    args = subcommands("python -m fraglab.fused_lm_head", "A fused LM head: matmul, then an in-register log-sum-exp (topic 11)",
+                       COMMANDS).parse_args(argv)
+    from . import bench
+    bench.run(args.out, quick=args.quick, seed=args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
