@@ -40,7 +40,10 @@ def test_glue_values_follow_the_record(doc):
     assert g["ch07-seed-share-tile1d"] == f"{100 * seed['of_cublas']['tile1d']:.1f}%"
     assert g["ch07-seed-speedup"] == f"{seed['speedup_tile1d_over_smem']}x"
     assert g["ch07-gpu"] == doc["device"]["name"]
-    assert g["ch07-goal-verdict"] == ("met" if at["autotuned"]["of_cublas"] >= 0.9 else "not met")
+    top = rr_report.CHAPTER_TOP
+    assert top == rr.FINAL, "the chapter's top rung is the ladder's last"
+    assert g["ch07-top"] == top
+    assert g["ch07-goal-verdict"] == ("met" if at[top]["of_cublas"] >= 0.9 else "not met")
 
 
 def test_a_different_record_gives_different_prose(doc):
@@ -48,7 +51,7 @@ def test_a_different_record_gives_different_prose(doc):
     other = copy.deepcopy(doc)
     entry = rr_report.ladder_at(other, rr_report.SIZE)["rows"]
     entry["tile1d"]["tflops"] = 3 * entry["smem"]["tflops"]
-    entry["autotuned"]["of_cublas"] = 0.5
+    entry[rr_report.CHAPTER_TOP]["of_cublas"] = 0.5
     other["device"]["name"] = "Some GPU"
     g = rr.glue_values(other)
     assert g["ch07-speedup-tile1d"] == "3.00x"
@@ -88,6 +91,86 @@ def test_tables(doc, rows):
     top = [r for r in b.rows if r[0] == rr_report.LABELS["autotuned"]][0]
     bm, bn, _ = rr.block_tile("autotuned", rr_report.tuned_tiles(doc)["autotuned"])
     assert top[2] == (1024 // bm) * (1024 // bn)
+    r10 = [r for r in b.rows if r[0] == rr_report.LABELS["split_k"]][0]
+    g = rr_report.grid(doc, "split_k", (1024,) * 3)
+    assert r10[2] == g["tile_blocks"] * g["splits"] and f"K in {g['splits']}" in r10[1]
+    s = rr_report.shapes_table(doc)
+    entries = rr_report.record_table(doc)["entries"]
+    assert len(s.rows) == len(entries) and s.rows[0][0] == "1024^3"
+    assert s.rows[0][5] == f"{entries[0]['of_cublas']:.2f}x"
+    assert s.rows[0][6] == f"{entries[0]['autotuned_of_cublas']:.2f}x"
+    assert "Table 4" in s._repr_html_()
+
+
+def test_the_grids_at_1024_are_computed_from_the_record(doc):
+    """Wave quantization from the grid: rung 9's blocks are its tiles over the shape, its slots
+    the SMs times the blocks the record's SASS row fits; rung 10's tiles and split are those the
+    record's ladder ran at that shape, its slots from its build's registers."""
+    sms = doc["device"]["sm_count"]
+    t9 = rr_report.tuned_tiles(doc)["autotuned"]
+    g9 = rr_report.grid(doc, "autotuned", (1024,) * 3)
+    per9 = {r["kernel"]: r for r in doc["results"]["sass"]}["autotuned"]["blocks_per_sm"]
+    assert g9["blocks"] == (1024 // t9["BM"]) * (1024 // t9["BN"])
+    assert g9["slots"] == sms * per9 and g9["fill"] == g9["blocks"] / g9["slots"]
+    g = rr.glue_values(doc)
+    assert g["ch07-r9-blocks-small"] == str(g9["blocks"])
+    assert g["ch07-r9-fill-small"] == f"{100 * g9['blocks'] / g9['slots']:.1f}%"
+    for entry in doc["results"]["ladder"]:
+        ran = entry["rows"].get("split_k", {}).get("tiles")
+        if ran:                     # the table the record keeps is the one its ladder ran with
+            got = rr_report.grid(doc, "split_k", entry["shape"])["tiles"]
+            assert {k: got[k] for k in ran} == ran, entry["shape"]
+    g10 = rr_report.grid(doc, "split_k", (1024,) * 3)
+    regs = rr_report.build_registers(doc, g10["tiles"])
+    assert regs and g10["blocks_per_sm"] == rr.occupancy(
+        regs, rr.shared_bytes("split_k", g10["tiles"]),
+        rr.threads("split_k", g10["tiles"]))["blocks_per_sm"]
+    assert g["ch07-r10-blocks-small"] == str(g10["tile_blocks"] * g10["splits"])
+    partial = g10["splits"] * 1024 * 1024 * 4
+    assert g["ch07-extra-mib-small"] == f"{2 * partial / 2**20:g} MiB"
+    with pytest.raises(ValueError, match="models rungs"):
+        rr_report.grid(doc, "tile1d", (1024,) * 3)
+
+
+def test_a_shape_outside_the_table_takes_the_nearest_entry(doc):
+    table = rr_report.record_table(doc)
+    shape = (3072, 3072, 3072)
+    assert shape not in [tuple(e["shape"]) for e in table["entries"]]
+    near = rr.kernels.nearest_entry(*shape, table=table)
+    got = rr_report.grid(doc, "split_k", shape)["tiles"]
+    assert {k: got[k] for k in ("BM", "BN", "BK", "WM", "WN")} == \
+        {k: near["tiles"][k] for k in ("BM", "BN", "BK", "WM", "WN")}
+
+
+def test_the_goal_is_stated_shape_by_shape_from_the_record(doc):
+    g = rr.glue_values(doc)
+    by = {tuple(e["shape"]): e["of_cublas"] for e in rr_report.record_table(doc)["entries"]}
+    met = [s for s, v in rr_report.GOAL_SHAPES.items() if by[s] >= v]
+    assert g["ch07-goal-n-met"] == str(len(met)) and g["ch07-goal-n"] == "7"
+    assert g["ch07-goal-small-x"] == "0.90x" and g["ch07-goal-large-x"] == "1.00x"
+    for s in rr_report.GOAL_SHAPES:
+        text = ("{}^3".format(s[0]) if len(set(s)) == 1 else "x".join(map(str, s))) \
+            + f" ({by[s]:.2f}x)"
+        assert text in (g["ch07-goal-met"] if s in met else g["ch07-goal-missed"])
+    # another record: 2048^3 past cuBLAS, 1024^3 below its goal; the glued text follows
+    other = copy.deepcopy(doc)
+    for e in other["results"]["shape_table"]["entries"]:
+        if tuple(e["shape"]) == (2048,) * 3:
+            e["of_cublas"] = 1.01
+        if tuple(e["shape"]) == (1024,) * 3:
+            e["of_cublas"] = 0.85
+    g2 = rr.glue_values(other)
+    assert "2048^3 (1.01x)" in g2["ch07-goal-met"] and "1024^3 (0.85x)" in g2["ch07-goal-missed"]
+    assert g2["ch07-goal-n-met"] == str(len(met) - ((1024,) * 3 in met) + ((2048,) * 3 not in met))
+
+
+def test_a_record_before_rung_10_glues_no_rung_10_values(doc):
+    other = copy.deepcopy(doc)
+    other["results"]["tiles"].pop("split_k")
+    g = rr.glue_values(other)
+    assert "ch07-r10-blocks-small" not in g and "ch07-goal-met" not in g
+    rows = rr_report.blocks_table(other, rr_report.live_sass(other)).rows
+    assert rr_report.LABELS["split_k"] not in [r[0] for r in rows]
 
 
 @pytest.mark.parametrize("variant", rr.VARIANTS[1:])
@@ -104,7 +187,8 @@ def test_figures_are_legible(doc, rows):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    for fig in (plots.plot_ladder(doc, rows), plots.plot_sizes(doc), plots.plot_stalls(doc)):
+    for fig in (plots.plot_ladder(doc, rows), plots.plot_sizes(doc), plots.plot_stalls(doc),
+                plots.plot_waves(doc)):
         assert report.smallest_text_px(fig) >= report.MIN_TEXT_PX
         assert fig.get_figwidth() * 100 <= report.COLUMN_PX + 1
         plt.close(fig)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import kernels
-from .report import LABELS, SIZE, ladder_at, stalls
+from .report import GOAL_SHAPES, LABELS, SIZE, grid, ladder_at, record_table, stalls
 
 WIDTH = 7.85
 
@@ -130,6 +130,67 @@ def plot_stalls(doc: dict, min_value: float = 0.05):
         ax.text(0.5, 0.5, "no stall breakdown in the record: " +
                 str((doc["results"].get("stalls") or {}).get("skipped", "Nsight Compute did not run")),
                 ha="center", va="center", transform=ax.transAxes, wrap=True)
+    fig.tight_layout()
+    return fig
+
+
+# --- wave quantization: rung 9 against rung 10 over sizes ----------------------------------------
+
+def plot_waves(doc: dict, step: int = 256):
+    """Wave quantization over square sizes, from the record: (a) rung 9's and rung 10's share of
+    cuBLAS FP32 at each square shape of the record's shape table (the sweep's final round), with
+    issue 29's goal; (b) the share of the GPU's block slots (SMs x blocks per SM) their grids keep
+    busy, blocks / (whole waves x slots), at every multiple of ``step`` up to the largest size
+    (:func:`.report.grid`: rung 9's fixed tiles; rung 10's tiles and K split from the table's
+    nearest entry), the measured sizes marked. Sizes on a log axis."""
+    plt = _plt()
+    entries = sorted((e for e in record_table(doc)["entries"]
+                      if len(set(e["shape"])) == 1 and e["shape"][0] % step == 0),
+                     key=lambda e: e["shape"][0])
+    sizes = [e["shape"][0] for e in entries]
+    fig, (a, b) = plt.subplots(2, 1, figsize=(WIDTH, 6.6), sharex=True,
+                               gridspec_kw={"height_ratios": [1, 1.1]})
+    style = {"autotuned": dict(color="C8", marker="s", ls="--"),
+             "split_k": dict(color="C9", marker="o", ls="-")}
+    for k, key in (("autotuned", "autotuned_of_cublas"), ("split_k", "of_cublas")):
+        y = [np.nan if e.get(key) is None else e[key] for e in entries]
+        a.plot(sizes, y, ms=6, label=LABELS[k], **style[k])
+    a.axhline(1.0, color="k", ls=":", lw=1, label="cuBLAS FP32 (TF32 off)")
+    goal = [(s[0], v) for s, v in GOAL_SHAPES.items() if len(set(s)) == 1]
+    a.scatter([g[0] for g in goal], [g[1] for g in goal], marker="_", s=500, color="C3", lw=2,
+              zorder=3, label="issue 29's goal")
+    a.set_ylim(0, 1.25)
+    a.set_ylabel("x cuBLAS (measured)")
+    a.set_title("(a) throughput against cuBLAS, square sizes of the shape table", loc="left")
+    a.legend(loc="lower right")
+
+    grid_sizes = list(range(step, max(sizes) + 1, step))
+    for k in ("split_k", "autotuned"):
+        fill = [100 * grid(doc, k, (s, s, s))["fill"] for s in grid_sizes]
+        b.plot(grid_sizes, fill, color=style[k]["color"], ls=style[k]["ls"], lw=1.3,
+               label=f"{LABELS[k]}, predicted")
+        b.plot(sizes, [100 * grid(doc, k, (s, s, s))["fill"] for s in sizes], ls="none",
+               color=style[k]["color"], marker=style[k]["marker"], ms=6)
+    # the grids at the size nearest 1024, named below the curves (where none runs); the arrow
+    # drawn apart from the text, so that the text's box is the text's alone
+    small = min(sizes, key=lambda s: abs(s - 1024))
+    for k, y in (("split_k", 27), ("autotuned", 9)):
+        g = grid(doc, k, (small,) * 3)
+        b.text(small * 1.45, y, f"{LABELS[k]} at {small}^3: {g['blocks']} blocks for "
+               f"{g['slots']} slots", fontsize=9, va="center")
+        b.annotate("", (small, 100 * g["fill"]), xytext=(small * 1.43, y),
+                   arrowprops=dict(arrowstyle="->", color="0.3", lw=0.8))
+    b.set_ylim(0, 105)
+    b.set_ylabel("block slots busy (%)")
+    b.set_title(f"(b) the grid against {doc['device']['sm_count']} SMs: blocks / "
+                "(whole waves x slots)", loc="left")
+    b.legend(loc="upper left")
+    b.set_xscale("log", base=2)
+    b.set_xticks(sizes, [str(s) for s in sizes])
+    b.minorticks_off()
+    b.set_xlabel("M = N = K")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
 

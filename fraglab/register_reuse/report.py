@@ -17,7 +17,7 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
-from .. import bench, report, tools
+from .. import bench, report, sass, tools
 from . import kernels, sass_counts
 
 #: The record of the H100 run the chapter reads.
@@ -27,9 +27,15 @@ SIZE = 4096
 GOAL = 0.90
 #: Sizes the chapter explains the top rung's dip at (few blocks for 132 SMs).
 SMALL = 1024
-#: The rung the chapter's text calls the top one (its glue names: ch07-share-autotuned, ...).
-#: Rung 10 (split_k) is last in the ladder; the text moves to it after its H100 record.
-CHAPTER_TOP = "autotuned"
+#: The rung the chapter's text calls the top one (its glue names: ch07-share-split-k, ...): the
+#: last rung, split_k (rung 10), since its H100 record. Rung 9 (autotuned) keeps its own names
+#: (its stalls, occupancy and the blocks at SMALL^3 the chapter explains).
+CHAPTER_TOP = "split_k"
+#: Issue 29's goal for the top rung: at least this share of cuBLAS FP32 at each shape (a
+#: benchmark, read from the record's shape table; never a timed test).
+GOAL_SHAPES = {(1024, 1024, 1024): 0.9, (2048, 2048, 2048): 1.0, (4096, 4096, 4096): 1.0,
+               (6144, 6144, 6144): 1.0, (8192, 8192, 8192): 1.0, (4096, 4096, 1024): 1.0,
+               (8192, 1024, 4096): 1.0}
 #: Labels of the rungs (number and name) in tables and plots.
 LABELS = {k: f"{i} {k}" for i, k in enumerate(kernels.VARIANTS, 1)}
 
@@ -144,18 +150,28 @@ def ladder_table(doc: dict, sass_rows: list[dict], size: int = SIZE) -> report.T
 
 def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.Table:
     """Blocks of each warp-tiled rung at ``size``^3 against the SMs and the blocks that fit on
-    one SM: why a big tile is slow on a small matrix."""
+    one SM: why a big tile is slow on a small matrix. Rung 10's row is its grid at that size
+    (:func:`grid`: its tiles from the shape table, K split, blocks per SM of that build)."""
     sms = doc["device"]["sm_count"]
     tiles = tuned_tiles(doc)
     entry = ladder_at(doc, size) or {"rows": {}}
     rows = []
     for r in sass_rows:
         k = r["kernel"]
-        if k not in ("tile1d", "tile2d", "warptile", "double_buffer", "autotuned"):
+        if k not in ("tile1d", "tile2d", "warptile", "double_buffer", "autotuned", "split_k"):
+            continue
+        m = entry["rows"].get(k)
+        if k == "split_k":
+            if k not in (doc["results"].get("tiles") or {}):
+                continue                              # a record older than rung 10
+            g = grid(doc, k, (size, size, size))
+            rows.append([LABELS[k], f"{g['tile']}, K in {g['splits']}", g["blocks"],
+                         report.fmt(g["blocks_per_sm"]), f"{g['blocks'] / sms:.2f}",
+                         _pct(min(1.0, g["blocks"] / g["slots"]) if g["slots"] else None),
+                         _pct(m and m["of_cublas"])])
             continue
         bm, bn, _ = kernels.block_tile(k, tiles[k])
         blocks = -(-size // bm) * -(-size // bn)
-        m = entry["rows"].get(k)
         rows.append([LABELS[k], f"{bm}x{bn}", blocks, r["blocks_per_sm"],
                      f"{blocks / sms:.2f}", _pct(min(1.0, blocks / (sms * r["blocks_per_sm"]))),
                      _pct(m and m["of_cublas"])])
@@ -164,6 +180,142 @@ def blocks_table(doc: dict, sass_rows: list[dict], size: int = SMALL) -> report.
                                "of cuBLAS"],
                         caption=f"Table 3: blocks against SMs at M = N = K = {size}.",
                         wrap_header=True)
+
+
+# --- rung 10: the grid at a shape, wave quantization, the shape table ----------------------------
+
+def record_table(doc: dict) -> dict:
+    """The shape table the record's ladder ran rung 10 with (``results.shape_table``, a copy of
+    ``shape_table.json`` at the time of the run); :func:`.kernels.shape_table` for an older
+    record."""
+    return doc["results"].get("shape_table") or kernels.shape_table()
+
+
+def rung10_tiles(doc: dict, shape) -> dict:
+    """What rung 10 launches at ``shape`` with the record's table: :func:`.kernels.tiles_for`
+    (nearest entry, SPLIT as launched, GUARD from the shape) fed that table's nearest entry."""
+    entry = kernels.nearest_entry(*shape, table=record_table(doc))
+    return kernels.tiles_for(*shape, **entry["tiles"])
+
+
+def build_registers(doc: dict, t: dict) -> int | None:
+    """Registers a thread of rung 10's build with tiles ``t``, from the sweep's builds in the
+    record's shape table (None where that build is not there)."""
+    key = kernels.config_label(kernels.defines({k: v for k, v in t.items() if k != "GUARD"})) \
+        + f" U{t.get('GUARD', 0)}"
+    return ((record_table(doc).get("builds") or {}).get(key) or {}).get("registers")
+
+
+def grid(doc: dict, variant: str, shape) -> dict:
+    """The grid ``variant`` (``autotuned`` or ``split_k``) launches at ``shape`` (M, N, K) and how
+    it fills the GPU of the record: ``tiles``, ``tile`` (``BMxBN``), ``tile_blocks`` (tiles of C),
+    ``splits``, ``blocks``, ``blocks_per_sm`` (registers and shared memory, :func:`fraglab.sass.
+    occupancy`: rung 9's from the record's SASS row, rung 10's from its build in the shape table,
+    else its MINB, the floor ptxas was asked for), ``slots`` (SMs x blocks per SM), ``waves``
+    (blocks / slots), ``fill`` (blocks / (whole waves x slots): the share of the slots busy on
+    average when every block takes the same time) and ``k_split`` (columns of K a block sums)."""
+    m, n, k = shape
+    sms = doc["device"]["sm_count"]
+    if variant == "split_k":
+        t = rung10_tiles(doc, shape)
+        splits, k_split = kernels.split_plan(k, t["BK"], t["SPLIT"])
+        regs = build_registers(doc, t)
+        per_sm = t["MINB"] if regs is None else sass.occupancy(
+            regs, kernels.shared_bytes(variant, t), kernels.threads(variant, t))["blocks_per_sm"]
+    elif variant == "autotuned":
+        t = tuned_tiles(doc)[variant]
+        splits, k_split = 1, k
+        row = {r["kernel"]: r for r in doc["results"].get("sass") or []}.get(variant) or {}
+        per_sm = row.get("blocks_per_sm") or t["MINB"]
+    else:
+        raise ValueError(f"grid() models rungs autotuned and split_k, not {variant!r}")
+    tile_blocks = -(-m // t["BM"]) * -(-n // t["BN"])
+    blocks, slots = tile_blocks * splits, sms * per_sm
+    return {"tiles": t, "tile": f"{t['BM']}x{t['BN']}", "tile_blocks": tile_blocks,
+            "splits": splits, "k_split": k_split, "blocks": blocks, "blocks_per_sm": per_sm,
+            "slots": slots, "waves": blocks / slots, "fill": blocks / (-(-blocks // slots) * slots)}
+
+
+def _shape_text(shape) -> str:
+    return f"{shape[0]}^3" if len(set(shape)) == 1 else shape_label(shape)
+
+
+def shapes_table(doc: dict) -> report.Table | report.Tables:
+    """Rung 10's shape table as the record's ladder ran it: per shape the tiles and split it
+    launches, its blocks against the slots of the SMs (:func:`grid`), its TFLOP/s and share of
+    cuBLAS in the sweep's final round, and rung 9's share in the same round."""
+    rows = []
+    for e in record_table(doc)["entries"]:
+        g = grid(doc, "split_k", e["shape"])
+        t = g["tiles"]
+        r9 = e.get("autotuned_of_cublas")
+        rows.append([_shape_text(e["shape"]), f"{g['tile']}x{t['BK']} / {t['WM']}x{t['WN']}",
+                     g["splits"], f"{g['blocks']} / {g['slots']}",
+                     report.fmt(e.get("tflops"), "{:.1f}"),
+                     report.fmt(e.get("of_cublas"), "{:.2f}x"),
+                     "-" if r9 is None else f"{r9:.2f}x"])
+    header = ["M x N x K", "block / warp tile", "K split", "blocks / slots", "TFLOP/s",
+              "x cuBLAS", "rung 9, x cuBLAS"]
+    return report.table(rows, header, caption="Table 4: rung 10's shape table, measured on "
+                        "the H100 (the sweep's final round, interleaved with cuBLAS FP32).",
+                        wrap_header=True)
+
+
+def _mib(nbytes: float) -> str:
+    return f"{nbytes / 2**20:g} MiB"
+
+
+def _rung10_findings(doc: dict) -> dict[str, str]:
+    """The numbers of the chapter's rung-10 section: rung 9's and rung 10's grids at SMALL^3,
+    the partial sums' traffic there, the shape table, issue 29's goal shape by shape."""
+    f = {}
+    small = (SMALL,) * 3
+    r9, r10 = grid(doc, "autotuned", small), grid(doc, "split_k", small)
+    for name, g in (("r9", r9), ("r10", r10)):
+        f.update({f"{name}_tile": g["tile"], f"{name}_tile_blocks_small": str(g["tile_blocks"]),
+                  f"{name}_blocks_small": str(g["blocks"]),
+                  f"{name}_bps_small": str(g["blocks_per_sm"]),
+                  f"{name}_slots_small": str(g["slots"]), f"{name}_fill_small": _pct(g["fill"]),
+                  f"{name}_waves_small": f"{g['waves']:.2f}"})
+    f["r10_split_small"], f["r10_ksplit_small"] = str(r10["splits"]), str(r10["k_split"])
+    # rung 9's speed at SMALL^3 as a share of its own at SIZE^3 (beside the slots it fills)
+    t9 = [((ladder_at(doc, s) or {"rows": {}})["rows"].get("autotuned") or {}).get("tflops")
+          for s in (SMALL, SIZE)]
+    f["r9_speed_small"] = _pct(t9[0] / t9[1] if all(t9) else None)
+    # split-K's price at SMALL^3: every slice writes an M x N partial that the reduction reads
+    partial = r10["splits"] * SMALL * SMALL * 4 if r10["splits"] > 1 else 0
+    f["c_mib_small"] = _mib(SMALL * SMALL * 4)
+    f["partial_mib_small"] = _mib(partial)
+    f["extra_mib_small"] = _mib(2 * partial)
+    l2 = doc["device"].get("l2_cache_bytes")
+    f["l2_mib"] = report.fmt(l2 and l2 / 2**20, "{:g} MiB")
+    extra_s = 2 * partial / (report.H100_SXM["hbm_tb_s"] * 1e12)
+    f["extra_us_small"] = f"{extra_s * 1e6:.1f} us"
+    row = ((ladder_at(doc, SMALL) or {"rows": {}})["rows"].get("split_k") or {})
+    f["extra_share_small"] = _pct(row.get("median_ms") and extra_s / (row["median_ms"] / 1e3))
+    f["ms_small_split_k"] = report.fmt(row.get("median_ms") and row["median_ms"] * 1e3,
+                                       "{:.1f} us")
+    table = record_table(doc)
+    entries = table.get("entries") or []
+    split = [e for e in entries if grid(doc, "split_k", e["shape"])["splits"] > 1]
+    f["table_n"], f["table_split_n"] = str(len(entries)), str(len(split))
+    f["table_split_shapes"] = ", ".join(_shape_text(e["shape"]) for e in split) or "none"
+    f["table_measured"] = "measured" if table.get("measured") else "not measured (the wave model)"
+    # issue 29's goal, shape by shape, from the record's table
+    by = {tuple(e["shape"]): e for e in entries}
+    met, missed = [], []
+    for shape, goal in GOAL_SHAPES.items():
+        x = (by.get(shape) or {}).get("of_cublas")
+        text = f"{_shape_text(shape)} ({report.fmt(x, '{:.2f}x')})"
+        (met if x is not None and x >= goal else missed).append(text)
+    f["goal_small_x"] = f"{GOAL_SHAPES[small]:.2f}x"
+    f["goal_large_x"] = f"{min(v for s, v in GOAL_SHAPES.items() if s != small):.2f}x"
+    f["goal_n"], f["goal_n_met"] = str(len(GOAL_SHAPES)), str(len(met))
+    f["goal_met"], f["goal_missed"] = ", ".join(met) or "none", ", ".join(missed) or "none"
+    large = [(by.get(s) or {}).get("of_cublas") for s in GOAL_SHAPES if s != small]
+    large = [x for x in large if x is not None]
+    f["goal_large_range"] = (f"{min(large):.2f}x to {max(large):.2f}x" if large else "n/a")
+    return f
 
 
 def glue_values(doc: dict) -> dict[str, str]:
@@ -214,7 +366,8 @@ def _findings(doc: dict) -> dict[str, str]:
     share = (at.get(top) or {}).get("of_cublas")
     f["top"] = top
     f["goal_verdict"] = ("n/a" if share is None else "met" if share >= GOAL else "not met")
-    for k in ("smem", "tile1d", top):
+    named = tuple(dict.fromkeys(("smem", "tile1d", "autotuned", top)))
+    for k in named:
         r = sass.get(k)
         if r:
             f[f"words_{k}"] = _frac(r["words_per_ffma"])
@@ -227,7 +380,7 @@ def _findings(doc: dict) -> dict[str, str]:
             f[f"lds128_{k}"] = report.fmt(r["loop"]["lds128"])
             f[f"blocks_sm_{k}"] = report.fmt(r["blocks_per_sm"])
     st = stalls(doc)
-    for k in ("smem", "tile1d", top):
+    for k in named:
         s = st.get(k)
         f[f"top_stall_{k}"] = top_stalls(s)
         f[f"mio_{k}"] = report.fmt(s and s.get("mio_throttle"), "{:.2f}")
@@ -241,10 +394,8 @@ def _findings(doc: dict) -> dict[str, str]:
     best = max(timed, key=lambda r: r["tflops"]) if timed else None
     f["sweep_best"] = best["label"] if best else "n/a"
     f["sweep_best_share"] = _pct(best and best["of_cublas"])
-    tiles = tuned_tiles(doc)
-    bm, bn, _ = kernels.block_tile(top, tiles[top])
-    f["top_tile"] = f"{bm}x{bn}"
-    f["top_blocks_small"] = str(-(-SMALL // bm) * -(-SMALL // bn))
+    if "split_k" in ran:                              # a record with rung 10
+        f.update(_rung10_findings(doc))
     return f
 
 
