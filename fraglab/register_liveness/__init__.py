@@ -9,7 +9,8 @@ register file does about it (the Intel blog on Triton FlashAttention, tested on 
 * :mod:`.liveness`: live registers at every instruction of a SASS listing (backward dataflow
   over the control-flow graph), the course's small tool.
 * :mod:`.resources`: ptxas registers and spills, LDL/STL in SASS, H100 occupancy.
-* :mod:`.bench` (``python -m fraglab.register_liveness bench --out DIR``), :mod:`.triton_fa`
+* :mod:`.bench` (``python -m fraglab.register_liveness bench --out DIR``), :mod:`.rounds` (d = 256
+  beside SDPA flash and cuDNN, in rounds with and without cuDNN), :mod:`.triton_fa`
   (the seed's setting in Triton), :mod:`.report` and :mod:`.plots` (the chapter), :mod:`.lab`.
 
     from fraglab import register_liveness as rl

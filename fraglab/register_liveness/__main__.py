@@ -1,7 +1,8 @@
 """``python -m fraglab.register_liveness``: chapter 08's command line.
 
-    bench --out DIR [--quick]     the H100 run (check, resources, throughput, causal loops,
-                                  register caps, Triton) -> DIR/results.json
+    bench --out DIR [--quick]     the H100 run (check, resources, throughput, d = 256 rounds
+                                  beside SDPA flash and cuDNN, causal loops, register caps,
+                                  Triton) -> DIR/results.json
     sass [--arch sm_90] [--sweep] registers, spills, LDL/STL and occupancy of every variant,
                                   from the compiler alone (no GPU needed)
 """

@@ -11,6 +11,9 @@ c. **throughput**: N = 4096, B*H = 32, f16, non-causal, d = 64/128/256: every va
    d = 256 tiles of 64 keys, chapter 05's ``fa2`` (d <= 128) and SDPA's flash backend
    (:class:`fraglab.attention.Baselines`, on its one stream), interleaved by
    :func:`fraglab.bench.compare`;
+c2. **d256**: d = 256 again, :data:`.rounds.KERNELS` with SDPA flash and SDPA cuDNN in one
+   process, interleaved, the whole comparison repeated in :data:`.rounds.ROUNDS` rounds, each
+   also without cuDNN; SM clock and power sampled over each (:mod:`.rounds`);
 d. **causal**: the two-loop kernels against the single masked loop (and SDPA), causal;
 e. **sweep**: ``--maxrregcount`` caps on ``qreg`` and ``qreload`` at d = 128 and 256, timed;
 f. **triton**: the seed's setting where Triton is importable (:mod:`.triton_fa`): q loaded
@@ -27,7 +30,7 @@ from .. import bench, device, report
 from ..attention import Baselines, attention_flops, check_all
 from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
-from . import kernels, problems, resources
+from . import kernels, problems, resources, rounds
 
 B, H, N = 4, 8, 4096
 #: Cases of the check step (names in :func:`.problems.cases`).
@@ -118,6 +121,48 @@ def throughput_names(d: int) -> list:
     return names + ["sdpa_flash"]
 
 
+def d256_step(ctx: dict, log, quick: bool, pci_bus_id: str | None = None) -> dict:
+    """Step c2 (:mod:`.rounds`): the course's d = 256 kernels, SDPA flash and SDPA cuDNN, in
+    rounds with and without cuDNN; each output checked against SDPA flash's first."""
+    base, stream = ctx["base"], ctx["stream"]
+    ts, (q, k, v) = _inputs(base, rounds.D)
+    runs, outs, skipped = {}, {}, {}
+    for name in rounds.KERNELS:
+        try:
+            variant, _, knob = name.partition("@")
+            kw = {key: int(val) for key, val in [knob.split("=")]} if knob else {}
+            run, out = kernels.attention_launcher(q, k, v, causal=rounds.CAUSAL, variant=variant,
+                                                  **kw)
+            run()
+            stream.synchronize()
+            runs[name], outs[name] = run, out
+        except Exception as exc:
+            skipped[name] = f"{type(exc).__name__}: {exc}"[:300]
+    runs.update(base.callables(ts, None, rounds.CAUSAL, skipped))   # SDPA flash and cuDNN
+    flops = attention_flops(B, H, N, rounds.D, rounds.CAUSAL)
+    log(f"  d256: {len(runs)} callables ({', '.join(runs)}), "
+        f"{rounds.QUICK_ROUNDS if quick else rounds.ROUNDS} rounds x {len(rounds.CONDITIONS)} "
+        "conditions" + (f"; skipped {skipped}" if skipped else ""))
+    recs = rounds.run_rounds(runs, flops, rounds=rounds.QUICK_ROUNDS if quick else rounds.ROUNDS,
+                             rep=rounds.QUICK_REP if quick else rounds.REP, log=log,
+                             monitor=lambda: rounds.Monitor(pci_bus_id))
+    rel = {}
+    if rounds.FLASH in runs:                                # agreement with SDPA's output
+        want = runs[rounds.FLASH]()
+        stream.synchronize()
+        rel = {name: rel_err(cupy_to_torch(out, "f16"), want) for name, out in outs.items()}
+        if rounds.CUDNN in runs:
+            got = runs[rounds.CUDNN]()
+            stream.synchronize()
+            rel[rounds.CUDNN] = rel_err(got, want)
+    del ts, q, k, v, outs
+    return {"d": rounds.D, "causal": rounds.CAUSAL, "N": N, "B": B, "H": H, "dtype": "f16",
+            "kernels": list(rounds.KERNELS), "conditions": {c: list(b) for c, b in
+                                                            rounds.CONDITIONS.items()},
+            "rep": rounds.QUICK_REP if quick else rounds.REP, "skipped": skipped,
+            "rel_err_vs_sdpa": rel, "rounds": recs, "spread": rounds.spread(recs)}
+
+
 def triton_step(ctx: dict, log, quick: bool) -> dict:
     try:
         from . import triton_fa
@@ -159,7 +204,7 @@ def triton_step(ctx: dict, log, quick: bool) -> dict:
 
 
 def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
-    """Steps a-f into ``out`` (``results.json``, ``log.txt``); returns the results dict."""
+    """Steps a-f (c2 after c) into ``out`` (``results.json``, ``log.txt``); returns the results dict."""
     import cupy as cp
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -168,10 +213,11 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     dev = bench.device_info()
     log(f"[08_register_liveness bench] {device.status_line()}")
-    base = Baselines(backends=("sdpa_flash",), course=("fa2",))
+    base = Baselines(backends=("sdpa_flash", "cudnn"), course=("fa2",))
     rep = dict(repeat=12, rounds=2, warmup=2) if quick else dict(repeat=30, rounds=3, warmup=3)
     arch = device.arch()
-    results: dict = {"quick": quick, "seed": seed, "sdpa": base.notes["sdpa_flash"], "arch": arch,
+    results: dict = {"quick": quick, "seed": seed, "sdpa": base.notes["sdpa_flash"],
+                     "cudnn": base.notes["cudnn"], "arch": arch,
                      "shape": [B, H, N],
                      "variants": list(kernels.VARIANTS), "bn": kernels.BN, "errors": {}}
     steps = [
@@ -181,6 +227,7 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
                                for kn in ([{}, {"bn": 64}] if d == 256 else [{}])]),
         ("throughput", lambda: [throughput(d, False, throughput_names(d), ctx)
                                 for d in kernels.HEAD_DIMS]),
+        ("d256", lambda: d256_step(ctx, log, quick, dev.get("pci_bus_id"))),
         ("causal", lambda: [throughput(d, True, ["qreg", "qreg_oneloop", "qreload", "qreload_oneloop",
                                                  "sdpa_flash"], ctx)
                             for d in ((128, 256) if quick else kernels.HEAD_DIMS)]),
@@ -238,8 +285,27 @@ def summary(results: dict) -> str:
     if isinstance(chk, list):
         bad = sorted({f"{r['variant']}/{r['case']}" for r in chk if not r.get("ok")})
         lines.append(f"check: {len(chk) - len(bad)} of {len(chk)} pass" + (f"; FAIL {bad}" if bad else ""))
+    lines += d256_lines(results.get("d256"))
     for r in results.get("causal") or []:
         lines.append(_line(r).strip())
     if results.get("errors"):
         lines.append(f"errors: {results['errors']}")
     return "\n".join(lines)
+
+
+def d256_lines(res) -> list[str]:
+    """The d = 256 rounds in the summary: per condition, min / median / max over the rounds of
+    each kernel's ratio to SDPA flash and cuDNN, the SM clock and the power."""
+    if not isinstance(res, dict) or not res.get("spread"):
+        return []
+    lines = []
+    for cond, sp in res["spread"].items():
+        def mmm(x, f="{:.2f}"):
+            return "n/a" if not x.get("n") else "/".join(f.format(x[k]) for k in
+                                                         ("min", "median", "max"))
+        lines.append(f"d=256, {sp['rounds']} rounds {cond} (min/median/max): SM "
+                     f"{mmm(sp['sm_mhz'], '{:.0f}')} MHz, {mmm(sp['power_w'], '{:.0f}')} W")
+        for key, x in sp["ratios"].items():
+            if key.split("/")[0] in rounds.KERNELS or key == "sdpa_flash/cudnn":
+                lines.append(f"  {key:<34} {mmm(x)}")
+    return lines
