@@ -269,3 +269,49 @@ def test_earlier_json_is_the_first_record():
         pytest.skip("the first record's commit is not in this clone's history")
     assert rl_report.earlier_from_record(json.loads(old)) == first
     assert earlier["chapter10_run"]["of_sdpa_flash"][0] < earlier["chapter10_run"]["of_sdpa_flash"][1]
+
+
+def test_the_d256_step_on_fakes(monkeypatch):
+    """The bench's step d256 without a GPU: the knobs of :data:`rounds.KERNELS` reach the
+    launcher, a kernel that refuses is recorded as skipped, SDPA's backends come from
+    ``Baselines.callables``, and the record carries the rounds and their spread."""
+    gpu = FakeGPU()
+    seen = []
+
+    def launcher(q, k, v, *, causal, variant, **kw):
+        seen.append((variant, kw, causal))
+        if variant == "qreload" and not kw:
+            raise ValueError("refused here")
+        name = f"{variant}@bn={kw['bn']}" if kw else variant
+        return gpu.runs[name], None
+
+    class Base:
+        def inputs(self, rng, shape, dtype):
+            assert shape == (bench.B, bench.H, bench.N, 256) and dtype == "f16"
+            return None, (0, 0, 0)
+
+        def callables(self, ts, qkv, causal, refused):
+            return {n: gpu.runs[n] for n in (rounds.FLASH, rounds.CUDNN)}
+
+    class Stream:
+        def synchronize(self):
+            pass
+
+    real = rounds.run_rounds
+    monkeypatch.setattr(rounds, "run_rounds", lambda *a, **kw: real(
+        *a, **{**kw, "monitor": gpu.monitor, "_timer": gpu.timer}))
+    monkeypatch.setattr(bench.kernels, "attention_launcher", launcher)
+    monkeypatch.setattr(bench, "rel_err", lambda got, want: 0.0)
+    monkeypatch.setattr(bench, "cupy_to_torch", lambda out, dtype: out)
+    lines = []
+    res = bench.d256_step({"base": Base(), "stream": Stream()}, lines.append, quick=True)
+    assert seen == [("qreload_oneloop", {"bn": 64}, False), ("qreload", {"bn": 64}, False),
+                    ("qreload", {}, False)]
+    assert list(res["skipped"]) == ["qreload"] and "refused here" in res["skipped"]["qreload"]
+    assert len(res["rounds"]) == 2 * rounds.QUICK_ROUNDS and res["rep"] == rounds.QUICK_REP
+    assert set(res["spread"]) == set(rounds.CONDITIONS)
+    assert "qreload@bn=64/cudnn" in res["spread"]["with_cudnn"]["ratios"]
+    assert set(res["rel_err_vs_sdpa"]) == {"qreload_oneloop@bn=64", "qreload@bn=64", "cudnn"}
+    assert "skipped" in lines[0] and len(lines) == 1 + 2 * rounds.QUICK_ROUNDS
+    g = rl.glue_values({"results": {"d256": res}})
+    assert g["ch08-d256-default-vs-flash-with"] == "n/a"       # the default tile did not run
