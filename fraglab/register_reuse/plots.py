@@ -158,7 +158,7 @@ def plot_waves(doc: dict, step: int = 256):
     a.axhline(1.0, color="k", ls=":", lw=1, label="cuBLAS FP32 (TF32 off)")
     goal = [(s[0], v) for s, v in GOAL_SHAPES.items() if len(set(s)) == 1]
     a.scatter([g[0] for g in goal], [g[1] for g in goal], marker="_", s=500, color="C3", lw=2,
-              zorder=3, label="issue 29's goal")
+              zorder=3, label="goal (x cuBLAS)")
     a.set_ylim(0, 1.25)
     a.set_ylabel("x cuBLAS (measured)")
     a.set_title("(a) throughput against cuBLAS, square sizes of the shape table", loc="left")
