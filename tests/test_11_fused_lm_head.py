@@ -1,69 +1,164 @@
-"""Topic 11_fused_lm_head: warp_scan against its int64 reference (every case on a GPU, the small ones on
-the PTX interpreter anywhere), its SASS for every target, the wrapper's argument checks, the lab's
-check, and the GPU run's record as the chapter glues it."""
+"""Topic 11_fused_lm_head: the fused LM head against its float64 reference (every case on a GPU, the
+small ones on the PTX interpreter anywhere), wrong answers that must fail, the kernels' registers
+and SASS (the row reduction in registers), the wrapper's argument checks, the lab's check, and the
+GPU run's record as the chapter glues it."""
 import numpy as np
 import pytest
 
-from fraglab import ARCHES, grade, toolchain
+from fraglab import grade, runs_where, sass, toolchain
 from fraglab import fused_lm_head as topic
-from fraglab.fused_lm_head import bench, lab, report
+from fraglab.fused_lm_head import bench, kernels, lab, problems, report
 
+PROBLEM = topic.PROBLEMS["fused_linear_cross_entropy"]
 _CASES = [(name, case) for name, p in topic.PROBLEMS.items() for case in p.cases]
+FORWARD = [kernels.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
 
 
-@pytest.mark.parametrize("arch", ARCHES)
-def test_warp_scan_is_five_shuffles_in_registers(arch):
-    """Five SHFL and nothing through memory but the row's load and store, on every target."""
-    build = toolchain.compile("11_fused_lm_head", arch)
-    classes = build.classes("warp_scan")
-    assert (build.opcodes("warp_scan")["SHFL"], classes["global"]) == (5, 2)
-    assert not any(classes[c] for c in ("shared", "barrier", "local")), classes
+def test_the_wrapper_knows_the_kernel_files_constants():
+    cu = kernels.cu_constants()
+    assert (cu["LMH_BM"], cu["LMH_BN"], cu["LMH_BK"], cu["LMH_STAGES"]) == \
+        (kernels.BM, kernels.BN, kernels.BK, kernels.STAGES)
+    assert 32 * cu["LMH_WARPS_M"] * cu["LMH_WARPS_N"] == kernels.THREADS
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_no_spills_and_the_row_reduction_stays_in_registers(arch):
+    """Every forward kernel fits 255 registers without a spill or local memory; its main loop
+    (the one with the HMMAs, which holds the tile's epilogue too) has the 2 x 2 x 2 SHFL of the
+    quad reductions (max of rows g and g + 8 of two 16-row blocks) and touches shared memory only
+    through ldmatrix and cp.async: no logit is stored to shared or global memory."""
+    build = toolchain.compile(kernels.KERNELS, arch)
+    for k in FORWARD:
+        res = build.resources[k]
+        assert res["registers"] <= 255 and res["spill_stores"] == res["spill_loads"] == 0, (k, res)
+        assert build.classes(k)["local"] == 0, k
+        loop = [sass.base_opcode(line) for line in sass.main_loop(build.sass(k), "HMMA")]
+        assert loop.count("HMMA") == 64 and loop.count("SHFL") == 8, k
+        assert not {"STS", "STG", "STL", "ST", "RED", "ATOM"} & set(loop), k
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name, case", _CASES, ids=[f"{n}-{c}" for n, c in _CASES])
-def test_kernels_match_their_reference(name, case, rng):
-    topic.PROBLEMS[name].check(case, rng)
+def test_kernels_match_their_reference(name, case, check_supported):
+    check_supported(topic.PROBLEMS[name], case)
 
 
 def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    for name, p in topic.PROBLEMS.items():
+    for p in topic.PROBLEMS.values():
+        assert len(p.interpreter_cases) >= 10
         for case in p.interpreter_cases:
             p.check(case, rng)
 
 
-def test_a_wrong_scan_fails_its_problem(rng):
-    """The check can fail: an exclusive scan (each lane without its own element)."""
-    p = topic.PROBLEMS["warp_scan"]
+def _drop_last_tile(h, w, targets, **kw):
+    """A plausible wrong answer: the last vocabulary tile left out (targets there stay valid)."""
+    v = w.shape[0]
+    keep = (v - 1) // kernels.BN * kernels.BN
+    ref = problems.lm_head_reference(h, w[:keep], np.where(targets < keep, targets, 0), **kw)
+    return ref
+
+
+def test_wrong_answers_fail_the_problem(rng, monkeypatch):
+    """The check can fail: the last vocabulary tile left out, in NumPy and as a kernel mutant on
+    the interpreter (its splits' last tile bound off by one), and losses off by 1e-4."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     with pytest.raises(AssertionError, match="WRONG"):
-        p.check("rows7", rng, run=lambda x, **_: np.cumsum(x, axis=1) - x)
+        PROBLEM.check("ragged", rng, run=_drop_last_tile)
+    source = toolchain.kernel_path(kernels.KERNELS).read_text()
+    mutant = source.replace("t1 = min(t0 + tiles_per_split, n_tiles)",
+                            "t1 = min(t0 + tiles_per_split, n_tiles - 1)")
+    assert mutant != source
+    with pytest.raises(AssertionError, match="WRONG"):
+        PROBLEM.check("random", rng, run=lambda **inp: problems.run_kernel(**inp, source=mutant))
+    with pytest.raises(AssertionError, match="WRONG"):
+        PROBLEM.check("random", rng, run=lambda **inp: problems.lm_head_reference(**inp) * (1 + 1e-4))
 
 
-@pytest.mark.parametrize("make, exc, words", [
-    (lambda xp: xp.zeros((4, 32), xp.float32), TypeError, "int32"),
-    (lambda xp: xp.zeros((4, 31), xp.int32), ValueError, "shape"),
-    (lambda xp: xp.zeros((4, 32, 1), xp.int32), ValueError, "shape"),
-    (lambda xp: xp.zeros((0, 32), xp.int32), ValueError, "rows"),
-    (lambda xp: xp.zeros((4, 64), xp.int32)[:, ::2], ValueError, "contiguous"),
+def test_splits_fill_the_gpu_and_none_is_empty():
+    for row_blocks, n_tiles, sms in [(32, 1002, 132), (64, 2000, 132), (128, 1002, 132),
+                                     (1, 3, 2), (1, 1, 2), (200, 5, 108)]:
+        s, per = kernels.choose_splits(row_blocks, n_tiles, sms)
+        assert 1 <= s <= kernels.MAX_SPLITS and (s - 1) * per < n_tiles <= s * per
+    assert kernels.choose_splits(32, 1002, 132)[0] > 1       # 32 row blocks alone fill 32 SMs
+
+
+def _inputs(xp, n=8, v=20, d=32):
+    h = xp.zeros((n, d), xp.float16)
+    return h, xp.zeros((v, d), xp.float16), xp.zeros(n, xp.int64)
+
+
+@pytest.mark.parametrize("change, exc, words", [
+    (lambda xp, h, w, t: (h.astype(xp.float32), w, t), TypeError, "float16 or uint16"),
+    (lambda xp, h, w, t: (h, w.astype(xp.uint16), t), TypeError, "dtype float16"),
+    (lambda xp, h, w, t: (h[None], w, t), ValueError, "2 dimensions"),
+    (lambda xp, h, w, t: (h, w[:, :16].copy(), t), ValueError, "d = 32"),
+    (lambda xp, h, w, t: (h, w, t[:5].copy()), ValueError, "one entry per row"),
+    (lambda xp, h, w, t: (h, w, t.astype(xp.float32)), TypeError, "int32 or int64"),
+    (lambda xp, h, w, t: (h[:, :24].copy(), w[:, :24].copy(), t), ValueError, "multiple of 16"),
+    (lambda xp, h, w, t: (h[:0], w, t[:0]), ValueError, "non-empty"),
+    (lambda xp, h, w, t: (xp.zeros((8, 64), xp.float16)[:, ::2], w, t), ValueError, "contiguous"),
+    (lambda xp, h, w, t: (xp.zeros((9 * 32 + 4,), xp.float16)[4:].reshape(9, 32)[1:], w, t),
+     ValueError, "aligned"),
+    (lambda xp, h, w, t: (h, w, t + 20), ValueError, r"targets\[0\] = 20 is outside \[0, V = 20\)"),
+    (lambda xp, h, w, t: (h, w, t - 1), ValueError, "ignore_index"),
 ])
-def test_warp_scan_rejects_bad_arguments(xp, make, exc, words):
+def test_bad_arguments_are_rejected_before_any_launch(xp, change, exc, words):
+    h, w, t = change(xp, *_inputs(xp))
     with pytest.raises(exc, match=words):
-        topic.warp_scan(make(xp))
+        topic.fused_linear_cross_entropy(h, w, t)
+
+
+@pytest.mark.parametrize("kw, exc, words", [
+    (dict(reduction="avg"), ValueError, "reduction"),
+    (dict(softcap=0.0), ValueError, "softcap"),
+    (dict(softcap=float("inf")), ValueError, "softcap"),
+    (dict(softcap="30"), TypeError, "softcap"),
+    (dict(ignore_index=1.5), TypeError, "ignore_index"),
+    (dict(ignore_index=2**40), ValueError, "int32"),
+    (dict(splits=0), ValueError, "splits"),
+])
+def test_bad_options_are_rejected(xp, kw, exc, words):
+    with pytest.raises(exc, match=words):
+        topic.fused_linear_cross_entropy(*_inputs(xp), **kw)
 
 
 def test_the_wrong_kind_of_array_is_rejected_before_any_launch(foreign):
     make, words = foreign
+    h, w, t = _inputs(np)
     with pytest.raises(TypeError, match=words):
-        topic.warp_scan(make(np.zeros((4, 32), np.int32)))
+        topic.fused_linear_cross_entropy(make(h), w, t)
 
 
-def test_the_lab_check_passes_the_course_kernel_and_fails_a_short_scan(rng, monkeypatch):
+def test_a_gpu_older_than_sm80_is_refused_with_the_reason():
+    with runs_where.simulated_gpu((7, 5)):
+        ok, why = PROBLEM.supported(PROBLEM.cases[0])
+        assert not ok and "compute capability 8.0" in why and "7.5" in why
+        assert kernels.requires("f16") == (False, why.replace("bf16", "f16"))
+    assert PROBLEM.supported(PROBLEM.cases[0]) == (True, "")
+
+
+def test_torch_tensors_in_and_out(rng, monkeypatch):
+    torch = pytest.importorskip("torch")
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    source = toolchain.kernel_path("11_fused_lm_head").read_text()
-    assert "edge cases" in lab.check_scan("exercise 1", source, rng)
-    with pytest.raises(grade.GradeError, match="SHFL"):
-        lab.check_scan("exercise 1", source.replace("offset < 32", "offset < 16"), rng)
+    h = torch.randn(20, 32, dtype=torch.bfloat16)
+    w = torch.randn(150, 32, dtype=torch.bfloat16)
+    t = torch.randint(0, 150, (20,))
+    got = topic.fused_linear_cross_entropy(h, w, t, reduction="none")
+    ref = torch.nn.functional.cross_entropy(h.double() @ w.double().T, t, reduction="none")
+    assert isinstance(got, torch.Tensor) and torch.allclose(got.double(), ref, rtol=1e-5)
+    with pytest.raises(TypeError, match="all be torch tensors"):
+        topic.fused_linear_cross_entropy(h, w, t.numpy())
+
+
+def test_the_lab_check_passes_the_course_step_and_fails_a_wrong_one(rng, monkeypatch):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    step = lab.course_step()
+    assert "edge cases" in lab.check_lse(step, rng, exercise="exercise 1")
+    wrong = step.replace("mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));", "")
+    assert wrong != step
+    with pytest.raises(grade.GradeError):
+        lab.check_lse(wrong, rng, exercise="exercise 1")
 
 
 def test_the_bench_records_what_the_chapter_glues(tmp_path, monkeypatch):
@@ -77,12 +172,5 @@ def test_the_bench_records_what_the_chapter_glues(tmp_path, monkeypatch):
     values = report.glue_values(doc)
     assert set(values) == set(report.CITED)
     assert values["ch11-checks"] == f"{len(checks)} of {len(checks)} passed, on a machine without a GPU"
-    assert values["ch11-timing"] == values["ch11-gbs"] == report.NOT_YET
-    timed = {"device": {"name": "GPU X"}, "results": {"check": checks, "timing": {
-        "rows": 1 << 22, "median_ms": 0.5, "p10_ms": 0.49, "p90_ms": 0.52, "n": 300,
-        "gbs": 2147.5}}}
-    values = report.glue_values(timed)
-    assert values["ch11-timing"] == "0.5000 ms for 4,194,304 rows (2148 GB/s)"
-    assert values["ch11-gbs"] == "2148 GB/s" and values["ch11-checks"].endswith("on GPU X")
-    assert "GPU X" in report.timing_table(timed)._repr_html_()
     assert report.glue_values({})["ch11-checks"].startswith("none yet")
+    assert "not measured yet" in report.comparison_table({})._repr_html_()

@@ -1,30 +1,221 @@
-"""Wrappers for ``kernels/11_fused_lm_head.cu``: every argument is checked before the launch, and the
-output starts poisoned (an element the kernel never writes stays the sentinel and fails a check).
+"""The wrapper of ``kernels/11_fused_lm_head.cu``: :func:`fused_linear_cross_entropy`, the LM head's
+matmul and its cross-entropy in one pass whose logits never reach global memory.
+
+Arrays: CuPy on a GPU, NumPy on the PTX interpreter; ``float16``, or ``uint16`` holding bf16 bit
+patterns (:func:`fraglab.dtypes.to_bf16`; CuPy and NumPy have no bfloat16). PyTorch tensors are
+taken too (bf16 included) and the loss comes back as a tensor: CUDA tensors through DLPack
+without a copy, CPU ones (interpreter) through NumPy. Every argument is checked before the
+first launch; the outputs start poisoned.
 """
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
-from .. import launch
+from .. import device, launch, toolchain
 
 KERNELS = "11_fused_lm_head"
-#: Warps (rows) per block of ``warp_scan``.
-WARPS_PER_BLOCK = 4
+#: Tile sizes and block of the forward kernel (the .cu file's LMH_* constants; a test keeps them equal).
+BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
+#: Dynamic shared memory of a forward block: STAGES stages of (BM + BN) rows of BK 16-bit values.
+SMEM_BYTES = STAGES * (BM + BN) * BK * 2
+#: Threads per block of the merge kernel.
+MERGE_THREADS = 256
+REDUCTIONS = ("mean", "sum", "none")
+#: What PyTorch's cross_entropy ignores by default.
+IGNORE_INDEX = -100
+#: d must be a multiple of this (mma.m16n8k16's k; the copies need 8).
+D_MULTIPLE = 16
+#: Most vocabulary splits of a launch (each split's partials are 12 bytes a token).
+MAX_SPLITS = 64
+#: Largest N and V the kernels' 32-bit row and column indices allow.
+MAX_ROWS = 2**31 - 1 - BN
 
 
-def warp_scan(x, source: str | None = None):
-    """The inclusive prefix sum of each row of ``x`` (int32, shape (rows, 32); CuPy on a GPU,
-    NumPy on the PTX interpreter), one warp per row: ``out[r, i] = x[r, 0] + ... + x[r, i]``
-    (wrapping around like int32). ``source`` replaces the kernel file (the lab passes the
-    learner's CUDA); it must define
-    ``extern "C" __global__ void warp_scan(const int* in, int* out, int rows)``."""
-    launch.check_array("x", x, dtype=np.int32, shape=(None, 32))
-    rows = x.shape[0]
-    limit = (2**31 - 1) // 32             # the kernel indexes with 32-bit ints
-    if not 1 <= rows <= limit:
-        raise ValueError(f"x must have between 1 and {limit} rows, got {rows}")
-    out = launch.poisoned((rows, 32), np.int32)
-    fn = launch.get_kernel(KERNELS, "warp_scan", source=source)
-    blocks = -(-rows // WARPS_PER_BLOCK)
-    launch.launch(fn, blocks, 32 * WARPS_PER_BLOCK, (x, out, np.int32(rows)))
-    return out
+def kernel_name(dtype: str, softcap: bool) -> str:
+    """The forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    return f"lmhead_fwd_{dtype}" + ("_softcap" if softcap else "")
+
+
+def requires(dtype: str = "bf16") -> tuple[bool, str]:
+    """Can this GPU (or the interpreter's target) run the kernel? It needs compute capability
+    8.0 (cp.async, ldmatrix, mma.sync.m16n8k16 with f32 accumulators, bf16). ``(ok, reason)``."""
+    cc = device.target_cc()
+    if tuple(cc) < (8, 0):
+        return False, (f"the fused LM head needs compute capability 8.0 or newer (cp.async, "
+                       f"ldmatrix and mma.sync.m16n8k16 with f32 accumulators, for {dtype}); "
+                       f"this GPU is {cc[0]}.{cc[1]}")
+    return True, ""
+
+
+def choose_splits(row_blocks: int, n_tiles: int, sms: int) -> tuple[int, int]:
+    """``(splits, tiles_per_split)``: how many ranges of vocabulary tiles to cut, so that
+    ``row_blocks * splits`` blocks fill ``sms`` multiprocessors (one block each) in waves that
+    end nearly full; no split is empty. The fewest splits among the best-filled."""
+    best = None
+    for s in range(1, min(n_tiles, MAX_SPLITS) + 1):
+        per = -(-n_tiles // s)
+        s_real = -(-n_tiles // per)
+        blocks = row_blocks * s_real
+        waves = -(-blocks // sms)
+        # the last wave's emptiness, and the longest block's share of its wave's work
+        fill = blocks / (waves * sms) * (n_tiles / (s_real * per))
+        key = (round(fill, 2), -s_real)
+        if best is None or key > best[0]:
+            best = (key, s_real, per)
+        if blocks >= 4 * sms:
+            break
+    return best[1], best[2]
+
+
+# --- PyTorch in, PyTorch out --------------------------------------------------------------------
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _from_torch(name: str, x):
+    """A torch tensor as an array of this mode (no copy on the GPU): bf16 as uint16 bits."""
+    import torch
+    if launch.interpreted():
+        if x.is_cuda:
+            raise TypeError(f"{name} is a CUDA tensor, but kernels run on the PTX interpreter "
+                            "here: pass a CPU tensor")
+        t = x.detach()
+        return (t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16
+                else t.numpy())
+    import cupy
+    if not x.is_cuda:
+        raise TypeError(f"{name} is a CPU tensor: move it to the GPU with .cuda()")
+    t = x.detach()
+    if t.dtype == torch.bfloat16:
+        return cupy.from_dlpack(t.view(torch.int16)).view(np.uint16)
+    return cupy.from_dlpack(t)
+
+
+def _to_torch(a, like):
+    import torch
+    if launch.interpreted():
+        return torch.from_numpy(np.asarray(a))
+    return torch.from_dlpack(a)
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+def check_arguments(h, w, targets, ignore_index, reduction, softcap):
+    """Every check before a launch. Returns ``(dtype, (n, v, d), cap)``."""
+    launch.check_array("h", h, dtype=(np.float16, np.uint16), ndim=2)
+    launch.check_array("w", w, dtype=h.dtype, ndim=2)
+    n, d = (int(s) for s in h.shape)
+    v = int(w.shape[0])
+    if w.shape[1] != d:
+        raise ValueError(f"w must have shape (V, d) with d = {d} as h has, got {w.shape}")
+    launch.check_array("targets", targets, dtype=(np.int32, np.int64), ndim=1)
+    if targets.shape[0] != n:
+        raise ValueError(f"targets must have one entry per row of h ({n}), got {targets.shape[0]}")
+    if n < 1 or v < 1 or d < 1:
+        raise ValueError(f"h and w must be non-empty, got h {h.shape} and w {w.shape}")
+    if d % D_MULTIPLE:
+        raise ValueError(f"d = {d} must be a multiple of {D_MULTIPLE} (the k of "
+                         "mma.m16n8k16): pad h and w with zero columns")
+    if max(n, v) > MAX_ROWS:
+        raise ValueError(f"n = {n} and V = {v} must be at most {MAX_ROWS}")
+    for name, a in (("h", h), ("w", w)):
+        launch.check_aligned(name, a, 16, "cp.async copies 16 bytes")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
+        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not -2**31 <= int(ignore_index) < 2**31:
+        raise ValueError(f"ignore_index = {ignore_index} must fit in int32")
+    launch.check_choice("reduction", reduction, REDUCTIONS)
+    cap = None
+    if softcap is not None:
+        if isinstance(softcap, bool) or not isinstance(softcap, (int, float, np.integer, np.floating)):
+            raise TypeError(f"softcap must be a float or None, got {type(softcap).__name__}")
+        cap = float(softcap)
+        if not (math.isfinite(cap) and cap > 0):
+            raise ValueError(f"softcap must be finite and > 0, got {softcap}")
+    xp = np if launch.interpreted() else __import__("cupy")
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v))
+    if bool(bad.any()):
+        i = int(xp.argmax(bad))
+        raise ValueError(f"targets[{i}] = {int(targets[i])} is outside [0, V = {v}) and is not "
+                         f"ignore_index ({ignore_index})")
+    dtype = "f16" if h.dtype == np.float16 else "bf16"
+    ok, why = requires(dtype)
+    if not ok:
+        raise RuntimeError(why)
+    return dtype, (n, v, d), cap
+
+
+# --- the launch ---------------------------------------------------------------------------------
+
+def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "mean",
+             softcap: float | None = None, *, splits: int | None = None, source: str | None = None,
+             name: str = KERNELS):
+    """Check the arguments of :func:`fused_linear_cross_entropy` (arrays of this mode), allocate
+    the poisoned partials and losses, and return ``(run, out)``: ``run()`` launches the forward
+    and merge kernels (and the reduction) once on the current stream and returns the result
+    (for :mod:`fraglab.bench`); ``out`` holds the per-token losses. ``splits``: vocabulary
+    splits (default :func:`choose_splits`); ``source`` replaces the kernel file, compiled as
+    ``name`` (the lab)."""
+    dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap)
+    row_blocks, n_tiles = -(-n // BM), -(-v // BN)
+    if splits is None:
+        splits, per = choose_splits(row_blocks, n_tiles, launch.sm_count())
+    else:
+        launch.check_range("splits", splits, 1, min(n_tiles, MAX_SPLITS))
+        per = -(-n_tiles // splits)
+        splits = -(-n_tiles // per)          # no empty split
+    tg = targets if targets.dtype == np.int32 else targets.astype(np.int32)
+    part = launch.poisoned((3, splits, n), np.float32)
+    loss = launch.poisoned((n,), np.float32)
+    fwd = launch.get_kernel(name, kernel_name(dtype, cap is not None), source=source)
+    merge = launch.get_kernel(name, "lmhead_merge", source=source)
+    fwd_args = (h, w, tg, part, np.int32(n), np.int32(v), np.int32(d), np.int32(per),
+                np.float32(cap or 0.0))
+    merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
+    xp = np if launch.interpreted() else __import__("cupy")
+    count = None if reduction != "mean" else int((targets != ignore_index).sum())
+
+    def run():
+        launch.launch(fwd, (row_blocks, splits), THREADS, fwd_args, shared_mem=SMEM_BYTES)
+        launch.launch(merge, -(-n // MERGE_THREADS), MERGE_THREADS, merge_args)
+        if reduction == "none":
+            return loss
+        total = loss.sum(dtype=np.float64)
+        if reduction == "mean":
+            total = total / count if count else xp.asarray(np.nan)
+        return total.astype(np.float32)
+
+    return run, loss
+
+
+def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
+                               reduction: str = "mean", softcap: float | None = None, *,
+                               splits: int | None = None):
+    """Cross-entropy of the logits ``h w^T`` against ``targets``, without the logits in memory:
+    per token ``logsumexp_v(z_v) - z_target`` with ``z = h w^T`` (``softcap``: ``z = cap
+    tanh(z / cap)``, as Gemma 2), 0 for a token whose target is ``ignore_index``.
+
+    ``h`` (N, d) and ``w`` (V, d): float16, or uint16 holding bf16 (CuPy on a GPU, NumPy on the
+    interpreter), or torch tensors (float16 / bfloat16); d a multiple of 16, any N and V.
+    ``targets`` (N,) int32 or int64, each in [0, V) or ``ignore_index``. ``reduction``: 'none'
+    (float32 (N,)), 'sum', or 'mean' over the tokens not ignored (NaN when all are, as PyTorch).
+    FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`)."""
+    torch_in = _is_torch(h)
+    if torch_in or _is_torch(w) or _is_torch(targets):
+        if not (_is_torch(h) and _is_torch(w) and _is_torch(targets)):
+            raise TypeError("h, w and targets must all be torch tensors, or none of them")
+        h, w, targets = (_from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
+    run, _ = launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits)
+    out = run()
+    return _to_torch(out, h) if torch_in else out
+
+
+def cu_constants() -> dict[str, int]:
+    """The LMH_* integer constants of the kernel file (a test compares them with this module's)."""
+    text = toolchain.kernel_path(KERNELS).read_text()
+    return {k: int(v) for k, v in re.findall(r"\b(LMH_[A-Z_]+) = (\d+)\b", text)}

@@ -1,20 +1,63 @@
-"""The lab's checks (``solutions/11_fused_lm_head.ipynb``). Exercise 1 (CUDA): the scan loop of
-``warp_scan``. :func:`check_scan` compiles the learner's kernel for every target and reads its
-SASS, then runs it on the Problem's cases (on a GPU, and on the PTX interpreter, whose checks
-catch a shuffle mask that leaves out a lane)."""
+"""The lab's checks (``solutions/11_fused_lm_head.ipynb``). Exercise 1 (CUDA): ``lse_tile``, the
+online log-sum-exp of one vocabulary tile on the mma accumulators (the per-tile update of the
+running max and sum, and the quad reduction of the tile's row maxima).
+
+:func:`lab_source` puts the learner's ``lse_tile`` where ``kernels/11_fused_lm_head.cu`` includes
+``kernels/11_fused_lm_head_lse.cuh``; :func:`check_lse` runs that kernel on the Problem's cases
+(on a GPU, and on the PTX interpreter) and reads its SASS for every target."""
 from __future__ import annotations
 
-from .. import grade, launch
-from .kernels import KERNELS, warp_scan
-from .problems import PROBLEMS
+from .. import device, grade, toolchain
+from .kernels import KERNELS
+from .problems import PROBLEMS, run_kernel
+
+#: The line of the kernel file that the learner's step replaces.
+INCLUDE = '#include "11_fused_lm_head_lse.cuh"'
+STEP_FILE = "11_fused_lm_head_lse.cuh"
+#: The lab's kernels compile under this name (one build per target, shared by the checks).
+LAB_NAME = f"{KERNELS}_lab"
+#: The function a learner's source must define.
+LSE_SIGNATURE = ("__device__ __forceinline__ void lse_tile(const float (&s)[LMH_MT][LMH_NT][4], "
+                 "float (&m)[LMH_MT][2], float (&l)[LMH_MT][2])")
+#: The cases the interpreter runs for the lab: several tiles and splits, a peaky row, a ragged
+#: vocabulary, and one word only (a warp whose columns are all masked: -inf everywhere).
+INTERPRETER_CASES = ("random", "peaky", "ragged", "splits", "one_word")
+#: SHFL of the kernel with the course's step: 8 in the tile's step (2 rows x 2 blocks x 2), 16 after.
+SHFL = 24
 
 
-def check_scan(exercise: str, source: str, rng) -> str:
-    """Fail ``exercise`` unless ``source``'s ``warp_scan`` has five SHFL and no shared memory,
-    barrier or local memory on every target, and matches the int64 prefix sums on fresh random
-    rows and the edge cases, outputs poisoned. Returns what ran where (for the mode line)."""
+def course_step() -> str:
+    """The course's own ``lse_tile`` (the file the lab's exercise replaces)."""
+    return (toolchain.KERNELS_DIR / STEP_FILE).read_text()
+
+
+def lab_source(step_source: str) -> str:
+    """``kernels/11_fused_lm_head.cu`` with ``step_source`` (which must define
+    :data:`LSE_SIGNATURE`) in place of its include of the course's step."""
+    if not isinstance(step_source, str):
+        raise TypeError(f"the step must be a str of CUDA code, got {type(step_source).__name__}")
+    text = toolchain.kernel_path(KERNELS).read_text()
+    if text.count(INCLUDE) != 1:
+        raise RuntimeError(f"{KERNELS}.cu no longer includes {STEP_FILE} once; update lab_source")
+    return text.replace(INCLUDE, "// ---- the lab's lse_tile (fraglab.fused_lm_head.lab) ----\n"
+                        + step_source + "\n// ---- end of the lab's lse_tile ----")
+
+
+def check_lse(step_source: str, rng, exercise: str = "exercise 1") -> str:
+    """Fail ``exercise`` unless the kernel with ``step_source``'s ``lse_tile`` matches the float64
+    losses on fresh random inputs and the edge cases (ragged vocabulary, a warp with every column
+    masked, several splits), outputs poisoned, on the GPU when there is one and on the PTX
+    interpreter; and unless its SASS has no local memory on any target and exactly
+    :data:`SHFL` SHFL on sm_80 and sm_90. Returns what ran where."""
     from ..grading import checks
-    grade.check_sass(exercise, source, "warp_scan", expect={"SHFL": 5},
-                     classes_zero=("shared", "barrier", "local"), name=f"{KERNELS}_lab")
-    return checks.check_cases(exercise, PROBLEMS["warp_scan"],
-                              lambda x, **_: warp_scan(launch.to_device(x), source=source), rng)
+    source = lab_source(step_source)
+    p = PROBLEMS["fused_linear_cross_entropy"]
+    small = tuple(p.case(c) for c in INTERPRETER_CASES)
+    cases = small + tuple(c for c in p.cases if c.slow) if device.gpu_available() else small
+    ran = checks.check_cases(exercise, p, lambda **inp: run_kernel(**inp, source=source,
+                                                                   name=LAB_NAME),
+                             rng, repeats=1, cases=cases, interpreter_cases=small)
+    grade.check_sass(exercise, source, "lmhead_fwd_bf16", classes_zero=("local",), name=LAB_NAME)
+    grade.check_sass(exercise, source, "lmhead_fwd_bf16", expect={"SHFL": SHFL},
+                     arches=("sm_80", "sm_90"), name=LAB_NAME)
+    return f"losses checked against float64: {ran}; SASS: no local memory, {SHFL} SHFL"

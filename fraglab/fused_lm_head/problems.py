@@ -1,38 +1,125 @@
-"""The chapter's kernels as :class:`fraglab.problem.Problem` s: what the tests, the lab's graded
-cell, the benchmark's check and ``.ci/sanitize_topics.py`` check, each the same way."""
+"""The fused LM head as a :class:`fraglab.problem.Problem`: what the tests, the lab's graded cell
+and the benchmark's check run, each the same way. Inputs are drawn fresh (h, w rounded to the
+kernel's element type; the float64 reference reads the rounded values), the outputs start
+poisoned (the wrapper), and the error is ``|loss - ref| / |ref|`` over the token vector (or the
+one number of 'sum' and 'mean')."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import launch
+from ..dtypes import from_bf16, to_bf16
 from ..problem import Case, Problem
 from . import kernels
 
-#: Inputs stay within +-2^25 so that no prefix sum leaves int32 (the reference need not wrap).
-BOUND = 2**20
+#: Relative error allowed, f16 and bf16 alike: the reference reads the rounded inputs, so what is
+#: left is FP32 accumulation over d, ex2.approx (2^-22 relative) and tanhf; measured errors are
+#: about 1e-7, and one vocabulary tile left out costs more than 1e-3.
+TOL = {"f16": 2e-5, "bf16": 2e-5}
+#: Standard deviation of the random logits (h and w entries scaled so that h . w has it).
+LOGIT_STD = 3.0
+#: How far a peaky row's one large logit stands above the rest.
+PEAK = 40.0
 
 
-def rows_of_ints(rng, rows: int = 40, largest: bool = False) -> dict:
-    """A (rows, 32) int32 matrix: random in [-BOUND, BOUND), or every element BOUND - 1."""
-    if largest:
-        return {"x": np.full((rows, 32), BOUND - 1, np.int32)}
-    return {"x": rng.integers(-BOUND, BOUND, (rows, 32), dtype=np.int32)}
+def rounded(x, dtype: str):
+    """float values -> (the kernel's array: float16 or uint16 bf16 bits, their float64 values)."""
+    if dtype == "f16":
+        raw = np.asarray(x, np.float32).astype(np.float16)
+        return raw, raw.astype(np.float64)
+    if dtype == "bf16":
+        raw = to_bf16(x)
+        return raw, from_bf16(raw).astype(np.float64)
+    raise ValueError(f"dtype must be 'f16' or 'bf16', got {dtype!r}")
 
 
-def scan_reference(x):
-    """The inclusive prefix sums in int64, independent of the kernel."""
-    return np.cumsum(x.astype(np.int64), axis=1)
+def lm_head_inputs(rng, n: int = 40, v: int = 300, d: int = 64, dtype: str = "bf16",
+                   peaky: bool = False, ignored: float = 0.0, ignore_index: int = kernels.IGNORE_INDEX,
+                   reduction: str = "none", softcap: float | None = None,
+                   splits: int | None = None) -> dict:
+    """h (n, d), w (v, d) and targets (n,) int64 as NumPy, with the options the wrapper takes.
+    Logits ~ N(0, LOGIT_STD^2); ``peaky``: every row has one logit PEAK above the others, at its
+    target for half the rows and elsewhere for the rest; ``ignored``: that fraction of targets
+    set to ``ignore_index``."""
+    scale = (LOGIT_STD / np.sqrt(d)) ** 0.5
+    w = rng.standard_normal((v, d)) * scale
+    h = rng.standard_normal((n, d)) * scale
+    targets = rng.integers(0, v, n)
+    if peaky:
+        peak = np.where(np.arange(n) % 2 == 0, targets, rng.integers(0, v, n))
+        wp = w[peak]
+        h = h + PEAK * wp / (wp * wp).sum(axis=1, keepdims=True)
+    if ignored:
+        targets = np.where(rng.random(n) < ignored, ignore_index, targets)
+    h_raw, _ = rounded(h, dtype)
+    w_raw, _ = rounded(w, dtype)
+    return {"h": h_raw, "w": w_raw, "targets": targets.astype(np.int64), "dtype": dtype,
+            "ignore_index": ignore_index, "reduction": reduction, "softcap": softcap,
+            "splits": splits}
 
 
-#: Random rows, one row, rows that leave a block part empty, the largest sums, and (GPU only)
-#: more rows than the interpreter runs in reasonable time.
-CASES = (Case("rows40"), Case("rows1", rows=1, edge=True), Case("rows7", rows=7, edge=True),
-         Case("rows33", rows=33, edge=True), Case("largest", rows=3, largest=True, edge=True),
-         Case("rows65537", rows=65537, slow=True))
+def as_float64(a, dtype: str) -> np.ndarray:
+    return (np.asarray(a).astype(np.float64) if dtype == "f16"
+            else from_bf16(np.asarray(a)).astype(np.float64))
+
+
+def lm_head_reference(h, w, targets, dtype, ignore_index, reduction, softcap, **_):
+    """The losses in float64 from the rounded inputs, written independently of the kernel: the
+    full logits matrix, a max-shifted log-sum-exp, the target's logit, NumPy's reductions."""
+    z = as_float64(h, dtype) @ as_float64(w, dtype).T
+    if softcap is not None:
+        z = softcap * np.tanh(z / softcap)
+    zmax = z.max(axis=1)
+    lse = zmax + np.log(np.exp(z - zmax[:, None]).sum(axis=1))
+    keep = targets != ignore_index
+    zt = z[np.arange(len(targets)), np.where(keep, targets, 0)]
+    loss = np.where(keep, lse - zt, 0.0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return np.asarray(loss.sum())
+    return np.asarray(loss.sum() / keep.sum() if keep.any() else np.nan)
+
+
+def run_kernel(h, w, targets, ignore_index, reduction, softcap, splits, source=None,
+               name=kernels.KERNELS, **_):
+    """The wrapper on the Problem's inputs (moved where kernels run); ``source`` and ``name``:
+    another kernel file (the lab's)."""
+    run, _ = kernels.launcher(*(launch.to_device(x) for x in (h, w, targets)), ignore_index,
+                              reduction, softcap, splits=splits, source=source,
+                              name=name)
+    return run()
+
+
+def requires(case: Case) -> tuple[bool, str]:
+    return kernels.requires(case.params.get("dtype", "bf16"))
+
+
+#: Small cases run on the PTX interpreter too; ``slow`` ones on GPUs only.
+CASES = (
+    Case("random", dtype="bf16"),
+    Case("random_f16", dtype="f16"),
+    Case("peaky", peaky=True, edge=True),
+    Case("ignored", ignored=0.4, edge=True),
+    Case("ignore_index_in_vocab", ignored=0.3, ignore_index=3, edge=True),
+    Case("all_ignored_sum", ignored=1.0, reduction="sum", edge=True),
+    Case("ragged", n=37, v=301, d=48, edge=True),
+    Case("softcap", peaky=True, softcap=10.0, edge=True),
+    Case("softcap_f16", dtype="f16", softcap=2.0, edge=True),
+    Case("splits", n=130, v=700, d=160, splits=3, edge=True),
+    Case("one_word", n=5, v=1, d=16, edge=True),
+    Case("sum", reduction="sum"),
+    Case("mean", ignored=0.2, reduction="mean"),
+    Case("big", n=1000, v=5003, d=256, peaky=True, slow=True),
+    Case("big_f16_softcap", n=777, v=4099, d=512, dtype="f16", softcap=30.0, slow=True),
+    Case("wide", n=300, v=2000, d=2304, ignored=0.1, reduction="mean", slow=True),
+)
 
 PROBLEMS = {
-    "warp_scan": Problem(
-        "11_fused_lm_head/warp_scan", "the inclusive prefix sum of each row of a (rows, 32) int32 matrix",
-        inputs=rows_of_ints, reference=scan_reference, tol=0, labels=("row", "lane"),
-        run=lambda x, **_: kernels.warp_scan(launch.to_device(x)), cases=CASES),
+    "fused_linear_cross_entropy": Problem(
+        "11_fused_lm_head/fused_linear_cross_entropy",
+        "per-token cross-entropy of h w^T against targets, logits never in global memory",
+        inputs=lm_head_inputs, reference=lm_head_reference, run=run_kernel, cases=CASES,
+        tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires,
+        labels=("token",)),
 }
