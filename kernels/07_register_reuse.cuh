@@ -178,6 +178,37 @@ struct WarpTile {
             fma_step(acc, a_k + k * LDA, b_k + k * LDB);
     }
 
+    // Rung 10's tuning switches (sgemm_switched_tile below) take fma_step apart: the fragments of
+    // one k into registers (a_xor: XOR of the A offsets, the swizzled layout's), then the outer
+    // product in the order kOrder: 0 row by row (as fma_step: a[m] kept for LANE_N FFMAs),
+    // 1 row by row with every other row backwards (a snake: b[n] kept across a row change too),
+    // 2 column by column (b[n] kept for LANE_M FFMAs), 3 column snake.
+    __device__ __forceinline__ static void load_frags(float (&a)[LANE_M], float (&b)[LANE_N],
+                                                      const float* a_k, const float* b_k,
+                                                      int a_xor = 0) {
+#pragma unroll
+        for (int i = 0; i < WMITER; ++i)
+            *reinterpret_cast<float4*>(&a[i * 4]) =
+                *reinterpret_cast<const float4*>(a_k + ((i * kLM * 4) ^ a_xor));
+#pragma unroll
+        for (int j = 0; j < WNITER; ++j)
+            *reinterpret_cast<float4*>(&b[j * 4]) = *reinterpret_cast<const float4*>(b_k + j * LN * 4);
+    }
+    template <int kOrder>
+    __device__ __forceinline__ static void outer(float (&acc)[LANE_M][LANE_N], const float (&a)[LANE_M],
+                                                 const float (&b)[LANE_N]) {
+        static_assert(kOrder >= 0 && kOrder <= 3, "ORDER is 0 (rows), 1 (row snake), 2 (columns) or 3");
+        constexpr int OUTER = kOrder < 2 ? LANE_M : LANE_N, INNER = kOrder < 2 ? LANE_N : LANE_M;
+#pragma unroll
+        for (int o = 0; o < OUTER; ++o)
+#pragma unroll
+            for (int q = 0; q < INNER; ++q) {
+                const int in = (kOrder % 2 == 1 && o % 2 == 1) ? INNER - 1 - q : q;
+                const int m = kOrder < 2 ? o : in, n = kOrder < 2 ? in : o;
+                acc[m][n] += a[m] * b[n];
+            }
+    }
+
     // Offsets of this lane's first chunk inside the warp tile (row, column).
     __device__ __forceinline__ static int lane_row() { return (threadIdx.x % 32) / LN * 4; }
     __device__ __forceinline__ static int lane_col() { return (threadIdx.x % 32) % LN * 4; }
@@ -270,6 +301,129 @@ __device__ __forceinline__ void sgemm_double_buffer_tile(SGEMM_ARGS, int k_begin
         __syncthreads();
     }
     Warp::template fma_tile<kBK, LDA, kBN>(acc, a_lane + stage, b_lane + stage);
+    Warp::template store<kGuard>(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc,
+                                 rows - wm0, cols - wn0);
+}
+
+// ---- rung 10's tuning switches -----------------------------------------------------------------
+// The k-major A tile's layout. Padded (kSwizzle false, rungs 7-9): row k at k * (BM + 4). The
+// transposed store writes, per STS.32 of a warp, 32/(BK/4) rows of A for each of BK/4 values
+// of k; with BK = 16 the rows k and k + 8 land in the same banks (8 * (BM + 4) is a multiple of
+// 32 words): 2-way conflicts, and no padding that keeps LDS.128 aligned (a multiple of 4) avoids
+// them. Swizzled (kSwizzle true): row k at k * BM, unpadded, its float4 slots permuted by an XOR
+// with xor_of(k) (k / 4 * 32 / BK, mod 8, in float4s): the BK/4 groups of k a warp writes at
+// once go to different 4-word bank groups, and a float4 stays whole (an LDS.128 still reads it).
+// fraglab/register_reuse/banks.py computes the banks of every access, lane by lane.
+template <int kBM, int kBK, bool kSwizzle>
+struct ALayout {
+    static_assert(!kSwizzle || (kBM % 32 == 0 && 32 % kBK == 0),
+                  "the swizzled A tile needs BM a multiple of 32 and BK dividing 32");
+    static constexpr int LD = kSwizzle ? kBM : kBM + 4;
+    __host__ __device__ static constexpr int xor_of(int k) {
+        return kSwizzle ? ((k / 4) * (32 / kBK) % 8) * 4 : 0;
+    }
+    // registers -> shared: the float4s of the A tile (Float4Tile<BM, BK>'s, row-major in A)
+    template <int kThreads, int LOADS>
+    __device__ __forceinline__ static void store(float* dst, const float4 (&r)[LOADS]) {
+#pragma unroll
+        for (int i = 0; i < LOADS; ++i) {
+            const int f = threadIdx.x + i * kThreads;
+            const int row = f / (kBK / 4), col = (f % (kBK / 4)) * 4;
+            const int x = row ^ xor_of(col);                    // the same for col .. col + 3
+            dst[(col + 0) * LD + x] = r[i].x;
+            dst[(col + 1) * LD + x] = r[i].y;
+            dst[(col + 2) * LD + x] = r[i].z;
+            dst[(col + 3) * LD + x] = r[i].w;
+        }
+    }
+};
+
+// Rung 10 with its switches (any of them on; all off, rung 10 runs sgemm_double_buffer_tile):
+//   kSwizzle: the swizzled A layout (ALayout). A lane's A float4 i of row k sits at
+//     (wm0 + lane_row + i*LM*4) ^ xor_of(k): the XOR's bits below LM*4 fall in lane_row (one
+//     register per value, outside the loop), those above in i*LM*4 (a constant offset).
+//   kRegDB: register double buffering. The fragments of k + 1 are loaded while the FFMAs of k
+//     run (two sets of fragment registers), and across steps too: the last k's FFMAs come after
+//     the barrier and the loads of the next stage's first fragments, so those loads' latency
+//     hides behind them instead of stalling the first FFMAs of the step.
+//   kOrder: the outer product's FFMA order (WarpTile::outer).
+template <int kBM, int kBN, int kBK, int kWM, int kWN, int kLM, int kGroup, bool kGuard,
+          bool kRegDB, bool kSwizzle, int kOrder>
+__device__ __forceinline__ void sgemm_switched_tile(SGEMM_ARGS, int k_begin, int k_end) {
+    constexpr int kThreads = (kBM / kWM) * (kBN / kWN) * 32;
+    using TileA = Float4Tile<kBM, kBK, kThreads>;
+    using TileB = Float4Tile<kBK, kBN, kThreads>;
+    using Warp = WarpTile<kWM, kWN, kLM>;
+    using Lay = ALayout<kBM, kBK, kSwizzle>;
+    static_assert(!kSwizzle || (kWM >= 32 && (Warp::WMITER & (Warp::WMITER - 1)) == 0),
+                  "the swizzled A tile needs WM >= 32 and WM / (4*LM) a power of two");
+    static_assert(kBK % 2 == 0, "register double buffering alternates two fragment sets");
+    constexpr int LDA = Lay::LD;
+    constexpr int STAGE = kBK * (LDA + kBN);
+    extern __shared__ float4 smem4[];
+    float* smem = reinterpret_cast<float*>(smem4);
+    const int warp = threadIdx.x / 32;
+    const int wm0 = warp / (kBN / kWN) * kWM, wn0 = warp % (kBN / kWN) * kWN;
+    const int2 blk = grouped_block<kGroup>();
+    const int rows = M - blk.y * kBM, cols = N - blk.x * kBN;
+    int k_left = k_end - k_begin;
+    const int steps = kGuard ? (k_left + kBK - 1) / kBK : k_left / kBK;
+    A += blk.y * kBM * K + k_begin;
+    B += blk.x * kBN + k_begin * N;
+    float acc[Warp::LANE_M][Warp::LANE_N] = {};
+    float4 ra[TileA::LOADS], rb[TileB::LOADS];
+    TileA::template fetch<kGuard>(ra, A, K, rows, k_left);
+    TileB::template fetch<kGuard>(rb, B, N, k_left, cols);
+    Lay::template store<kThreads>(smem, ra);
+    TileB::template store<kBN>(smem + kBK * LDA, rb);
+    __syncthreads();
+    const int lane_m = Warp::lane_row();
+    const float* b_lane = smem + kBK * LDA + wn0 + Warp::lane_col();
+    // the fragments of row k of the stage at offset st
+    auto frags = [&](float (&a)[Warp::LANE_M], float (&b)[Warp::LANE_N], int st, int k) {
+        const int x = Lay::xor_of(k), lo = x % (kLM * 4);
+        Warp::load_frags(a, b, smem + st + k * LDA + wm0 + (lane_m ^ lo), b_lane + st + k * kBN,
+                         x - lo);
+    };
+    auto next_stage = [&](int st) {            // registers -> the stage at st, then the barrier
+        Lay::template store<kThreads>(smem + st, ra);
+        TileB::template store<kBN>(smem + st + kBK * LDA, rb);
+        __syncthreads();
+    };
+    float fa[2][Warp::LANE_M], fb[2][Warp::LANE_N];
+    if (kRegDB) frags(fa[0], fb[0], 0, 0);
+    int stage = 0;
+    for (int t = 1; t < steps; ++t) {
+        A += kBK;
+        B += kBK * N;
+        k_left -= kBK;
+        TileA::template fetch<kGuard>(ra, A, K, rows, k_left);
+        TileB::template fetch<kGuard>(rb, B, N, k_left, cols);
+#pragma unroll
+        for (int k = 0; k < kBK; ++k) {
+            if (!kRegDB) {
+                frags(fa[0], fb[0], stage, k);
+                Warp::template outer<kOrder>(acc, fa[0], fb[0]);
+                continue;
+            }
+            if (k + 1 < kBK) {
+                frags(fa[(k + 1) % 2], fb[(k + 1) % 2], stage, k + 1);
+            } else {                           // the next stage, then its first fragments
+                next_stage(stage ^ STAGE);
+                frags(fa[0], fb[0], stage ^ STAGE, 0);
+            }
+            Warp::template outer<kOrder>(acc, fa[k % 2], fb[k % 2]);
+        }
+        stage ^= STAGE;
+        if (!kRegDB) next_stage(stage);
+    }
+#pragma unroll
+    for (int k = 0; k < kBK; ++k) {            // the last step: nothing to prefetch
+        const int cur = kRegDB ? k % 2 : 0;
+        if (!kRegDB) frags(fa[0], fb[0], stage, k);
+        else if (k + 1 < kBK) frags(fa[(k + 1) % 2], fb[(k + 1) % 2], stage, k + 1);
+        Warp::template outer<kOrder>(acc, fa[cur], fb[cur]);
+    }
     Warp::template store<kGuard>(C + (blk.y * kBM + wm0) * N + blk.x * kBN + wn0, N, acc,
                                  rows - wm0, cols - wn0);
 }

@@ -20,13 +20,28 @@
 #ifndef GUARD
 #define GUARD 0                // 1: guarded edge tiles (a shape that is not whole tiles)
 #endif
+// Tuning switches (all 0 by default: rung 10 is then rung 9's loop; the sweep turns them on per
+// shape where they pay; sgemm_switched_tile in 07_register_reuse.cuh says what each does).
+#ifndef REGDB
+#define REGDB 0                // 1: register double buffering of the fragments, across steps too
+#endif
+#ifndef SWIZZLE
+#define SWIZZLE 0              // 1: the A tile unpadded, XOR-swizzled (no bank conflicts at BK 16)
+#endif
+#ifndef ORDER
+#define ORDER 0                // the outer product's FFMA order: 0 rows, 1 row snake, 2 columns, 3
+#endif
 
 extern "C" __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 sgemm_split_k(SGEMM_ARGS, int k_split) {
     const int k_begin = blockIdx.z * k_split;
-    sgemm_double_buffer_tile<BM, BN, BK, WM, WN, LM, GROUP, GUARD != 0>(
-        A, B, C + static_cast<long long>(blockIdx.z) * M * N, M, N, K, k_begin,
-        min(K, k_begin + k_split));
+    float* c = C + static_cast<long long>(blockIdx.z) * M * N;
+    if constexpr (REGDB || SWIZZLE || ORDER)
+        sgemm_switched_tile<BM, BN, BK, WM, WN, LM, GROUP, GUARD != 0, REGDB != 0, SWIZZLE != 0,
+                            ORDER>(A, B, c, M, N, K, k_begin, min(K, k_begin + k_split));
+    else
+        sgemm_double_buffer_tile<BM, BN, BK, WM, WN, LM, GROUP, GUARD != 0>(
+            A, B, c, M, N, K, k_begin, min(K, k_begin + k_split));
 }
 
 extern "C" __global__ void sgemm_split_k_reduce(const float* __restrict__ P, float* __restrict__ C,

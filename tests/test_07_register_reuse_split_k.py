@@ -2,12 +2,13 @@
 Its small cases on the PTX interpreter (CPU tier; every case on a GPU), the split plan, the table
 and its nearest entry, rejected arguments, ptxas's registers and spills, the sweep's pipeline."""
 import json
+import re
 
 import numpy as np
 import pytest
 
 from fraglab import register_reuse as rr
-from fraglab.register_reuse import bench, kernels, problems
+from fraglab.register_reuse import bench, kernels, problems, switches
 
 P = rr.PROBLEMS["split_k"]
 SMALL = [c for c in P.interpreter_cases]
@@ -200,13 +201,13 @@ def test_table_builds_do_not_spill(defines):
 def test_candidates_are_few_valid_and_keep_rung_9():
     for shape in kernels.TABLE_SHAPES:
         cands = bench.shape_candidates(*shape)
-        assert 1 <= len(cands) <= bench.SHAPE_TOP + 1
+        assert 1 <= len(cands) <= bench.SHAPE_TOP + 1 + bench.SWITCH_BASES * len(switches.TRIALS)
         assert all(kernels.tiles("split_k", **t) == t for t in cands)
         assert any(t["BM"] == 128 and t["BN"] == 256 and t["SPLIT"] == 1 for t in cands)
 
 
 def test_sweep_shape_writes_an_entry(rng, tmp_path):
-    """The quick sweep's one shape with a fake timer (every call 1 ms)."""
+    """The quick sweep's one shape with a fake timer (every call 1 ms), a switch trial too."""
     def fake(fn, n, flush):
         fn()
         return [1.0] * n
@@ -217,3 +218,116 @@ def test_sweep_shape_writes_an_entry(rng, tmp_path):
     assert e["shape"] == list(bench.QUICK_SHAPES[0]) and kernels.tiles("split_k", **e["tiles"])
     assert all("scaled_diff" in c or "skipped" in c for c in res["sweep"][0]["candidates"])
     assert "36x40x20" in (tmp_path / "shape_log.txt").read_text()
+    assert any(c["tiles"].get("REGDB") for c in res["sweep"][0]["candidates"])
+
+
+# --------------------------------------------------------------------------------------------
+# The tuning switches (REGDB, SWIZZLE, ORDER): banks from the layout, SASS evidence, rejections
+# --------------------------------------------------------------------------------------------
+
+BIG = dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8)    # rung 9's tiles
+MID = dict(BM=128, BN=128, BK=8, WM=64, WN=64, LM=4, MINB=2, GROUP=8)     # the table's pick
+
+
+def test_the_padded_a_tile_conflicts_at_bk16_and_the_swizzle_does_not():
+    """The A tile's transposed store: 2-way conflicts with BK = 16 padded (rows k and k + 8 in
+    one bank), none swizzled; BK = 8 padded is already conflict-free; loads stay ideal."""
+    padded, swz = switches.bank_report(BIG), switches.bank_report({**BIG, "SWIZZLE": 1})
+    a = "A store (STS.32)"
+    assert padded[a]["wavefronts"] == 2 * padded[a]["ideal"] and padded[a]["worst"] == 2
+    assert swz[a]["wavefronts"] == swz[a]["ideal"]
+    for rep in (swz, switches.bank_report(MID), switches.bank_report({**MID, "SWIZZLE": 1})):
+        assert all(r["wavefronts"] == r["ideal"] for r in rep.values()), rep
+    assert switches.padded_conflicts(BIG) and not switches.padded_conflicts(MID)
+
+
+def test_the_bank_model_fails_a_swizzle_without_its_xor(monkeypatch):
+    """Unpadded and unswizzled (the XOR dropped), the same store has 4-way conflicts: the
+    model sees them."""
+    monkeypatch.setattr(switches, "xor_of", lambda t, k: 0)
+    rep = switches.bank_report({**BIG, "SWIZZLE": 1})
+    assert rep["A store (STS.32)"]["worst"] == 4
+    assert switches.wavefronts([[0], [32], [64], [1]]) == (3, 1)      # 3 words in bank 0
+    assert switches.wavefronts([[0]] * 32) == (1, 1)                  # one word, broadcast
+
+
+@pytest.mark.parametrize("over", [{"REGDB": 1}, {"SWIZZLE": 1}, {"ORDER": 1}, {"ORDER": 2},
+                                  {"REGDB": 1, "SWIZZLE": 1, "ORDER": 1}, {"LM": 8}])
+@pytest.mark.parametrize("base", [MID, BIG], ids=["128x128x8", "128x256x16"])
+def test_switch_builds_do_not_spill_and_keep_lds128(base, over):
+    e = switches.sass_evidence({**base, **over})
+    assert e["spill_bytes"] == 0 and e["stack_frame"] == 0
+    assert set(e["lds"]) == {"LDS.128"} and e["words_per_ffma"] == 0.1875     # (16+8)/128
+    assert e["ffma"] == 128 * base["BK"] and e["registers"] <= 255
+
+
+def test_regdb_puts_the_last_ffmas_after_the_barrier():
+    """Without REGDB the step's FFMAs all come before the barrier (the next step's first LDS
+    waits with nothing to hide it); with it, the last k's FFMAs follow the barrier."""
+    for base in (MID, BIG):
+        assert switches.sass_evidence(base)["ffma_after_barrier"] == 0
+        assert switches.sass_evidence({**base, "REGDB": 1})["ffma_after_barrier"] >= 32
+
+
+def test_the_row_snake_order_reads_fewer_operands_from_the_register_file():
+    for base in (MID, BIG):
+        rows, snake = (switches.sass_evidence({**base, "ORDER": o}) for o in (0, 1))
+        assert snake["reuse_flags"] > rows["reuse_flags"]
+        assert snake["from_file"] < rows["from_file"]
+
+
+def test_register_reads_follow_the_reuse_cache():
+    body = ["FFMA R10, R2.reuse, R4, R10 ;", "FFMA R11, R2, R5, R11 ;", "FFMA R12, R2, R8, R12 ;"]
+    c = switches.register_reads(body)
+    assert c["reuse_flags"] == 1 and c["from_cache"] == 1 and c["from_file"] == 8
+    # 1st: R2, R4, R10 from the file (R2 and R10 in bank 2 of 4; all three even);
+    # 2nd: R2 from the cache, R5 and R11 (banks 1, 3); 3rd: R2 again from the file (flag gone)
+    assert c["conflicts_mod4"] == 2 and c["conflicts_mod2"] == 2
+
+
+@pytest.mark.parametrize("over, msg", [
+    ({"ORDER": 4}, "ORDER is one of 0, 1, 2, 3"),
+    ({"REGDB": 2}, "REGDB is one of 0, 1"),
+    ({"SWIZZLE": 1, "BM": 128, "BN": 128, "BK": 12, "WM": 64, "WN": 64}, "BK dividing 32"),
+    ({"SWIZZLE": 1, "BM": 64, "BN": 64, "WM": 16, "WN": 64, "LM": 2, "MINB": 4},
+     "WM >= 32"),
+    ({"REGDB": -1}, "REGDB"),
+])
+def test_bad_switches_are_rejected(over, msg, xp):
+    a, b = xp.zeros((64, 16), xp.float32), xp.zeros((16, 64), xp.float32)
+    with pytest.raises(ValueError, match=msg):
+        rr.sgemm(a, b, **over)
+
+
+def test_only_rung_10_takes_the_switches():
+    with pytest.raises(ValueError, match="no tile parameter REGDB"):
+        kernels.tiles("autotuned", REGDB=1)
+
+
+def test_the_sweep_tries_the_switches_on_two_tiles_and_labels_them():
+    cands = bench.shape_candidates(4096, 4096, 4096)
+    labels = [kernels.config_label(t) for t in cands]
+    assert len(labels) == len(set(labels))                # every build and timing has its name
+    on = [t for t in cands if any(t.get(k) for k in kernels.SWITCHES) or t["LM"] != 4]
+    assert {bench._tile_shape(t) for t in on} == {(128, 128, 8, 64, 64, 4), (128, 256, 16, 64, 64, 4),
+                                                  (128, 128, 8, 64, 64, 8), (128, 256, 16, 64, 64, 8)}
+    assert not any(t["SWIZZLE"] for t in on if t["BK"] == 8)    # no conflicts there to remove
+    assert len(cands) <= bench.SHAPE_TOP + 1 + bench.SWITCH_BASES * len(switches.TRIALS)
+    assert kernels.config_label({**MID, "SPLIT": 1, "REGDB": 1, "ORDER": 1}) == \
+        "128x128x8/64x64 M2 G8 S1 RDB O1"
+    assert kernels.config_label({**MID, "SPLIT": 1, "REGDB": 0}) == "128x128x8/64x64 M2 G8 S1"
+
+
+def test_switches_off_leave_rung_10_as_it_was():
+    """All switches at 0 run sgemm_double_buffer_tile (rung 9's loop): the main loop of
+    rung 10 with rung 9's tiles has rung 9's instructions (up to register numbers, offsets and
+    the .reuse flags that follow them; ptxas orders them a little differently, rung 10 having
+    more kernel arguments)."""
+    from collections import Counter
+    from fraglab import sass
+    r9 = sass.main_loop(kernels.build("autotuned", "sm_90").sass("sgemm_autotuned"))
+    r10 = sass.main_loop(kernels.build("split_k", "sm_90", **kernels.TILES["autotuned"])
+                         .sass("sgemm_split_k"))
+    names = r"R\d+|UR\d+|0x[0-9a-f]+|L_x_\d+"     # registers, offsets, labels
+    strip = lambda body: [re.sub(names, "_", x.replace(".reuse", "")) for x in body]
+    assert Counter(strip(r10)) == Counter(strip(r9))

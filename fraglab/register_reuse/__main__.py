@@ -3,6 +3,7 @@
     bench --out DIR [--quick]        the H100 run (check, sweep, ladder, ncu stalls) -> DIR/results.json
     sweep-shapes --out DIR [--quick | --seed-only]  rung 10's table -> DIR/shape_table.json
     sass [--arch sm_90]              LDS per FFMA of every rung's main loop, registers, occupancy
+    switches [--arch sm_90]          rung 10's switches: SASS and shared-memory banks per config
     profile --variant V --size S [--tiles JSON]  run one rung twice (the child ncu profiles)
 """
 from __future__ import annotations
@@ -25,6 +26,9 @@ COMMANDS = {
         ("--seed", dict(type=int, default=0)),
         ("--seed-only", dict(action="store_true", help="write the wave model's table "
                                                        "(unmeasured) to --out, time nothing"))]),
+    "switches": ("rung 10's tuning switches: SASS (words/FFMA, .reuse, register banks) and "
+                 "shared banks per configuration", [("--arch", dict(default="sm_90")),
+                                                    ("--json", dict(action="store_true"))]),
     "profile": ("run one rung twice (for ncu)", [
         ("--variant", dict(required=True)), ("--size", dict(type=int, default=4096)),
         ("--tiles", dict(default="{}", help="tile overrides as JSON"))]),
@@ -50,6 +54,10 @@ def main(argv=None) -> int:
         from . import kernels, sass_counts
         rows = [sass_counts.report(k, args.arch) for k in kernels.VARIANTS]
         print(json.dumps(rows, indent=1) if args.json else sass_counts.table(rows))
+    elif args.cmd == "switches":
+        from . import switches
+        rows = switches.evidence(arch=args.arch)
+        print(json.dumps(rows, indent=1) if args.json else switches.table(rows))
     else:
         import cupy
         import numpy as np

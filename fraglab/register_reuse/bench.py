@@ -32,7 +32,7 @@ import numpy as np
 from .. import bench, launch, ncu, report
 from ..problem import Case
 from ..progress import Log, Progress
-from . import kernels, problems, sass_counts
+from . import kernels, problems, sass_counts, switches
 from .seed import SEED
 
 #: Square sizes and (M, N, K) shapes of the ladder; ``--quick`` keeps the first two of each.
@@ -278,14 +278,20 @@ def summary(results: dict) -> str:
 #: Candidates the wave model keeps per shape (rung 9's tiles, unsplit, are always timed too),
 #: and how many of them the second, longer round confirms.
 SHAPE_TOP, SHAPE_FINALISTS = 8, 3
+#: Tiles per shape that the switches (:data:`switches.TRIALS`) are tried on.
+SWITCH_BASES = 2
 #: The quick (CPU smoke) mode's shape: small enough for the PTX interpreter (ragged: GUARD = 1).
 QUICK_SHAPES = ((36, 40, 20),)
 
 
-def shape_candidates(m: int, n: int, k: int, top: int = SHAPE_TOP) -> list[dict]:
+def shape_candidates(m: int, n: int, k: int, top: int = SHAPE_TOP,
+                     switch_bases: int = SWITCH_BASES, switch_trials: int = 99) -> list[dict]:
     """The (tiles, split) pairs timed at M x N x K: every :data:`kernels.SHAPE_CONFIGS` x
     :data:`kernels.SPLITS` pair (slices of at least 4 BK steps) ranked by the wave model, the
-    best ``top`` kept, and rung 9's tiles unsplit (the reference) added."""
+    best ``top`` kept, and rung 9's tiles unsplit (the reference) added; then the first
+    ``switch_trials`` of :data:`switches.TRIALS` that apply (:func:`switches.switch_variants`)
+    on ``switch_bases`` distinct tiles: the shape table's pick (:func:`kernels.tiles_for`), then
+    the model's best (the wave model cannot rank switches: the H100 does)."""
     ranked = []
     for t, prior in zip(kernels.SHAPE_CONFIGS, kernels.PRIOR_TFLOPS):
         for split in kernels.SPLITS:
@@ -296,7 +302,24 @@ def shape_candidates(m: int, n: int, k: int, top: int = SHAPE_TOP) -> list[dict]
     ranked.sort(key=lambda r: r[0])
     out = [kernels.tiles_for(m, n, k, **t) for _, t in ranked[:top]]
     ref = kernels.tiles_for(m, n, k, **kernels.TILES["autotuned"], SPLIT=1)
-    return out + ([ref] if ref not in out else [])
+    out += [ref] if ref not in out else []
+    bases: list[dict] = []                   # the switches on the table's pick, the model's best
+    for t in [kernels.tiles_for(m, n, k), *out]:
+        if len(bases) < switch_bases and all(_tile_shape(t) != _tile_shape(b) for b in bases):
+            bases.append(t)
+    for t in bases:
+        out += [v for v in switches.switch_variants(t, switches.TRIALS[:switch_trials])
+                if v not in out]
+    return out
+
+
+def _tile_shape(t: dict) -> tuple:
+    return tuple(t[x] for x in ("BM", "BN", "BK", "WM", "WN", "LM"))
+
+
+def _cand_options(quick: bool) -> dict:
+    """The quick mode's candidates: the best two tiles, one switch trial (REGDB) on the best."""
+    return dict(top=2, switch_bases=1, switch_trials=1) if quick else {}
 
 
 def _precompile(defines: list[dict], arch: str, log) -> dict[str, dict]:
@@ -374,7 +397,7 @@ def sweep_shape(rng, log, shape, builds: dict, *, quick: bool = False, _timer=No
     base = kernels.cublas if _timer is None else (lambda x, y: x @ y)
     ref = base(a, b).astype(np.float64)
     runs, cands = {"cublas": lambda: base(a, b)}, []
-    for t in shape_candidates(m, n, k, top=2 if quick else SHAPE_TOP):
+    for t in shape_candidates(m, n, k, **_cand_options(quick)):
         rec = {"tiles": t, "label": kernels.config_label(t), "build": builds.get(_build_key(t))}
         cands.append(rec)
         if (rec["build"] or {}).get("spill_bytes") or "failure" in (rec["build"] or {}):
@@ -427,7 +450,8 @@ def sweep_shape(rng, log, shape, builds: dict, *, quick: bool = False, _timer=No
     tiles_of = {**{r["label"]: r["tiles"] for r in timed}, kernels.config_label(other): other}
     best = max((x for x in ratio2 if x in tiles_of), key=lambda x: ratio2[x])
     t_best, cub = cmp2.timings[best], cmp2.timings["cublas"]
-    entry = {"shape": [m, n, k], "tiles": {x: v for x, v in tiles_of[best].items() if x != "GUARD"},
+    entry = {"shape": [m, n, k], "tiles": {x: v for x, v in tiles_of[best].items()
+                                           if x != "GUARD" and (v or x not in kernels.SWITCHES)},
              "label": best, "measured": _timer is None, "median_ms": t_best.median_ms,
              "tflops": flops(m, n, k) / t_best.median_ms / 1e9, "of_cublas": ratio2[best],
              "cublas_ms": cub.median_ms, "cublas_tflops": flops(m, n, k) / cub.median_ms / 1e9,
@@ -456,7 +480,7 @@ def sweep_shapes(out: Path, quick: bool = False, seed: int = 0, shapes_=None, _t
     shape_list = list(shapes_ or (QUICK_SHAPES if quick else kernels.TABLE_SHAPES))
     arch = device.arch() if gpu else "sm_90"
     log.phase(f"compile ({arch})")
-    cand = {tuple(s): shape_candidates(*s, top=2 if quick else SHAPE_TOP) for s in shape_list}
+    cand = {tuple(s): shape_candidates(*s, **_cand_options(quick)) for s in shape_list}
     defs = [kernels.defines(t) for ts in cand.values() for t in ts]
     defs += [{**d, "GROUP": 1 if d["GROUP"] > 1 else 8} for d in defs]
     builds = _precompile(defs, arch, log)

@@ -49,9 +49,25 @@ TILES: dict[str, dict[str, int]] = {
     "autotuned": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8),
     # the tiles rung 10 compiles with when no shape is given (compile tests, SASS counts); a
     # call takes tiles_for(M, N, K) from the shape table instead. SPLIT: at most this many
-    # slices of K (a launch parameter, not a define); GUARD: edge tiles (set from the shape).
-    "split_k": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8, SPLIT=1, GUARD=0),
+    # slices of K (a launch parameter, not a define); GUARD: edge tiles (set from the shape);
+    # the tuning switches (SWITCHES), all off.
+    "split_k": dict(BM=128, BN=256, BK=16, WM=64, WN=64, LM=4, MINB=1, GROUP=8, SPLIT=1, GUARD=0,
+                    REGDB=0, SWIZZLE=0, ORDER=0),
 }
+
+#: Rung 10's tuning switches (defines, 0 = off; the sweep turns them on per shape where they pay;
+#: sgemm_switched_tile in kernels/07_register_reuse.cuh): register double buffering of the
+#: fragments, the XOR-swizzled unpadded A tile, the outer product's FFMA order.
+SWITCHES = {
+    "REGDB": "register double buffering: the fragments of k+1 load while the FFMAs of k run, "
+             "across the barrier too",
+    "SWIZZLE": "the k-major A tile unpadded with its float4 slots XOR-swizzled by k (no bank "
+               "conflicts in its transposed store at BK = 16)",
+    "ORDER": "the outer product's FFMA order: 0 row by row, 1 row snake, 2 column by column, "
+             "3 column snake",
+}
+#: Their values: on/off, and the four orders.
+SWITCH_VALUES = {"REGDB": (0, 1), "SWIZZLE": (0, 1), "ORDER": (0, 1, 2, 3)}
 
 #: Rungs that take any M, N, K (bounds-checked loads and stores); the others need M % BM,
 #: N % BN and K % BK to be 0 (float4 tiles, no bounds checks) and 16-byte aligned arrays.
@@ -85,7 +101,7 @@ def tiles(variant: str, **overrides) -> dict:
                          f"{', '.join(base) or 'none (its tile is fixed at 32x32)'}")
     t = {**base, **overrides}
     for k, v in t.items():
-        launch.check_range(k, v, 0 if k == "GUARD" else 1, 1024)
+        launch.check_range(k, v, 0 if k == "GUARD" or k in SWITCHES else 1, 1024)
     rules = _rules(variant, t)
     bad = [why for ok, why in rules if not ok]
     if bad:
@@ -118,6 +134,7 @@ def _rules(variant: str, t: dict) -> list[tuple[bool, str]]:
         rules.append((t["SPLIT"] <= SPLIT_MAX, f"SPLIT (slices of K) is at most {SPLIT_MAX}"))
     if "GUARD" in t:
         rules.append((t["GUARD"] in (0, 1), "GUARD is 0 (whole tiles) or 1 (guarded edges)"))
+    rules += _switch_rules(t)
     if variant in ("vectorized", *_WARP_RUNGS):
         rules += [(t["BK"] % 4 == 0, "BK must be a multiple of 4 (float4 loads)"),
                   ((t["BM"] * t["BK"] // 4) % n == 0 and (t["BK"] * t["BN"] // 4) % n == 0,
@@ -126,6 +143,27 @@ def _rules(variant: str, t: dict) -> list[tuple[bool, str]]:
     rules.append((shared_bytes(variant, t) <= limit,
                   f"{shared_bytes(variant, t)} bytes of shared memory (at most {limit})"))
     return rules
+
+
+def _switch_rules(t: dict) -> list[tuple[bool, str]]:
+    """What rung 10's switches need (the static_asserts of 07_register_reuse.cuh, said first)."""
+    rules = [(t[k] in v, f"{k} is one of {', '.join(map(str, v))}")
+             for k, v in SWITCH_VALUES.items() if k in t]
+    if t.get("SWIZZLE"):
+        wmiter = t["WM"] // (4 * t["LM"]) if t["LM"] else 0
+        rules += [(t["BM"] % 32 == 0 and 32 % t["BK"] == 0,
+                   "SWIZZLE=1 needs BM a multiple of 32 and BK dividing 32 (4, 8, 16 or 32)"),
+                  (t["WM"] >= 32 and wmiter > 0 and wmiter & (wmiter - 1) == 0,
+                   "SWIZZLE=1 needs WM >= 32 and WM / (4*LM) a power of two")]
+    if t.get("REGDB") or t.get("SWIZZLE") or t.get("ORDER"):
+        rules.append((t["BK"] % 2 == 0, "the switches need an even BK"))
+    return rules
+
+
+def lda(t: dict) -> int:
+    """Leading dimension of the warp rungs' k-major A tile: BM + 4 (padded), or BM with
+    SWIZZLE = 1 (rung 10's XOR-swizzled layout)."""
+    return t["BM"] + (0 if t.get("SWIZZLE") else 4)
 
 
 def threads(variant: str, t: dict | None = None) -> int:
@@ -150,7 +188,7 @@ def shared_bytes(variant: str, t: dict | None = None) -> int:
         return 2 * 32 * 32 * 4
     stage = t["BK"] * (t["BM"] + t["BN"]) * 4
     if variant in _WARP_RUNGS:
-        stage = t["BK"] * (t["BM"] + 4 + t["BN"]) * 4
+        stage = t["BK"] * (lda(t) + t["BN"]) * 4
     return stage * (2 if variant in ("double_buffer", "autotuned", "split_k") else 1)
 
 
@@ -313,9 +351,17 @@ SPLITS = (1, 2, 3, 4, 6, 8)
 
 
 def config_label(t: dict) -> str:
-    """``128x256x16/64x64 M1 G8 S2``: block tile, warp tile, MINB, GROUP, SPLIT."""
+    """``128x256x16/64x64 M1 G8 S2``: block tile, warp tile, MINB, GROUP, SPLIT; then the lane
+    grid where it is not 4 x 8 (``L8``) and the switches that are on (``RDB SWZ O2``)."""
     return (f"{t['BM']}x{t['BN']}x{t['BK']}/{t['WM']}x{t['WN']} M{t['MINB']} G{t['GROUP']}"
-            + (f" S{t['SPLIT']}" if "SPLIT" in t else ""))
+            + (f" S{t['SPLIT']}" if "SPLIT" in t else "") + switch_label(t))
+
+
+def switch_label(t: dict) -> str:
+    """`` L8 RDB SWZ O2``: what sets ``t`` apart from the table's first configurations (empty
+    for those)."""
+    return ((f" L{t['LM']}" if t.get("LM", 4) != 4 else "") + (" RDB" if t.get("REGDB") else "")
+            + (" SWZ" if t.get("SWIZZLE") else "") + (f" O{t['ORDER']}" if t.get("ORDER") else ""))
 
 
 def wave_model(m: int, n: int, k: int, t: dict, split: int, tflops: float,

@@ -69,7 +69,9 @@ RAGGED_CASES = (
 #: Cases of rung 10 (split_k), which takes any M and N and K that are multiples of 4: its tiles
 #: and split come from the shape table (``kernels.tiles_for``) unless ``tiles`` overrides them.
 #: Splits that leave a short last slice, a last step that is part of a BK step, edge tiles in
-#: M and N, and the two kernels' extremes (one split; many).
+#: M and N, and the two kernels' extremes (one split; many); the tuning switches, alone and
+#: together, ragged too.
+_SMALL = {"BM": 64, "BN": 64, "BK": 8, "WM": 32, "WN": 32, "MINB": 4}
 SPLIT_K_CASES = (
     Case("table_1024", m=1024, n=1024, k=1024, slow=True),
     Case("table_long_k", m=1024, n=1024, k=8192, slow=True),
@@ -83,6 +85,14 @@ SPLIT_K_CASES = (
     Case("guarded_whole_tiles", m=64, n=64, k=16, tiles={"GUARD": 1, "SPLIT": 2, "BM": 64,
                                                           "BN": 64, "BK": 8, "WM": 32, "WN": 32,
                                                           "MINB": 4}, edge=True),
+    # the tuning switches (kernels.SWITCHES), on small 64x64 tiles: several steps per slice
+    Case("switch_regdb", m=64, n=64, k=32, tiles={"REGDB": 1, "SPLIT": 2, **_SMALL}, edge=True),
+    Case("switch_swizzle_bk16", m=64, n=64, k=48,
+         tiles={"SWIZZLE": 1, "REGDB": 1, "ORDER": 1, **_SMALL, "BK": 16}, edge=True),
+    Case("switch_ragged", m=33, n=36, k=40, tiles={"SWIZZLE": 1, "ORDER": 3, "SPLIT": 2,
+                                                   **_SMALL}, edge=True),
+    Case("switch_lanes_8x4", m=64, n=64, k=24, tiles={"ORDER": 2, "LM": 8, "REGDB": 1, **_SMALL},
+         edge=True),
     Case("k4", m=5, n=8, k=4, edge=True),
     Case("one_by_four", m=1, n=4, k=4, edge=True),
 )
