@@ -174,3 +174,19 @@ def test_the_bench_records_what_the_chapter_glues(tmp_path, monkeypatch):
     assert values["ch11-checks"] == f"{len(checks)} of {len(checks)} passed, on a machine without a GPU"
     assert report.glue_values({})["ch11-checks"].startswith("none yet")
     assert "not measured yet" in report.comparison_table({})._repr_html_()
+
+
+def test_glue_values_and_table_of_a_gpu_record():
+    def var(ms, mib):
+        return {"median_ms": ms, "peak_bytes": mib * 2**20, "p10_ms": ms, "p90_ms": ms}
+    rec = {"head": "llama3_8b", "n": 8192, "variants": {
+        "course": var(30.0, 12), "eager": var(40.0, 12000), "cce": var(25.5, 3)},
+        "failures": {"liger": "ImportError: x"}}
+    doc = {"device": {"name": "GPU X"}, "results": {"check": [{"ok": True}], "timing": [rec]}}
+    values = report.glue_values(doc)
+    assert values["ch11-course-8k"] == "30.0 ms, 12 MiB"
+    assert values["ch11-eager-8k"] == "40.0 ms, 12,000 MiB"
+    assert values["ch11-fastest-8k"] == "Cut Cross-Entropy: 25.5 ms, 3 MiB"
+    html = report.comparison_table(doc)._repr_html_()
+    assert "GPU X" in html and "failed" in html and "25.5 ms / 3 MiB" in html
+    assert report.logits_bytes(8192, 128256) == 8192 * 128256 * 4

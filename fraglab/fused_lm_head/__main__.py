@@ -12,12 +12,14 @@ import sys
 from ..cli import bench_options, subcommands
 
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
-COMMANDS = {"bench": ("the GPU run: every Problem's cases, then warp_scan timed",
-                      bench_options("2^16 rows, fewer repeats"))}
+COMMANDS = {"bench": ("the GPU run: every Problem's cases, then the fused loss timed against "
+                      "PyTorch eager, torch.compile, Liger-Kernel and Cut Cross-Entropy",
+                      bench_options("Llama 3 8B's head at N = 4096 only, fewer repeats"))}
 
 
 def main(argv=None) -> int:
-    args = subcommands("python -m fraglab.fused_lm_head", "A fused LM head: matmul, then an in-register log-sum-exp (topic 11)",
+    args = subcommands("python -m fraglab.fused_lm_head",
+                       "A fused LM head: matmul, then an in-register log-sum-exp (topic 11)",
                        COMMANDS).parse_args(argv)
     from . import bench
     bench.run(args.out, quick=args.quick, seed=args.seed)

@@ -3,34 +3,162 @@
 
 a. ``check``: every Problem over its cases, each result recorded, never aborting
    (:func:`fraglab.problem.check_all`);
-b. ``timing`` (GPU only): ``warp_scan`` on :data:`ROWS` rows (``--quick``: :data:`QUICK_ROWS`),
-   the median of many runs through :mod:`fraglab.bench` and the bandwidth it reaches.
+b. ``timing`` (GPU and torch only): the forward loss ('mean') of the course's kernel and of the
+   anchors (:mod:`.anchors`: PyTorch eager, ``torch.compile``, Liger-Kernel, Cut Cross-Entropy)
+   at Llama 3 8B's head and Gemma 2 2B's (:data:`HEADS`), N = :data:`TOKENS`, bf16; per size:
+   each variant's loss against the FP32 PyTorch loss (and the course's per-token losses), its
+   peak memory beyond the inputs (torch's allocator counter, which CuPy's allocations go through
+   here too), then all of them timed interleaved by :func:`fraglab.bench.compare`.
+   ``--quick``: Llama 3 8B's head at N = 4096 only, few repeats.
 
-``DIR/results.json`` holds both and the device; the log goes to ``DIR/log.txt``.
+``DIR/results.json`` holds both and the device; the log (progress lines) goes to ``DIR/log.txt``.
+About 3 to 5 minutes on an H100 (``torch.compile`` compiles a few times).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 import numpy as np
 
-from .. import bench, device, launch
+from .. import bench, device
 from ..problem import check_all
 from ..progress import Log
-from . import kernels, problems
+from . import anchors, kernels, problems
 
-ROWS, QUICK_ROWS = 1 << 22, 1 << 16
+#: (d, V) of the LM heads compared.
+HEADS = {"llama3_8b": (4096, 128256), "gemma2_2b": (2304, 256000)}
+TOKENS = (4096, 8192, 16384)
+QUICK = {"llama3_8b": (4096,)}
+#: A share of targets set to ignore_index (every variant skips them alike).
+IGNORED = 0.05
 
 
-def timing(rows: int, rng, quick: bool) -> dict:
-    """warp_scan on ``rows`` random rows: median, spread and GB/s (each row is read and written
-    once: 256 bytes)."""
-    x = launch.to_device(rng.integers(-1000, 1000, (rows, 32), dtype=np.int32))
-    t = bench.time_kernel(lambda: kernels.warp_scan(x), warmup=3 if quick else 10,
-                          repeat=30 if quick else 300)
-    return {"rows": rows, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-            "n": t.n, "gbs": rows * 256 / 1e9 / (t.median_ms * 1e-3)}
+def _repeats(n: int, quick: bool) -> tuple[int, int]:
+    """(warm-up, repeats) of one size: fewer at the big sizes."""
+    if quick:
+        return 1, 4
+    return (2, 20) if n <= 4096 else (2, 10) if n <= 8192 else (1, 6)
+
+
+@contextlib.contextmanager
+def torch_world(torch):
+    """One non-blocking stream current for CuPy and torch, and CuPy's allocations taken from
+    torch's caching allocator (so that ``torch.cuda.max_memory_allocated`` counts them)."""
+    import cupy
+
+    def alloc(size):
+        t = torch.empty(max(int(size), 1), dtype=torch.uint8, device="cuda")
+        return cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(t.data_ptr(), size, t), 0)
+
+    s = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.set_allocator(alloc)
+    try:
+        with s, torch.cuda.stream(torch.cuda.ExternalStream(s.ptr)):
+            yield s
+    finally:
+        s.synchronize()
+        cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
+
+
+def lm_inputs(torch, n: int, d: int, v: int, seed: int):
+    """bf16 h (n, d), w (v, d) with logits of standard deviation problems.LOGIT_STD, and int64
+    targets, :data:`IGNORED` of them ignore_index."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    scale = (problems.LOGIT_STD / d ** 0.5) ** 0.5
+    h = (torch.randn(n, d, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    w = (torch.randn(v, d, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    t = torch.randint(0, v, (n,), device="cuda", generator=g)
+    drop = torch.rand(n, device="cuda", generator=g) < IGNORED
+    return h, w, torch.where(drop, torch.full_like(t, kernels.IGNORE_INDEX), t)
+
+
+def peak_bytes(torch, fn):
+    """``(bytes, result)``: the peak of allocated memory during ``fn()`` beyond what was
+    allocated before it (the inputs), as torch's allocator counts it."""
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    return int(torch.cuda.max_memory_allocated() - before), out
+
+
+def _value(x) -> float:
+    return float(x.item() if hasattr(x, "item") else x)
+
+
+def one_size(torch, found: dict, head: str, n: int, seed: int, quick: bool, log) -> dict:
+    """Every variant at one size: loss against FP32, peak memory, then the interleaved timing."""
+    d, v = HEADS[head]
+    rec = {"head": head, "n": n, "d": d, "v": v, "variants": {}, "failures": {}}
+    h, w, t = lm_inputs(torch, n, d, v, seed)
+    ref = anchors.fp32_reference(h, w, t, "none").double()
+    keep = t != kernels.IGNORE_INDEX
+    ref_mean = float(ref.sum() / keep.sum())
+    rec["fp32_mean"] = ref_mean
+    per_token = torch.from_dlpack(anchors.course_loss(h, w, t, "none")()).double()
+    rec["course_per_token_rel_error"] = float((per_token - ref).norm() / ref.norm())
+    rec["course_per_token_max_abs_error"] = float((per_token - ref).abs().max())
+    del per_token, ref
+    torch.cuda.empty_cache()
+
+    calls = {"course": lambda: anchors.course_loss(h, w, t, "mean")}
+    calls.update({k: (lambda f=f: (lambda: f(h, w, t, "mean"))) for k, f in found.items()})
+    timed = {}
+    for name, make in calls.items():
+        try:
+            fn = make()
+            _value(fn())                                     # warm-up (compiles, autotunes)
+            if name == "course":                             # its launcher's buffers count too
+                peak, out = peak_bytes(torch, lambda: anchors.course_loss(h, w, t, "mean")())
+            else:
+                peak, out = peak_bytes(torch, fn)
+            loss = _value(out)
+            rec["variants"][name] = {"peak_bytes": peak, "loss": loss,
+                                     "rel_error_vs_fp32": abs(loss - ref_mean) / abs(ref_mean)}
+            timed[name] = fn
+        except Exception as exc:                             # noqa: BLE001 - recorded
+            rec["failures"][name] = f"{type(exc).__name__}: {exc}"[:400]
+        torch.cuda.empty_cache()
+    if not timed:
+        return rec
+    warmup, repeat = _repeats(n, quick)
+    cmp = bench.compare(timed, baseline="course" if "course" in timed else next(iter(timed)), warmup=warmup, repeat=repeat, rounds=2,
+                        hold=False, progress=False)
+    for name, tm in cmp.timings.items():
+        rec["variants"][name].update(median_ms=tm.median_ms, p10_ms=tm.p10_ms, p90_ms=tm.p90_ms,
+                                     runs=tm.n, tflops=2 * n * d * v / tm.median_ms / 1e9)
+    rec["comparison"] = cmp.to_dict()
+    log(f"  {head} N={n}: " + ", ".join(
+        f"{k} {r['median_ms']:.2f} ms {r['peak_bytes'] / 2**20:.0f} MiB err {r['rel_error_vs_fp32']:.1e}"
+        for k, r in rec["variants"].items() if "median_ms" in r)
+        + "".join(f"; {k} FAILED: {e}" for k, e in rec["failures"].items()))
+    del h, w, t
+    torch.cuda.empty_cache()
+    return rec
+
+
+def timing(quick: bool, seed: int, log) -> tuple[list, dict]:
+    """Every head and size of :data:`HEADS` x :data:`TOKENS` (``quick``: :data:`QUICK`)."""
+    torch, why = anchors.torch_or_reason()
+    if torch is None:
+        return [], {"timing": f"not timed: {why}"}
+    ok, why = kernels.requires("bf16")
+    if not ok:
+        return [], {"timing": f"not timed: {why}"}
+    found, missing = anchors.make(log)
+    out = []
+    with torch_world(torch):
+        sizes = [(hd, n) for hd, ns in (QUICK if quick else {k: TOKENS for k in HEADS}).items()
+                 for n in ns]
+        for i, (head, n) in enumerate(sizes, 1):
+            t0 = time.time()
+            log(f"[{i}/{len(sizes)}] {head} (d, V) = {HEADS[head]}, N = {n} ...")
+            out.append(one_size(torch, found, head, n, seed + i, quick, log))
+            log(f"    ({time.time() - t0:.0f} s)")
+    return out, {f"skipped_{k}": v for k, v in missing.items()}
 
 
 def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
@@ -40,12 +168,12 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     log = Log(os.path.join(out_dir, "log.txt"))
     rng = np.random.default_rng(seed)
     log(f"[11_fused_lm_head bench] {device.status_line()}")
-    results = {"settings": {"quick": quick, "seed": seed}, "errors": {},
-               "check": check_all(problems.PROBLEMS, rng, log)}
+    results = {"settings": {"quick": quick, "seed": seed, "heads": HEADS, "tokens": TOKENS,
+                            "ignored": IGNORED, "dtype": "bf16", "reduction": "mean"},
+               "errors": {}, "check": check_all(problems.PROBLEMS, rng, log)}
     if device.gpu_available():
-        results["timing"] = timing(QUICK_ROWS if quick else ROWS, rng, quick)
-        log(f"  warp_scan: {results['timing']['median_ms']:.4f} ms, "
-            f"{results['timing']['gbs']:.0f} GB/s")
+        results["timing"], notes = timing(quick, seed, log)
+        results["errors"].update(notes)
     else:
         results["errors"]["timing"] = f"not timed: {device.status_line()}"
     results["elapsed_s"] = time.time() - t0

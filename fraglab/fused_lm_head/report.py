@@ -1,7 +1,8 @@
 """The chapter's findings from its GPU record (``book/data/11_fused_lm_head/results.json``, written by
 ``python -m fraglab.chapter bench 11``): :func:`glue_values` (name -> text, the numbers the
 prose cites; ``tests/test_book_record.py`` recomputes them from the record) and
-:func:`timing_table`. Without a record (a chapter not yet run on the GPU) every value says so.
+:func:`comparison_table`. Without a record (a chapter not yet run on the GPU) every value says so.
+:func:`logits_bytes` is the memory arithmetic the chapter opens with.
 
 Functions take the loaded record (``{"device", "results"}``).
 """
@@ -10,11 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import bench, report, tools
+from .anchors import VARIANTS
 
 RESULTS = tools.REPO_ROOT / "book" / "data" / "11_fused_lm_head" / "results.json"
 #: Every glue name the chapter's prose cites.
-CITED = ("ch11-checks", "ch11-timing", "ch11-gbs")
+CITED = ("ch11-checks", "ch11-course-8k", "ch11-eager-8k", "ch11-fastest-8k")
 NOT_YET = "not measured yet"
+#: The size the prose cites: Llama 3 8B's head at N = 8192.
+CITED_SIZE = ("llama3_8b", 8192)
+NAMES = {"course": "course kernel", "eager": "PyTorch eager", "compile": "torch.compile",
+         "liger": "Liger-Kernel", "cce": "Cut Cross-Entropy"}
+
+
+def logits_bytes(n: int, v: int, itemsize: int = 4) -> int:
+    """Bytes of an (n, v) logits matrix of ``itemsize``-byte elements (FP32: 4)."""
+    return n * v * itemsize
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -22,29 +33,55 @@ def load(path: str | Path = RESULTS) -> dict:
     return bench.load_results(path) if Path(path).is_file() else {"results": {}}
 
 
+def size_record(doc: dict, head: str, n: int) -> dict:
+    """The record of one size (``{}`` when not measured)."""
+    for rec in (doc.get("results") or {}).get("timing") or []:
+        if rec.get("head") == head and rec.get("n") == n:
+            return rec
+    return {}
+
+
+def _ms_mib(r: dict) -> str:
+    return f"{r['median_ms']:.1f} ms, {r['peak_bytes'] / 2**20:,.0f} MiB"
+
+
 def glue_values(doc: dict) -> dict[str, str]:
     """Every value of :data:`CITED`, as the prose shows it (phrases that read in the prose with a
     record and without one)."""
     res = doc.get("results") or {}
-    checks, timing = res.get("check") or [], res.get("timing") or {}
+    checks = res.get("check") or []
     where = (doc.get("device") or {}).get("name") or "a machine without a GPU"
     passed = sum(bool(r.get("ok")) for r in checks)
+    rec = size_record(doc, *CITED_SIZE)
+    timed = {k: r for k, r in (rec.get("variants") or {}).items() if "median_ms" in r}
+    anchors_timed = {k: r for k, r in timed.items() if k != "course"}
+    fastest = min(anchors_timed, key=lambda k: anchors_timed[k]["median_ms"]) if anchors_timed else None
     return {
         "ch11-checks": f"{passed} of {len(checks)} passed, on {where}" if checks
         else "none yet (no GPU run recorded)",
-        "ch11-timing": (f"{timing['median_ms']:.4f} ms for {timing['rows']:,} rows "
-                            f"({timing['gbs']:.0f} GB/s)") if timing else NOT_YET,
-        "ch11-gbs": f"{timing['gbs']:.0f} GB/s" if timing else NOT_YET,
+        "ch11-course-8k": _ms_mib(timed["course"]) if "course" in timed else NOT_YET,
+        "ch11-eager-8k": _ms_mib(timed["eager"]) if "eager" in timed else NOT_YET,
+        "ch11-fastest-8k": (f"{NAMES[fastest]}: {_ms_mib(anchors_timed[fastest])}" if fastest
+                            else NOT_YET),
     }
 
 
-def timing_table(doc: dict):
-    """warp_scan's timing as a table (one row; dashes before the first GPU run)."""
-    timing = (doc.get("results") or {}).get("timing")
-    if not timing:
-        return report.table([{"rows": "-", "median ms": "-", "GB/s": "-"}],
-                            caption=f"warp_scan: {NOT_YET} (python -m fraglab.chapter bench 11)")
-    row = {"rows": f"{timing['rows']:,}", "median ms": f"{timing['median_ms']:.4f}",
-           "p10-p90 ms": f"{timing['p10_ms']:.4f}-{timing['p90_ms']:.4f}",
-           "runs": timing["n"], "GB/s": f"{timing['gbs']:.0f}"}
-    return report.table([row], caption=f"warp_scan on {(doc.get('device') or {}).get('name')}")
+def comparison_table(doc: dict):
+    """Time and peak memory beyond the inputs of every variant at every size (dashes before the
+    first GPU run)."""
+    recs = (doc.get("results") or {}).get("timing") or []
+    if not recs:
+        return report.table([{"head": "-", "N": "-", **{NAMES[k]: "-" for k in VARIANTS}}],
+                            caption=f"Forward loss: {NOT_YET} (python -m fraglab.chapter bench 11)")
+    rows = []
+    for rec in recs:
+        row = {"head": rec["head"], "N": f"{rec['n']:,}"}
+        for k in VARIANTS:
+            r = (rec.get("variants") or {}).get(k) or {}
+            row[NAMES[k]] = (f"{r['median_ms']:.1f} ms / {r['peak_bytes'] / 2**20:,.0f} MiB"
+                             if "median_ms" in r else "failed" if k in rec.get("failures", {})
+                             else "-")
+        rows.append(row)
+    name = (doc.get("device") or {}).get("name")
+    return report.table(rows, caption=f"Forward loss ('mean', bf16): median time / peak memory "
+                        f"beyond the inputs, on {name}", wrap=list(NAMES.values()))
