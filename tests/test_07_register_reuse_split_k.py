@@ -42,6 +42,11 @@ def test_the_split_cases_really_split():
     assert plans["split8"][0] == 8
     assert kernels.tiles_for(33, 36, 20, SPLIT=3)["GUARD"] == 1
     assert kernels.tiles_for(64, 64, 16, GUARD=1)["GUARD"] == 1
+    for c in P.cases:                  # the switch cases go round the loop: 2+ steps a slice
+        if c.name.startswith("switch_"):
+            t = kernels.tiles_for(c.params["m"], c.params["n"], c.params["k"], **c.params["tiles"])
+            steps = kernels.split_plan(c.params["k"], t["BK"], t["SPLIT"])[1] // t["BK"]
+            assert steps >= 2, c.name
 
 
 def test_a_missing_slice_fails_the_check(rng, monkeypatch):

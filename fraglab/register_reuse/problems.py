@@ -85,14 +85,15 @@ SPLIT_K_CASES = (
     Case("guarded_whole_tiles", m=64, n=64, k=16, tiles={"GUARD": 1, "SPLIT": 2, "BM": 64,
                                                           "BN": 64, "BK": 8, "WM": 32, "WN": 32,
                                                           "MINB": 4}, edge=True),
-    # the tuning switches (kernels.SWITCHES), on small 64x64 tiles: several steps per slice
+    # the tuning switches (kernels.SWITCHES), on small 64x64 tiles: 2 or more steps per slice
+    # (the loop runs, the stage and the fragment sets alternate)
     Case("switch_regdb", m=64, n=64, k=32, tiles={"REGDB": 1, "SPLIT": 2, **_SMALL}, edge=True),
     Case("switch_swizzle_bk16", m=64, n=64, k=48,
-         tiles={"SWIZZLE": 1, "REGDB": 1, "ORDER": 1, **_SMALL, "BK": 16}, edge=True),
+         tiles={"SWIZZLE": 1, "REGDB": 1, "ORDER": 1, "SPLIT": 1, **_SMALL, "BK": 16}, edge=True),
     Case("switch_ragged", m=33, n=36, k=40, tiles={"SWIZZLE": 1, "ORDER": 3, "SPLIT": 2,
                                                    **_SMALL}, edge=True),
-    Case("switch_lanes_8x4", m=64, n=64, k=24, tiles={"ORDER": 2, "LM": 8, "REGDB": 1, **_SMALL},
-         edge=True),
+    Case("switch_lanes_8x4", m=64, n=64, k=24, tiles={"ORDER": 2, "LM": 8, "REGDB": 1, "SPLIT": 1,
+                                                      **_SMALL}, edge=True),
     Case("k4", m=5, n=8, k=4, edge=True),
     Case("one_by_four", m=1, n=4, k=4, edge=True),
 )
