@@ -145,6 +145,16 @@ NOTES: dict[str, Notes] = {
                 "its SASS read and run on the PTX interpreter on small sequences.",
         lab_gpu="exercise 2 runs on an H100 or H200 over all of the chapter's cases, then once "
                 "more on the interpreter."),
+    "11_fused_lm_head": Notes(
+        cpu="the forward kernel runs on the PTX interpreter on small heads; its registers and "
+            "SASS are compiled here; the comparison with the anchors is the record's.",
+        h100="the timings and peak memory beside PyTorch eager, `torch.compile`, Liger-Kernel "
+             "and Cut Cross-Entropy at Llama 3 8B's and Gemma 2 2B's heads (the record).",
+        lab_cpu="every check runs: the kernel with your `lse_tile` on the PTX interpreter on "
+                "small heads (ragged vocabulary, several splits, a warp with every column "
+                "masked), compiled for four targets with its SASS read.",
+        lab_gpu="the exercise runs there over larger heads too, then once more on the "
+                "interpreter."),
     "appendix_ptx_interpreter": Notes(
         cpu="all of it: this page is about the interpreter and was executed on a CPU.",
         h100="nothing to run: the interpreter's agreement with an H100 comes from a recorded run "
@@ -175,6 +185,7 @@ LAB_PROBLEMS: dict[str, dict[str, str]] = {
     "08_register_liveness": {"exercise 2": "qreload"},
     "09_instruction_diet": {"exercise 2": "pointer_loads"},
     "10_fa3_pipelining": {"exercise 2": "attention_twostage"},
+    "11_fused_lm_head": {"exercise 1": "fused_linear_cross_entropy"},
 }
 
 

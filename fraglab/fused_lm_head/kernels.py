@@ -41,13 +41,14 @@ def kernel_name(dtype: str, softcap: bool) -> str:
 
 
 def requires(dtype: str = "bf16") -> tuple[bool, str]:
-    """Can this GPU (or the interpreter's target) run the kernel? It needs compute capability
-    8.0 (cp.async, ldmatrix, mma.sync.m16n8k16 with f32 accumulators, bf16). ``(ok, reason)``."""
+    """Can this GPU (or the interpreter's target) run the kernel on ``dtype`` inputs? Both need
+    compute capability 8.0 (cp.async, ldmatrix, mma.sync.m16n8k16 with f32 accumulators).
+    ``(ok, reason)``."""
     cc = device.target_cc()
     if tuple(cc) < (8, 0):
         return False, (f"the fused LM head needs compute capability 8.0 or newer (cp.async, "
-                       f"ldmatrix and mma.sync.m16n8k16 with f32 accumulators, for {dtype}); "
-                       f"this GPU is {cc[0]}.{cc[1]}")
+                       f"ldmatrix and mma.sync.m16n8k16 with f32 accumulators, f16 and bf16 "
+                       f"alike); this GPU is {cc[0]}.{cc[1]}")
     return True, ""
 
 

@@ -85,3 +85,64 @@ def comparison_table(doc: dict):
     name = (doc.get("device") or {}).get("name")
     return report.table(rows, caption=f"Forward loss ('mean', bf16): median time / peak memory "
                         f"beyond the inputs, on {name}", wrap=list(NAMES.values()))
+
+
+# --- what the chapter reads from the compiler ------------------------------------------------------
+
+def _function(text: str, start: str, end: str) -> str:
+    """The lines of ``text`` from the one holding ``start`` to the one before ``end``."""
+    i = text.index(start)
+    i = text.rindex("\n", 0, i) + 1
+    return text[i:text.index(end, i)].rstrip() + "\n"
+
+
+def lse_vs_online_softmax() -> str:
+    """A unified diff: chapter 05's ``online_softmax`` (``kernels/fa2_mma.cuh``) into this
+    chapter's ``lse_tile`` (``kernels/11_fused_lm_head_lse.cuh``)."""
+    import difflib
+    fa2 = (tools.KERNELS_DIR / "fa2_mma.cuh").read_text()
+    old = _function(fa2, "template <int D, int BN>\n__device__ __forceinline__ void online_softmax",
+                    "\n// O += P V")
+    lse = (tools.KERNELS_DIR / "11_fused_lm_head_lse.cuh").read_text()
+    new = lse[lse.rindex("\n", 0, lse.index("__device__ __forceinline__ void lse_tile")) + 1:]
+    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
+                                        "kernels/fa2_mma.cuh: online_softmax",
+                                        "kernels/11_fused_lm_head_lse.cuh: lse_tile"))
+
+
+def resource_rows(arches=("sm_80", "sm_90")) -> list[dict]:
+    """ptxas's report for every forward kernel and target, with sm_90's occupancy."""
+    from .. import sass, toolchain
+    from . import kernels
+    rows = []
+    for arch in arches:
+        build = toolchain.compile(kernels.KERNELS, arch)
+        for dtype in ("bf16", "f16"):
+            for cap in (False, True):
+                k = kernels.kernel_name(dtype, cap)
+                res = build.resources[k]
+                occ = sass.occupancy(res["registers"], kernels.SMEM_BYTES, kernels.THREADS)
+                rows.append({"target": arch, "kernel": k, "registers": res["registers"],
+                             "spills (bytes)": res["spill_stores"] + res["spill_loads"],
+                             "shared KB": kernels.SMEM_BYTES // 1024,
+                             "blocks / SM (sm_90)": occ["blocks_per_sm"]})
+    return rows
+
+
+#: The opcodes the SASS table counts in the main loop.
+LOOP_OPCODES = ("HMMA", "LDSM", "LDGSTS", "SHFL", "MUFU", "STS", "LDS", "STG", "LDL", "STL")
+
+
+def loop_rows(arches=("sm_80", "sm_90"), kernel: str = "lmhead_fwd_bf16") -> list[dict]:
+    """Opcode counts of ``kernel``'s main loop (the loop with the HMMAs, the tile's epilogue
+    inside it) per target; ``LDS`` counts only executed loads (ptxas's ``@!PT LDS RZ, [RZ]``
+    placeholders, which never run, are left out)."""
+    from .. import sass, toolchain
+    from . import kernels
+    rows = []
+    for arch in arches:
+        loop = sass.main_loop(toolchain.compile(kernels.KERNELS, arch).sass(kernel), "HMMA")
+        ops = [sass.base_opcode(line) for line in loop if not line.startswith("@!PT")]
+        rows.append({"target": arch, "instructions": len(loop),
+                     **{op: ops.count(op) for op in LOOP_OPCODES}})
+    return rows
