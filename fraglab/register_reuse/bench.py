@@ -300,11 +300,14 @@ def shape_candidates(m: int, n: int, k: int, top: int = SHAPE_TOP,
                 continue
             ranked.append((kernels.wave_model(m, n, k, t, split, prior), {**t, "SPLIT": split}))
     ranked.sort(key=lambda r: r[0])
-    out = [kernels.tiles_for(m, n, k, **t) for _, t in ranked[:top]]
-    ref = kernels.tiles_for(m, n, k, **kernels.TILES["autotuned"], SPLIT=1)
+    # Every candidate names its switches (all off here): tiles_for would otherwise hand each one
+    # the switches of the table's entry, once the measured table has picked some.
+    off = {s: 0 for s in kernels.SWITCHES}
+    out = [kernels.tiles_for(m, n, k, **{**off, **t}) for _, t in ranked[:top]]
+    ref = kernels.tiles_for(m, n, k, **{**off, **kernels.TILES["autotuned"], "SPLIT": 1})
     out += [ref] if ref not in out else []
     bases: list[dict] = []                   # the switches on the table's pick, the model's best
-    for t in [kernels.tiles_for(m, n, k), *out]:
+    for t in [kernels.tiles_for(m, n, k, **off), *out]:
         if len(bases) < switch_bases and all(_tile_shape(t) != _tile_shape(b) for b in bases):
             bases.append(t)
     for t in bases:
