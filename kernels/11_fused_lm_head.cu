@@ -140,12 +140,13 @@ __device__ __forceinline__ void tile_epilogue(float (&acc)[LMH_MT][LMH_NT][4], f
     lse_tile(acc, m, l);
 }
 
-// Two partials (m in the log2 domain, l, target logit) of the same row, merged into the first.
+// Two partials (m in the log2 domain, l, target logit) of the same row, merged into the first
+// (as lmhead_merge merges the splits). A partial that saw only masked columns has m = -inf and
+// l = 0 (lse_tile's guard), so that its l times 2^(-inf) adds 0.
 __device__ __forceinline__ void merge_into(float& m, float& l, float& zt, float m2, float l2, float zt2)
 {
     const float mm = fmaxf(m, m2);
-    if (mm != FA2MMA_NEG_INF) l = (m == FA2MMA_NEG_INF ? 0.0f : l * exp2f(m - mm))
-                                + (m2 == FA2MMA_NEG_INF ? 0.0f : l2 * exp2f(m2 - mm));
+    if (mm != FA2MMA_NEG_INF) l = (m == mm ? l : l * exp2f(m - mm)) + (m2 == mm ? l2 : l2 * exp2f(m2 - mm));
     m = mm;
     zt += zt2;
 }
