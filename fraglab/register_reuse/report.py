@@ -397,6 +397,8 @@ def _findings(doc: dict) -> dict[str, str]:
     f["sweep_best_share"] = _pct(best and best["of_cublas"])
     if "split_k" in ran:                              # a record with rung 10
         f.update(_rung10_findings(doc))
+        if record_table(doc).get("sweep"):            # a measured table: the switches' effect
+            f.update(_switch_findings(doc))
     return f
 
 
@@ -462,3 +464,84 @@ def rungs_table() -> report.Table:
     return report.table([[LABELS[k], kernels.CHANGES[k]] for k in kernels.VARIANTS],
                         ["rung", "what it changes from the rung before"],
                         caption="Table 1: the rungs.", align=["left", "left"], wrap=[1])
+
+
+
+# --- rung 10's tuning switches: the sweep's timings per setting (their SASS: switch_sass.py) ---
+
+#: Switch settings compared on one tile (Tables 5 and 6), by column; SWIZZLE only on rung 9's
+#: tile (the one whose padded A store has bank conflicts). SWITCHES_OFF: all switches off.
+SWITCH_SETS = {"off": {}, "RDB": {"REGDB": 1}, "O1": {"ORDER": 1},
+               "RDB + O1": {"REGDB": 1, "ORDER": 1}, "LM = 8": {"LM": 8}}
+SWIZZLE_SETS = {"off": {}, "SWZ": {"SWIZZLE": 1}, "RDB + O1": {"REGDB": 1, "ORDER": 1},
+                "RDB + SWZ + O1": {"REGDB": 1, "SWIZZLE": 1, "ORDER": 1}, "LM = 8": {"LM": 8}}
+SWITCHES_OFF = {"REGDB": 0, "ORDER": 0, "SWIZZLE": 0, "LM": 4}
+_SAME = ("BM", "BN", "BK", "WM", "WN", "MINB", "SPLIT")
+
+
+def switch_trials(doc: dict, shape, tiles: dict | None = None, sets=SWITCH_SETS) -> dict:
+    """``{setting: x cuBLAS}`` at ``shape`` in the sweep's first round (all candidates of the
+    shape interleaved with cuBLAS in one process): ``tiles`` (default: the pick's, with its
+    split) with each of ``sets`` on and the other switches off; None where the sweep did not
+    time it. A candidate with the tiles' GROUP is taken first, else one with another."""
+    sw = next((s for s in record_table(doc).get("sweep") or []
+               if list(s["entry"]["shape"]) == list(shape)), {})
+    base, out = tiles or (sw.get("entry") or {}).get("tiles") or {}, {}
+    for name, on in sets.items():
+        want = {**SWITCHES_OFF, **on}
+        hits = sorted((c for c in sw.get("candidates") or []
+                       if all(c["tiles"].get(k) == base.get(k) for k in _SAME)
+                       and all(c["tiles"].get(k, SWITCHES_OFF[k]) == v for k, v in want.items())
+                       and (c.get("short") or {}).get("of_cublas") is not None),
+                      key=lambda c: c["tiles"].get("GROUP") != base.get("GROUP"))
+        out[name] = hits[0]["short"]["of_cublas"] if hits else None
+    return out
+
+
+def _gain(x, base) -> str:
+    return "n/a" if x is None or not base else f"{100 * (x / base - 1):+.1f}%"
+
+
+def switches_table(doc: dict) -> report.Table | report.Tables:
+    """Table 6: per shape of issue 29's goal, x cuBLAS of the pick's tiles with the switches
+    off, each on, both, and LM = 8 (:func:`switch_trials`), and what both gain over none."""
+    rows = []
+    for shape in GOAL_SHAPES:
+        t, x = rung10_tiles(doc, shape), switch_trials(doc, shape)
+        rows.append([_shape_text(shape), f"{t['BM']}x{t['BN']}x{t['BK']} / {t['WM']}x{t['WN']}",
+                     t["SPLIT"], *(report.fmt(v, "{:.3f}") for v in x.values()),
+                     _gain(x["RDB + O1"], x["off"])])
+    return report.table(rows, ["M x N x K", "block / warp tile", "K split", *SWITCH_SETS,
+                               "RDB + O1 over off"], wrap_header=True, caption="Table 6: rung "
+                        "10's switches on the H100, x cuBLAS FP32 (the sweep's first round: all "
+                        "candidates of a shape interleaved).")
+
+
+def _switch_findings(doc: dict) -> dict[str, str]:
+    """The switches' measured effect at SIZE^3 and 8192^3, over the large shapes (gains over
+    the switches off), on rung 9's tile (SWIZZLE), and how many goal shapes pick RDB + O1."""
+    x = {s: switch_trials(doc, s) for s in GOAL_SHAPES}
+    large, f = [s for s in GOAL_SHAPES if s != (SMALL,) * 3], {}
+    for n in (SIZE, 8192):
+        s = x[(n,) * 3]
+        f[f"sw_off_{n}"], f[f"sw_both_{n}"] = (report.fmt(s[k], "{:.2f}x")
+                                               for k in ("off", "RDB + O1"))
+        f[f"sw_gain_{n}"] = _gain(s["RDB + O1"], s["off"])
+
+    def span(values, spec):
+        v = sorted(v for v in values if v is not None)
+        return f"{spec(v[0])} to {spec(v[-1])}" if v else "n/a"
+    f["sw_off_range"] = span([x[s]["off"] for s in large], "{:.2f}x".format)
+    for key, name in (("rdb", "RDB"), ("o1", "O1"), ("both", "RDB + O1"), ("l8", "LM = 8")):
+        f[f"sw_gain_{key}_range"] = span([x[s][name] / x[s]["off"] - 1 for s in large
+                                          if x[s][name] and x[s]["off"]], "{:+.1%}".format)
+    by = {tuple(e["shape"]): e["tiles"] for e in record_table(doc).get("entries") or []}
+    f["sw_picked_n"] = str(sum(bool(by.get(s, {}).get("REGDB")) and by[s].get("ORDER") == 1
+                               for s in GOAL_SHAPES))
+    t9 = tuned_tiles(doc)["autotuned"]
+    r9 = switch_trials(doc, (SIZE,) * 3, {**t9, "SPLIT": 1}, SWIZZLE_SETS)
+    f.update({f"sw_r9tile_{k}": report.fmt(r9[n], "{:.2f}x") for k, n in zip(
+        ("off", "swz", "both", "all", "l8"), SWIZZLE_SETS)})
+    f["sw_r9tile"] = f"{t9['BM']}x{t9['BN']}x{t9['BK']}"
+    return f
+
