@@ -224,3 +224,91 @@ def test_a_record_without_ncu_or_a_rung_still_renders(doc, rows):
     rr_report.ladder_table(other, rows)._repr_html_()
     for fig in (plots.plot_ladder(other, rows), plots.plot_sizes(other), plots.plot_stalls(other)):
         plt.close(fig)
+
+
+# --- rung 10's switches: the sweep's timings per setting (record), their SASS (compiled here) ---
+
+def _candidate(doc, shape, label):
+    sweep = rr_report.record_table(doc)["sweep"]
+    sw = next(s for s in sweep if tuple(s["entry"]["shape"]) == tuple(shape))
+    return next(c for c in sw["candidates"] if c["label"] == label)
+
+
+def test_switch_trials_read_the_sweeps_first_round(doc):
+    """Each setting is the candidate with the pick's tiles and split, that switch on and the
+    others off, timed in the same round; the pick's GROUP first, another where it lacks one."""
+    x = rr_report.switch_trials(doc, (4096,) * 3)
+    assert list(x) == list(rr_report.SWITCH_SETS)
+    for name, label in (("off", ""), ("RDB", " RDB"), ("O1", " O1"), ("RDB + O1", " RDB O1"),
+                        ("LM = 8", " L8")):
+        c = _candidate(doc, (4096,) * 3, "128x128x8/64x64 M2 G8 S1" + label)
+        assert x[name] == c["short"]["of_cublas"], name
+    # at 8192^3 the pick is G1 and the sweep timed the switches off with G8 only
+    x8 = rr_report.switch_trials(doc, (8192,) * 3)
+    assert x8["off"] == _candidate(doc, (8192,) * 3, "128x128x8/64x64 M2 G8 S1")["short"]["of_cublas"]
+    assert x8["RDB"] == _candidate(doc, (8192,) * 3, "128x128x8/64x64 M2 G1 S1 RDB")["short"]["of_cublas"]
+    # at 1024^3 the pick splits K in 4: the unsplit candidate of the same tiles is not "off"
+    x1 = rr_report.switch_trials(doc, (1024,) * 3)
+    assert x1["off"] == _candidate(doc, (1024,) * 3, "128x128x8/64x64 M2 G8 S4")["short"]["of_cublas"]
+    # rung 9's tile, with the swizzle
+    t9 = {**rr_report.tuned_tiles(doc)["autotuned"], "SPLIT": 1}
+    r9 = rr_report.switch_trials(doc, (4096,) * 3, t9, rr_report.SWIZZLE_SETS)
+    assert r9["SWZ"] == _candidate(doc, (4096,) * 3,
+                                   "128x256x16/64x64 M1 G8 S1 SWZ")["short"]["of_cublas"]
+    assert rr_report.switch_trials(doc, (123, 45, 67)) == {k: None for k in rr_report.SWITCH_SETS}
+
+
+def test_switches_table_and_glue_follow_the_record(doc):
+    t = rr_report.switches_table(doc)
+    assert [r[0] for r in t.rows] == ["1024^3", "2048^3", "4096^3", "6144^3", "8192^3",
+                                      "4096x4096x1024", "8192x1024x4096"]
+    x = rr_report.switch_trials(doc, (4096,) * 3)
+    row = t.rows[2]
+    assert row[3:8] == [f"{v:.3f}" for v in x.values()]
+    assert row[8] == f"{100 * (x['RDB + O1'] / x['off'] - 1):+.1f}%"
+    assert "Table 6" in t._repr_html_() and t.width_px <= report.COLUMN_PX
+    g = rr.glue_values(doc)
+    assert g["ch07-sw-off-4096"] == f"{x['off']:.2f}x" and g["ch07-sw-both-4096"] == \
+        f"{x['RDB + O1']:.2f}x"
+    assert g["ch07-sw-gain-4096"] == row[8]
+    entries = rr_report.record_table(doc)["entries"]
+    picked = [e for e in entries if tuple(e["shape"]) in rr_report.GOAL_SHAPES
+              and e["tiles"].get("REGDB") and e["tiles"].get("ORDER") == 1]
+    assert g["ch07-sw-picked-n"] == str(len(picked))
+    lo, hi = g["ch07-sw-gain-both-range"].split(" to ")
+    gains = [100 * (v["RDB + O1"] / v["off"] - 1) for s in rr_report.GOAL_SHAPES
+             if s != (1024,) * 3 for v in [rr_report.switch_trials(doc, s)]]
+    assert (lo, hi) == (f"{min(gains):+.1f}%", f"{max(gains):+.1f}%")
+    # another record: the switches slow the pick at 4096^3; the text follows, and a setting the
+    # sweep did not time reads n/a
+    other = copy.deepcopy(doc)
+    _candidate(other, (4096,) * 3, "128x128x8/64x64 M2 G8 S1 RDB O1")["short"]["of_cublas"] = 0.5
+    _candidate(other, (8192,) * 3, "128x128x8/64x64 M2 G8 S1")["short"]["of_cublas"] = None
+    g2 = rr.glue_values(other)
+    assert g2["ch07-sw-both-4096"] == "0.50x" and g2["ch07-sw-gain-4096"].startswith("-")
+    assert g2["ch07-sw-off-8192"] == "n/a" and g2["ch07-sw-gain-8192"] == "n/a"
+    # a record whose table was never measured (no sweep) glues no switch values
+    other["results"]["shape_table"].pop("sweep")
+    assert not [k for k in rr.glue_values(other) if k.startswith("ch07-sw-")]
+
+
+def test_the_switches_sass_compiled_here(doc):
+    """Table 5's counts: REGDB puts FFMAs after the loop's barrier (none without it), the row
+    snake carries more .reuse flags and reads the register file less; the glue quotes them."""
+    from fraglab.register_reuse import switch_sass
+    rows = switch_sass.live_rows(doc)
+    assert [r["setting"] for r in rows] == list(switch_sass.SETTINGS) * 2
+    by = {r["setting"]: r for r in rows[:4]}
+    assert by["off"]["tiles"] == {**rr_report.rung10_tiles(doc, (4096,) * 3), **rr_report.SWITCHES_OFF}
+    assert by["off"]["ffma_after_barrier"] == by["O1"]["ffma_after_barrier"] == 0
+    assert 0 < by["RDB"]["ffma_after_barrier"] <= by["off"]["ffma"]
+    assert by["O1"]["reuse_flags"] > by["off"]["reuse_flags"]
+    assert by["O1"]["from_file"] < by["off"]["from_file"]
+    assert all(r["ffma"] == by["off"]["ffma"] for r in rows[:4])
+    g = switch_sass.glue_values(rows)
+    assert g["ch07-live-sw-after-rdb"] == str(by["RDB"]["ffma_after_barrier"])
+    assert g["ch07-live-sw-reuse-o1"] == str(by["O1"]["reuse_flags"])
+    t = switch_sass.table(rows)
+    assert len(t.rows) == 8 and "Table 5" in t._repr_html_() and t.width_px <= report.COLUMN_PX
+    glued = report.glued_values(BOOK)
+    assert set(g) <= set(glued), "the chapter glues the live switch counts"
