@@ -56,7 +56,8 @@ def butterfly(row=None, kernel: str = "warp_sum", source: str | None = None):
     ``source`` replaces the kernel file, as for :func:`warp_sum`."""
     from . import ptx
     row = np.arange(32, dtype=np.float32) if row is None else np.asarray(row, np.float32)
-    launch.check_array("row", row, dtype=np.float32, shape=(32,))
+    if row.shape != (32,):      # a host array in every mode: the interpreter runs it, never the GPU
+        raise ValueError(f"row must hold 32 values, one per lane; got shape {row.shape}")
     prog = ptx.load(KERNELS, source=source)
     args = (row.reshape(1, 32).copy(), np.zeros(1, np.float32), np.int32(1))
     return ptx.shuffle_trace(prog, kernel, grid=1, block=32, args=args)
