@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from fraglab import sass, toolchain, tools
+from fraglab import toolchain, tools
 from fraglab.toolchain import ARCHES, CompileError
 
 KERNEL_FILES = sorted(p.stem for p in toolchain.KERNELS_DIR.glob("*.cu"))
@@ -24,26 +24,23 @@ def test_headers_match_nvrtc_major():
 @pytest.mark.parametrize("arch", ARCHES)
 @pytest.mark.parametrize("name", KERNEL_FILES)
 def test_every_kernel_compiles_for_every_target(name, arch):
+    """Each kernel file builds for each target (a fast build for the compile-only targets), into
+    a complete cubin for that machine with whole instructions in every kernel, read from the
+    ELF alone. No listing here: nvdisasm costs ~0.5 s of CPU a run however small the cubin
+    (78 runs, 30 of them read by no other test); a listing is made where a claim is made of it
+    (the chapters' SASS tests, the labs' SASS checks), and that nvdisasm reads the course's
+    cubins for every target is test_the_elf_header_names_the_target_as_nvdisasm_does."""
     b = toolchain.compile_check(name, arch)       # a fast build for the compile-only targets
     assert b.arch == arch and b.kernels, f"{name} defines no extern \"C\" kernel"
     assert f".target {arch}" in b.ptx
-    # the cubin is an ELF for the right machine with code in every kernel
+    # the cubin is an ELF for the right machine, as long as its headers say, with code in
+    # every kernel: whole 16-byte instructions (sm_70 on)
     assert toolchain.elf_sm(b.cubin) == int(arch[3:].rstrip("a"))
+    assert len(b.cubin) == len(toolchain._complete_elf(b.cubin)), "the cubin is cut short"
     sections = toolchain.elf_sections(b.cubin)
     for k in b.kernels:
-        assert sections[f".text.{k}"] > 0, f"no code for {k}"
+        assert sections[f".text.{k}"] > 0 and sections[f".text.{k}"] % 16 == 0, f"no code for {k}"
         assert b.resources[k]["registers"] > 0
-    if arch in SASS_READ:
-        # and complete: nvdisasm reads it (on the targets whose SASS the course reads, so that
-        # the listings serve the other tests; a run costs ~0.6 s of CPU however small the cubin)
-        text = b.sass()
-        assert f"EF_CUDA_SM{arch[3:]}" in text or f".target\t{arch}" in text   # by nvdisasm version
-        for k in b.kernels:
-            assert sass.instructions(b.sass(k)), f"no SASS for {k}"
-
-
-#: Targets whose every kernel the compile test also disassembles (their builds are the course's).
-SASS_READ = tuple(a for a in ARCHES if a not in toolchain.COMPILE_ONLY_ARCHES)
 
 
 def test_the_elf_header_names_the_target_as_nvdisasm_does():
