@@ -15,9 +15,22 @@ from nbval_run import ROOT
 LABS = [p.stem for p in sorted((ROOT / "solutions").glob("*.ipynb"))]
 
 
+#: Fixtures that run until the time limit of the learner's process stops them: graded on their
+#: own, under a limit of AT_THE_LIMIT_S seconds instead of the grader's 20 (the same code path,
+#: sandbox.Child._timeout, with a smaller number: its 20 s of a process spinning on service calls
+#: were the tier's most expensive fixture, 20 CPU-s).
+AT_THE_LIMIT = {"00_hello_warp": {"2/endless_loop"}}
+AT_THE_LIMIT_S = 4.0
+
+
 @functools.lru_cache(maxsize=None)
 def graded(lab):
-    return grade_fixtures(lab)
+    slow = AT_THE_LIMIT.get(lab, set())
+    res = grade_fixtures(lab, skip=slow)
+    if slow:
+        alone = grade_fixtures(lab, only=slow, limit_s=AT_THE_LIMIT_S)
+        res.update({k: v for k, v in alone.items() if k in slow})
+    return res
 
 
 CASES = [(lab, label) for lab in LABS for label in {**fixtures(lab), **fixtures(lab, cheats=True)}]
@@ -66,7 +79,7 @@ def test_a_cheat_is_told_what_was_refused_or_what_differed(lab, label):
 #: Wrong answers that end their process or never end: each fails at once, or at the limit, with a
 #: reason that names the exercise and what happened (not "a cell before the check").
 ENDINGS = {("00_hello_warp", "1/calls_os_exit"): "exited with status 3",
-           ("00_hello_warp", "2/endless_loop"): "did not finish within 20 s",
+           ("00_hello_warp", "2/endless_loop"): f"did not finish within {AT_THE_LIMIT_S:g} s",
            ("00_hello_warp", "3/deadlock"): "deadlock"}
 
 

@@ -43,19 +43,22 @@ def exercise_of(solution: dict, region: str) -> build.Exercise:
 
 
 def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None,
-                   only: set[str] | None = None, mutant: str | None = None) -> dict[str, Verdict]:
+                   only: set[str] | None = None, mutant: str | None = None,
+                   skip: set[str] = frozenset(), limit_s: float | None = None) -> dict[str, Verdict]:
     """Grade every fixture of ``lab`` (wrong answers and cheats), the unsolved lab
     (``lab:<exercise>``) and the solution (``solution:<exercise>``, graded last in each
     notebook: the answers before it must not have broken anything). One batch notebook per
     exercise, all in one nbval process. ``only``: grade just these fixtures (and the solution of
-    their exercises), not the unsolved lab. ``mutant``: weaken a check in the kernels (the
-    mutation tests). Returns ``{label: Verdict of that exercise}``."""
+    their exercises), not the unsolved lab. ``skip``: leave these fixtures out. ``mutant``:
+    weaken a check in the kernels (the mutation tests). ``limit_s``: a shorter time limit for
+    the learner's process (a fixture that runs until the limit stops it). Returns ``{label:
+    Verdict of that exercise}``."""
     sol_path = Path(solutions_dir or SOLUTIONS_DIR) / f"{lab}.ipynb"
     solution = build.read(sol_path)
     good = build.region_bodies(solution)
     unsolved = build.region_bodies(build.read(Path(labs_dir or REPO_ROOT / "labs") / f"{lab}.ipynb"))
     fx = {k: v for k, v in {**fixtures(lab), **fixtures(lab, cheats=True)}.items()
-          if only is None or k in only}
+          if (only is None or k in only) and k not in skip}
     out: dict[str, Verdict] = {}
     items, where = [], {}
     for ex in build.exercises(solution):
@@ -76,7 +79,7 @@ def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_d
         nb, cells = build.batch_notebook(solution, ex, variants, lab)
         items.append((ex.key, nb))
         where[ex.key] = (ex, cells)
-    outcomes = run.run_notebooks(items, mode=mode, mutant=mutant)
+    outcomes = run.run_notebooks(items, mode=mode, mutant=mutant, limit_s=limit_s)
     for key, (ex, cells) in where.items():
         o = outcomes[key]
         for n, (label, cell) in enumerate(cells.items()):

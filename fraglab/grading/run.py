@@ -77,17 +77,22 @@ def _verdict(path: Path, key: str) -> dict:
 
 def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
                   timeout_s: int = 1800, cell_timeout_s: int = 600,
-                  mutant: str | None = None) -> dict[str, Outcome]:
+                  mutant: str | None = None, limit_s: float | None = None) -> dict[str, Outcome]:
     """Run each ``(label, notebook)`` in a fresh kernel through nbval; ``{label: Outcome}``.
     ``mode`` sets ``FRAGLAB_MODE`` (``cpu``/``gpu``) for the kernels. ``mutant`` (the test
     suite's mutation tests only) weakens a check in the kernels (:data:`.capture.MUTANT_ENV`);
-    a value of that variable in this process's environment is dropped, never passed on."""
+    ``limit_s`` (the test suite's only) lowers the learner's process's time limit
+    (:data:`.verdict.LIMIT_ENV`). Values of those variables in this process's environment are
+    dropped, never passed on."""
     import secrets
-    from .verdict import KEY_ENV, MUTANT_ENV
+    from .verdict import KEY_ENV, LIMIT_ENV, MUTANT_ENV
     env = dict(os.environ)
     env.pop(MUTANT_ENV, None)
+    env.pop(LIMIT_ENV, None)
     if mutant:
         env[MUTANT_ENV] = mutant
+    if limit_s:
+        env[LIMIT_ENV] = f"{float(limit_s):g}"
     key = secrets.token_hex(32)
     env[KEY_ENV] = key
     if mode:

@@ -20,6 +20,11 @@ KEY_ENV = "FRAGLAB_GRADING_KEY"
 #: ``mutant``): a value in the environment of ``make grade`` never reaches the kernel, and the
 #: learner's process never sees it.
 MUTANT_ENV = "FRAGLAB_GRADING_MUTANT"
+#: For the course's tests only: ``FRAGLAB_GRADING_LIMIT_S=<seconds>`` lowers the time a learner's
+#: process may take (:data:`.sandbox.LIMIT_S`, never raises it), so that a fixture that loops
+#: until the limit stops it costs seconds, not 20. Set, like :data:`MUTANT_ENV`, only through the
+#: grader's API (:func:`.run.run_notebooks`'s ``limit_s``).
+LIMIT_ENV = "FRAGLAB_GRADING_LIMIT_S"
 
 _key = None
 
