@@ -40,7 +40,9 @@ def test_tables_are_html(nb):
 
 
 def test_setup_hidden_and_chapter_frame(nb):
-    assert "remove-input" in nb["cells"][1]["metadata"]["tags"]
+    setup = next(c for c in nb["cells"] if c["cell_type"] == "code")     # the first code cell
+    assert "Setup: make the course" in "".join(setup["source"])
+    assert "remove-input" in setup["metadata"]["tags"]
     first, last = ("".join(nb["cells"][i]["source"]) for i in (0, -1))
     assert "{admonition} Objectives" in first and "**Prerequisites:**" in first
     assert "{admonition} What you measured" in last
