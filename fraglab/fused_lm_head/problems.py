@@ -10,7 +10,7 @@ import numpy as np
 from .. import launch
 from ..dtypes import from_bf16, to_bf16
 from ..problem import Case, Problem
-from . import kernels
+from . import kernels, wgmma
 
 #: Relative error allowed, f16 and bf16 alike: the reference reads the rounded inputs, so what is
 #: left is FP32 accumulation over d, ex2.approx (2^-22 relative) and tanhf; measured errors are
@@ -82,12 +82,12 @@ def lm_head_reference(h, w, targets, dtype, ignore_index, reduction, softcap, **
 
 
 def run_kernel(h, w, targets, ignore_index, reduction, softcap, splits, source=None,
-               name=kernels.KERNELS, **_):
+               name=kernels.KERNELS, variant="mma", **_):
     """The wrapper on the Problem's inputs (moved where kernels run); ``source`` and ``name``:
-    another kernel file (the lab's)."""
+    another kernel file (the lab's); ``variant``: the rung (the mma one unless told)."""
     run, _ = kernels.launcher(*(launch.to_device(x) for x in (h, w, targets)), ignore_index,
                               reduction, softcap, splits=splits, source=source,
-                              name=name)
+                              name=name, variant=variant)
     return run()
 
 
@@ -123,3 +123,132 @@ PROBLEMS = {
         tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires,
         labels=("token",)),
 }
+
+
+# --- the Hopper rung (variant "wgmma") -----------------------------------------------------------
+
+def run_wgmma(**inp):
+    """The wrapper with ``variant="wgmma"`` on the Problem's inputs (``source``: a mutant of
+    ``kernels/11_fused_lm_head_wgmma.cu``)."""
+    return run_kernel(**{**inp, "name": wgmma.FILE}, variant="wgmma")
+
+
+def requires_wgmma(case: Case) -> tuple[bool, str]:
+    return wgmma.requires(case.params.get("dtype", "bf16"))
+
+
+#: The mma rung's cases (with 256-word tiles, "ragged" and "splits" cut the vocabulary otherwise),
+#: and one whose splits hold several tiles of several chunks of d, the last of each ragged.
+WGMMA_CASES = CASES + (
+    Case("tiles_and_chunks", n=130, v=1100, d=208, splits=2, ignored=0.1, edge=True),
+)
+
+PROBLEMS["fused_linear_cross_entropy_wgmma"] = Problem(
+    "11_fused_lm_head/fused_linear_cross_entropy_wgmma",
+    "the same loss by the wgmma rung (sm_90a): warpgroup MMA, a producer warpgroup, mbarriers",
+    inputs=lm_head_inputs, reference=lm_head_reference, run=run_wgmma, cases=WGMMA_CASES,
+    tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires_wgmma,
+    labels=("token",))
+
+
+# --- the backward pass ---------------------------------------------------------------------------
+
+#: Relative error allowed for dh and dw (each ``‖got - ref‖ / ‖ref‖``): the gradients are rounded
+#: once to the inputs' type at the end (relative 2^-9 for bf16, 2^-12 for f16, about a third of
+#: it as a norm), and G's tile is rounded to it before the two products (as much again, averaged
+#: over the products' sums); FP32 sums. Measured: see the tests.
+BWD_TOL = {"f16": 1e-3, "bf16": 8e-3}
+#: The scalar gradient of 'mean' and 'sum' in the cases (not 1, so a missing factor shows).
+GRAD_SCALE = 0.75
+
+
+def backward_inputs(rng, n: int = 24, v: int = 200, d: int = 32, dtype: str = "bf16",
+                    peaky: bool = False, ignored: float = 0.0,
+                    ignore_index: int = kernels.IGNORE_INDEX, reduction: str = "none",
+                    softcap: float | None = None, splits: int | None = None,
+                    filter_eps: float | None = None) -> dict:
+    """:func:`lm_head_inputs` and the loss's gradient ``grad``: N(0, 1) per token for 'none',
+    :data:`GRAD_SCALE` for 'mean' and 'sum'; ``filter_eps`` as the wrapper takes it."""
+    inp = lm_head_inputs(rng, n, v, d, dtype, peaky, ignored, ignore_index, reduction, softcap,
+                         splits)
+    inp["grad"] = (rng.standard_normal(n).astype(np.float32) if reduction == "none"
+                   else np.asarray(GRAD_SCALE, np.float32))
+    inp["filter_eps"] = filter_eps
+    return inp
+
+
+def backward_reference(h, w, targets, dtype, ignore_index, reduction, softcap, grad, **_):
+    """dh and dw in float64 from the rounded inputs, independently of the kernel: the whole
+    logits matrix, its softmax, minus the one-hot targets, times each token's gradient of the
+    loss (and the soft-cap's derivative), then two matrix products."""
+    hf, wf = as_float64(h, dtype), as_float64(w, dtype)
+    x = hf @ wf.T
+    z = softcap * np.tanh(x / softcap) if softcap is not None else x
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    keep = targets != ignore_index
+    rows = np.flatnonzero(keep)
+    p[rows, targets[rows]] -= 1.0
+    if reduction == "none":
+        dl = np.asarray(grad, np.float64)
+    elif reduction == "sum":
+        dl = np.full(len(targets), float(grad))
+    else:
+        dl = np.full(len(targets), float(grad) / keep.sum() if keep.any() else 0.0)
+    g = p * np.where(keep, dl, 0.0)[:, None]
+    if softcap is not None:
+        g *= 1.0 - np.tanh(x / softcap) ** 2
+    return {"dh": g @ wf, "dw": g.T @ hf}
+
+
+def run_backward(h, w, targets, grad, dtype, ignore_index, reduction, softcap, splits,
+                 filter_eps, stats=None, source=None, **_):
+    """The course's forward (for lse) then its backward on the Problem's inputs; dh and dw as
+    float64 (poison, NaN, stays NaN). ``source``: another backward kernel file (a mutant)."""
+    from . import backward
+    h, w, targets, grad = (launch.to_device(x) for x in (h, w, targets, grad))
+    _, lse = backward.forward_with_lse(h, w, targets, ignore_index, reduction, softcap,
+                                       splits=splits)
+    if source is None:
+        dh, dw = backward.linear_cross_entropy_backward(
+            h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps,
+            stats=stats)
+    else:
+        old = launch.get_kernel
+        launch.get_kernel = lambda name, kernel, **kw: old(name, kernel, source=source)
+        try:
+            dh, dw = backward.linear_cross_entropy_backward(
+                h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps)
+        finally:
+            launch.get_kernel = old
+    return {"dh": as_float64(launch.to_host(dh), dtype), "dw": as_float64(launch.to_host(dw), dtype)}
+
+
+#: Small cases run on the PTX interpreter too; ``slow`` ones on GPUs only.
+BWD_CASES = (
+    Case("random", dtype="bf16"),
+    Case("random_f16", dtype="f16"),
+    Case("peaky", peaky=True, edge=True),
+    Case("ignored", ignored=0.4, edge=True),
+    Case("ignore_index_in_vocab", ignored=0.3, ignore_index=3, edge=True),
+    Case("all_ignored_mean", ignored=1.0, reduction="mean", edge=True),
+    Case("ragged", n=37, v=201, d=48, edge=True),
+    Case("softcap", peaky=True, softcap=10.0, edge=True),
+    Case("softcap_f16", dtype="f16", softcap=2.0, edge=True),
+    Case("blocks_and_chunks", n=130, v=130, d=144, reduction="sum", edge=True),
+    Case("one_word", n=5, v=1, d=16, edge=True),
+    Case("mean", ignored=0.2, reduction="mean"),
+    Case("filter", n=4, v=1100, d=32, peaky=True, filter_eps=2.0 ** -12, edge=True),
+    Case("big", n=1000, v=5003, d=256, peaky=True, reduction="mean", slow=True),
+    Case("big_filter", n=1000, v=5003, d=256, peaky=True, reduction="mean",
+         filter_eps=2.0 ** -12, slow=True),
+    Case("big_f16_softcap", n=777, v=4099, d=512, dtype="f16", softcap=30.0, slow=True),
+    Case("wide", n=300, v=2000, d=2304, ignored=0.1, reduction="mean", slow=True),
+)
+
+PROBLEMS["linear_cross_entropy_backward"] = Problem(
+    "11_fused_lm_head/linear_cross_entropy_backward",
+    "dh = G w and dw = G^T h, G = dloss (softmax(h w^T) - onehot), logits recomputed tile by tile",
+    inputs=backward_inputs, reference=backward_reference, run=run_backward, cases=BWD_CASES,
+    tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")], requires=requires,
+    labels=("row", "col"))

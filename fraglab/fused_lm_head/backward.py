@@ -1,0 +1,186 @@
+"""The backward pass of the fused loss (``kernels/11_fused_lm_head_bwd.cu``): the gradients for h and
+w, the logits recomputed tile by tile from h, w and the forward's per-token log-sum-exp.
+
+    loss, lse = forward_with_lse(h, w, targets)                  # the forward, keeping lse
+    dh, dw = linear_cross_entropy_backward(h, w, targets, lse, grad)
+
+Arrays as :mod:`.kernels` takes them (CuPy on a GPU, NumPy on the interpreter; float16, or uint16
+holding bf16). ``grad`` is the loss's gradient: one number for 'mean' and 'sum', one per token for
+'none'. The gradients come back in h's element type (FP32 sums, rounded once); every argument is
+checked before the first launch and the outputs start poisoned. :mod:`.autograd` wraps both
+passes in a ``torch.autograd.Function``.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .. import launch, toolchain
+from . import kernels
+
+KERNELS = "11_fused_lm_head_bwd"
+#: Tile sizes and block of the backward kernel (the .cu file's LMB_* constants; a test keeps them equal).
+BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
+#: Dynamic shared memory: the pipeline's stages and G's 16-bit tile.
+SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2
+CAST_THREADS = 256
+#: The skip threshold the brief and Cut Cross-Entropy use for bf16: a tile whose every
+#: |softmax - onehot| is below 2^-12 is left out (``filter_eps=FILTER_EPS``); off by default.
+FILTER_EPS = 2.0 ** -12
+#: gridDim.y's limit: vocabulary tiles of one launch.
+MAX_VOCAB_TILES = 65535
+
+
+def kernel_name(dtype: str, softcap: bool) -> str:
+    """The backward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    return f"lmhead_bwd_{dtype}" + ("_softcap" if softcap else "")
+
+
+def _xp():
+    return np if launch.interpreted() else __import__("cupy")
+
+
+def lse_from_partials(part):
+    """Each token's log-sum-exp (natural log, float32 (n,)) from the forward's partials (3, splits,
+    n): the splits' (max, sum) merged in float64, with array operations (no copy to the host)."""
+    xp = _xp()
+    m = part[0].astype(xp.float64)
+    l = part[1].astype(xp.float64)
+    top = m.max(axis=0)
+    lse2 = top + xp.log2((l * xp.exp2(m - top)).sum(axis=0))
+    return (lse2 * np.log(2.0)).astype(xp.float32)
+
+
+def forward_with_lse(h, w, targets, ignore_index: int = kernels.IGNORE_INDEX,
+                     reduction: str = "mean", softcap: float | None = None, *,
+                     splits: int | None = None):
+    """:func:`fraglab.fused_lm_head.fused_linear_cross_entropy` on arrays of this mode, and each
+    token's log-sum-exp for the backward pass: ``(loss, lse)``."""
+    keep: dict = {}
+    run, _ = kernels.launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits,
+                              keep=keep)
+    loss = run()
+    return loss, lse_from_partials(keep["part"])
+
+
+def _grad_array(grad, reduction: str, n: int):
+    """The loss's gradient as a float32 array of this mode: shape () for 'mean' and 'sum', (n,)
+    for 'none'."""
+    xp = _xp()
+    if isinstance(grad, (bool, np.bool_)) or not (
+            isinstance(grad, (int, float, np.integer, np.floating)) or hasattr(grad, "shape")):
+        raise TypeError(f"grad must be a number or an array, got {type(grad).__name__}")
+    if not hasattr(grad, "shape"):
+        grad = np.float32(grad)
+    if launch.interpreted() and type(grad).__module__.split(".")[0] == "cupy":
+        raise TypeError("grad is a CuPy array, but kernels run on the PTX interpreter here")
+    g = xp.asarray(grad)
+    if g.dtype.kind != "f":
+        raise TypeError(f"grad must be a floating-point array, got dtype {g.dtype}")
+    want = (n,) if reduction == "none" else ()
+    if reduction != "none" and g.size == 1:
+        g = g.reshape(())
+    if tuple(g.shape) != want:
+        raise ValueError(f"grad of reduction={reduction!r} must have shape {want}, got {tuple(g.shape)}")
+    return g.astype(xp.float32)
+
+
+def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps):
+    """The forward's checks, then lse, grad and filter_eps. Returns ``(dtype, (n, v, d), cap, g)``
+    with ``g`` the gradient as :func:`_grad_array` makes it."""
+    dtype, (n, v, d), cap = kernels.check_arguments(h, w, targets, ignore_index, reduction, softcap)
+    launch.check_array("lse", lse, dtype=np.float32, shape=(n,))
+    g = _grad_array(grad, reduction, n)
+    if filter_eps is not None:
+        if isinstance(filter_eps, bool) or not isinstance(filter_eps, (float, int, np.floating)):
+            raise TypeError(f"filter_eps must be a float or None, got {type(filter_eps).__name__}")
+        if not 0 < float(filter_eps) < 1:
+            raise ValueError(f"filter_eps must be in (0, 1), got {filter_eps}")
+    if -(-v // BN) > MAX_VOCAB_TILES:
+        raise ValueError(f"V = {v} needs more than {MAX_VOCAB_TILES} vocabulary tiles of {BN}")
+    return dtype, (n, v, d), cap, g
+
+
+def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
+                      reduction: str = "mean", softcap: float | None = None, *,
+                      filter_eps: float | None = None, out=None):
+    """Check everything, allocate, and return ``(run, res)``: ``run()`` zeroes the FP32 sums,
+    launches the backward kernel and the two casts on the current stream, and returns ``(dh,
+    dw)``; ``res`` holds them and ``skipped`` (a one-element uint32 array: tiles left out by the
+    filter, counted by the last run). ``out``: ``(dh, dw)`` arrays to write into (the autograd
+    Function's tensors), poisoned here first."""
+    dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
+                                                        reduction, softcap, filter_eps)
+    xp = _xp()
+    if out is None:
+        dh, dw = launch.poisoned((n, d), h.dtype), launch.poisoned((v, d), h.dtype)
+    else:
+        dh, dw = out
+        launch.check_array("dh", dh, dtype=h.dtype, shape=(n, d))
+        launch.check_array("dw", dw, dtype=h.dtype, shape=(v, d))
+        for a in (dh, dw):
+            a[...] = launch.poisoned((1,), h.dtype)[0]
+    tg = targets if targets.dtype == np.int32 else targets.astype(np.int32)
+    # dl scaled to at most 1 in magnitude (G's 16-bit tile), gscale in FP32 after the products
+    if reduction == "none":
+        top = xp.abs(g).max()
+        safe = xp.where(top > 0, top, xp.float32(1))
+        dl = (g / safe).astype(xp.float32)
+        gscale = safe.reshape(1).astype(xp.float32)
+    else:
+        dl = xp.ones(n, xp.float32)
+        gscale = g.reshape(1)
+        if reduction == "mean":
+            count = (targets != ignore_index).sum()
+            gscale = xp.where(count > 0, gscale / xp.maximum(count, 1), xp.float32(0))
+        gscale = gscale.astype(xp.float32)
+    dh32 = xp.zeros((n, d), xp.float32)
+    dw32 = xp.zeros((v, d), xp.float32)
+    skipped = xp.zeros(1, xp.uint32)
+    bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None))
+    cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}")
+    args = (h, w, tg, lse, dl, dh32, dw32, skipped, np.int32(n), np.int32(v), np.int32(d),
+            np.int32(ignore_index), np.float32(cap or 0.0),
+            np.float32(filter_eps if filter_eps is not None else 0.0), gscale)
+    grid = (-(-n // BM), -(-v // BN))
+    sms = launch.sm_count()
+
+    def run():
+        for a in (dh32, dw32, skipped):
+            a[...] = 0
+        launch.launch(bwd, grid, THREADS, args, shared_mem=SMEM_BYTES)
+        for src, dst in ((dh32, dh), (dw32, dw)):
+            pairs = src.size // 2
+            blocks = max(1, min(-(-pairs // CAST_THREADS), 8 * sms))
+            launch.launch(cast, blocks, CAST_THREADS, (src, dst, np.int64(src.size)))
+        return dh, dw
+
+    return run, {"dh": dh, "dw": dw, "skipped": skipped}
+
+
+def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
+                                  reduction: str = "mean", softcap: float | None = None, *,
+                                  filter_eps: float | None = None, stats: dict | None = None):
+    """``(dh, dw)``: the gradients of :func:`fraglab.fused_lm_head.fused_linear_cross_entropy`
+    (same ``h``, ``w``, ``targets`` and options) for the loss's gradient ``grad``, given the
+    forward's log-sum-exp ``lse`` (float32 (n,), :func:`forward_with_lse`):
+    ``dh = G w`` and ``dw = G^T h`` with ``G = dl (softmax(z) - onehot(target)) z'`` (0 for ignored
+    tokens; ``z'`` the soft-cap's derivative). FP32 accumulation, results in h's element type.
+    ``filter_eps``: leave out the vocabulary tiles whose every ``|softmax - onehot|`` is below it
+    (e.g. :data:`FILTER_EPS`); None (default): none left out. ``stats``: a dict that receives
+    ``skipped``, how many tiles were left out."""
+    run, res = backward_launcher(h, w, targets, lse, grad, ignore_index, reduction, softcap,
+                                 filter_eps=filter_eps)
+    out = run()
+    if stats is not None:
+        stats["skipped"] = int(res["skipped"][0])
+        stats["tiles"] = -(-int(h.shape[0]) // BM) * -(-int(w.shape[0]) // BN)
+    return out
+
+
+def cu_constants() -> dict[str, int]:
+    """The LMB_* integer constants of the kernel file (a test compares them with this module's)."""
+    text = toolchain.kernel_path(KERNELS).read_text()
+    return {k: int(v) for k, v in re.findall(r"\b(LMB_[A-Z_]+) = (\d+)\b", text)}
