@@ -6,6 +6,12 @@ patterns (:func:`fraglab.dtypes.to_bf16`; CuPy and NumPy have no bfloat16). PyTo
 taken too (bf16 included) and the loss comes back as a tensor: CUDA tensors through DLPack
 without a copy, CPU ones (interpreter) through NumPy. Every argument is checked before the
 first launch; the outputs start poisoned.
+
+The forward is a ladder of two rungs (:data:`VARIANTS`, one kernel file each, chosen with
+``variant=``): ``"mma"``, ``kernels/11_fused_lm_head.cu`` (mma.sync, compute capability 8.0 and
+newer; this module's tile constants), and ``"wgmma"``, ``kernels/11_fused_lm_head_wgmma.cu``
+(Hopper's warpgroup MMA, sm_90a; :mod:`.wgmma`). Both write the same partials, merged by the mma
+file's ``lmhead_merge``. By default (:func:`default_variant`) a Hopper GPU runs :data:`FINAL`.
 """
 from __future__ import annotations
 
@@ -15,8 +21,12 @@ import re
 import numpy as np
 
 from .. import device, launch, toolchain
+from . import wgmma
 
 KERNELS = "11_fused_lm_head"
+#: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then ``wgmma.FILE``).
+VARIANTS = ("mma", "wgmma")
+FINAL = VARIANTS[-1]
 #: Tile sizes and block of the forward kernel (the .cu file's LMH_* constants; a test keeps them equal).
 BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
 #: Dynamic shared memory of a forward block: STAGES stages of (BM + BN) rows of BK 16-bit values.
@@ -50,6 +60,14 @@ def requires(dtype: str = "bf16") -> tuple[bool, str]:
                        f"ldmatrix and mma.sync.m16n8k16 with f32 accumulators, f16 and bf16 "
                        f"alike); this GPU is {cc[0]}.{cc[1]}")
     return True, ""
+
+
+def default_variant(dtype: str = "bf16") -> str:
+    """The rung a call without ``variant=`` runs: :data:`FINAL` on a GPU that runs it (Hopper),
+    else ``"mma"``, on the PTX interpreter too (the wgmma rung runs there when asked for)."""
+    if not launch.interpreted() and wgmma.requires(dtype)[0]:
+        return FINAL
+    return "mma"
 
 
 def choose_splits(row_blocks: int, n_tiles: int, sms: int) -> tuple[int, int]:
@@ -155,17 +173,31 @@ def check_arguments(h, w, targets, ignore_index, reduction, softcap):
 
 def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "mean",
              softcap: float | None = None, *, splits: int | None = None, source: str | None = None,
+             variant: str | None = None,
              name: str = KERNELS, keep: dict | None = None):
     """Check the arguments of :func:`fused_linear_cross_entropy` (arrays of this mode), allocate
     the poisoned partials and losses, and return ``(run, out)``: ``run()`` launches the forward
     and merge kernels (and the reduction) once on the current stream and returns the result
     (for :mod:`fraglab.bench`); ``out`` holds the per-token losses. ``splits``: vocabulary
-    splits (default :func:`choose_splits`); ``source`` replaces the kernel file, compiled as
-    ``name`` (the lab); ``keep``: a dict that receives the partials ``part`` (3, splits, n), from
+    splits (default :func:`choose_splits`); ``variant``: the rung (:data:`VARIANTS`, default
+    :func:`default_variant`); ``source`` replaces the rung's kernel file, compiled as ``name``
+    (the lab); ``keep``: a dict that receives the partials ``part`` (3, splits, n), from
     which :func:`fraglab.fused_lm_head.backward.lse_from_partials` gets each token's log-sum-exp
     for the backward pass."""
     dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap)
-    row_blocks, n_tiles = -(-n // BM), -(-v // BN)
+    variant = default_variant(dtype) if variant is None else variant
+    launch.check_choice("variant", variant, VARIANTS)
+    if variant == "wgmma":
+        ok, why = wgmma.requires(dtype)
+        if not ok:
+            raise RuntimeError(why)
+        bm, bn, threads, smem, arch = wgmma.BM, wgmma.BN, wgmma.THREADS, wgmma.SMEM_BYTES, wgmma.ARCH
+        fwd_name = wgmma.kernel_name(dtype, cap is not None)
+        name = wgmma.FILE if name == KERNELS else name
+    else:
+        bm, bn, threads, smem, arch = BM, BN, THREADS, SMEM_BYTES, None
+        fwd_name = kernel_name(dtype, cap is not None)
+    row_blocks, n_tiles = -(-n // bm), -(-v // bn)
     if splits is None:
         splits, per = choose_splits(row_blocks, n_tiles, launch.sm_count())
     else:
@@ -177,8 +209,9 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     loss = launch.poisoned((n,), np.float32)
     if keep is not None:
         keep["part"] = part
-    fwd = launch.get_kernel(name, kernel_name(dtype, cap is not None), source=source)
-    merge = launch.get_kernel(name, "lmhead_merge", source=source)
+    fwd = launch.get_kernel(name, fwd_name, source=source, arch=arch)
+    merge = (launch.get_kernel(name, "lmhead_merge", source=source) if variant == "mma"
+             else launch.get_kernel(KERNELS, "lmhead_merge"))
     fwd_args = (h, w, tg, part, np.int32(n), np.int32(v), np.int32(d), np.int32(per),
                 np.float32(cap or 0.0))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
@@ -186,7 +219,7 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     count = None if reduction != "mean" else int((targets != ignore_index).sum())
 
     def run():
-        launch.launch(fwd, (row_blocks, splits), THREADS, fwd_args, shared_mem=SMEM_BYTES)
+        launch.launch(fwd, (row_blocks, splits), threads, fwd_args, shared_mem=smem)
         launch.launch(merge, -(-n // MERGE_THREADS), MERGE_THREADS, merge_args)
         if reduction == "none":
             return loss
@@ -200,7 +233,7 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
 
 def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
                                reduction: str = "mean", softcap: float | None = None, *,
-                               splits: int | None = None):
+                               splits: int | None = None, variant: str | None = None):
     """Cross-entropy of the logits ``h w^T`` against ``targets``, without the logits in memory:
     per token ``logsumexp_v(z_v) - z_target`` with ``z = h w^T`` (``softcap``: ``z = cap
     tanh(z / cap)``, as Gemma 2), 0 for a token whose target is ``ignore_index``.
@@ -209,13 +242,16 @@ def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
     interpreter), or torch tensors (float16 / bfloat16); d a multiple of 16, any N and V.
     ``targets`` (N,) int32 or int64, each in [0, V) or ``ignore_index``. ``reduction``: 'none'
     (float32 (N,)), 'sum', or 'mean' over the tokens not ignored (NaN when all are, as PyTorch).
-    FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`)."""
+    FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`);
+    ``variant``: the rung, :data:`VARIANTS` (``"wgmma"`` needs sm_90a), default
+    :func:`default_variant`."""
     torch_in = _is_torch(h)
     if torch_in or _is_torch(w) or _is_torch(targets):
         if not (_is_torch(h) and _is_torch(w) and _is_torch(targets)):
             raise TypeError("h, w and targets must all be torch tensors, or none of them")
         h, w, targets = (_from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
-    run, _ = launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits)
+    run, _ = launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits,
+                      variant=variant)
     out = run()
     return _to_torch(out, h) if torch_in else out
 

@@ -10,7 +10,7 @@ import numpy as np
 from .. import launch
 from ..dtypes import from_bf16, to_bf16
 from ..problem import Case, Problem
-from . import kernels
+from . import kernels, wgmma
 
 #: Relative error allowed, f16 and bf16 alike: the reference reads the rounded inputs, so what is
 #: left is FP32 accumulation over d, ex2.approx (2^-22 relative) and tanhf; measured errors are
@@ -82,12 +82,12 @@ def lm_head_reference(h, w, targets, dtype, ignore_index, reduction, softcap, **
 
 
 def run_kernel(h, w, targets, ignore_index, reduction, softcap, splits, source=None,
-               name=kernels.KERNELS, **_):
+               name=kernels.KERNELS, variant="mma", **_):
     """The wrapper on the Problem's inputs (moved where kernels run); ``source`` and ``name``:
-    another kernel file (the lab's)."""
+    another kernel file (the lab's); ``variant``: the rung (the mma one unless told)."""
     run, _ = kernels.launcher(*(launch.to_device(x) for x in (h, w, targets)), ignore_index,
                               reduction, softcap, splits=splits, source=source,
-                              name=name)
+                              name=name, variant=variant)
     return run()
 
 
@@ -123,6 +123,32 @@ PROBLEMS = {
         tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires,
         labels=("token",)),
 }
+
+
+# --- the Hopper rung (variant "wgmma") -----------------------------------------------------------
+
+def run_wgmma(**inp):
+    """The wrapper with ``variant="wgmma"`` on the Problem's inputs (``source``: a mutant of
+    ``kernels/11_fused_lm_head_wgmma.cu``)."""
+    return run_kernel(**{**inp, "name": wgmma.FILE}, variant="wgmma")
+
+
+def requires_wgmma(case: Case) -> tuple[bool, str]:
+    return wgmma.requires(case.params.get("dtype", "bf16"))
+
+
+#: The mma rung's cases (with 256-word tiles, "ragged" and "splits" cut the vocabulary otherwise),
+#: and one whose splits hold several tiles of several chunks of d, the last of each ragged.
+WGMMA_CASES = CASES + (
+    Case("tiles_and_chunks", n=130, v=1100, d=208, splits=2, ignored=0.1, edge=True),
+)
+
+PROBLEMS["fused_linear_cross_entropy_wgmma"] = Problem(
+    "11_fused_lm_head/fused_linear_cross_entropy_wgmma",
+    "the same loss by the wgmma rung (sm_90a): warpgroup MMA, a producer warpgroup, mbarriers",
+    inputs=lm_head_inputs, reference=lm_head_reference, run=run_wgmma, cases=WGMMA_CASES,
+    tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires_wgmma,
+    labels=("token",))
 
 
 # --- the backward pass ---------------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""The Hopper rung of the fused LM head's forward, ``kernels/11_fused_lm_head_wgmma.cu``: what the
+wrapper (:func:`fraglab.fused_lm_head.fused_linear_cross_entropy`, ``variant="wgmma"``) needs to
+launch it, and whether it can run here.
+
+Its kernels take the arguments of the mma rung's and write the same partials, merged by the same
+``lmhead_merge``; a block is 3 warpgroups (a cp.async producer, two wgmma consumers of 64 tokens
+each) and 128 tokens x :data:`BN` words a tile, through a ring of :data:`STAGES` stages of
+(128 + BN) rows x 64 values of d.
+"""
+from __future__ import annotations
+
+import re
+
+from .. import device, launch, toolchain
+
+FILE = "11_fused_lm_head_wgmma"
+#: wgmma.mma_async and setmaxnreg exist only on Hopper's architecture-specific target.
+ARCH = "sm_90a"
+#: Tokens a block, words a tile, values of d a stage, stages, threads (the .cu file's LMW_*
+#: constants; a test keeps them equal).
+BM, BN, BK, STAGES, THREADS = 128, 256, 64, 4, 384
+#: 1 KB to align the ring on the 128-byte swizzle's 1024-byte atoms, the ring, two mbarriers a stage.
+SMEM_BYTES = 1024 + STAGES * (BM + BN) * BK * 2 + 16 * STAGES
+
+
+def kernel_name(dtype: str, softcap: bool) -> str:
+    """The rung's forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    return f"lmhead_wgmma_fwd_{dtype}" + ("_softcap" if softcap else "")
+
+
+def requires(dtype: str = "bf16") -> tuple[bool, str]:
+    """Can the wgmma rung run here on ``dtype`` inputs? A GPU of compute capability 9.0 exactly
+    (H100, H200), or the PTX interpreter if it runs sm_90a. ``(ok, reason)``."""
+    launch.check_choice("dtype", dtype, ("f16", "bf16"))
+    ok, why = device.can_run(ARCH)
+    if ok and launch.interpreted():
+        from .. import ptx
+        if not getattr(ptx, "SUPPORTS_SM90A", False):
+            ok, why = False, "the PTX interpreter here does not run sm_90a (wgmma, mbarriers)"
+    if not ok:
+        return False, (f"the fused LM head's wgmma rung needs Hopper, sm_90a (wgmma.mma_async and "
+                       f"setmaxnreg exist only there): {why}. variant='mma' runs from compute "
+                       "capability 8.0")
+    return True, ""
+
+
+def cu_constants() -> dict[str, int]:
+    """The LMW_* integer constants of the kernel file, ``LMW_BN`` from its default
+    ``LMW_BN_DEF`` (a test compares them with this module's)."""
+    text = toolchain.kernel_path(FILE).read_text()
+    out = {k: int(v) for k, v in re.findall(r"\b(LMW_[A-Z_]+) = (\d+)\b", text)}
+    out["LMW_BN"] = int(re.search(r"#define LMW_BN_DEF (\d+)", text).group(1))
+    return out

@@ -1,0 +1,259 @@
+// 11_fused_lm_head, rung "wgmma": the forward pass of kernels/11_fused_lm_head.cu on Hopper's
+// warpgroup MMA (sm_90a), with chapter 10's warp specialization.
+//
+// lmhead_wgmma_fwd_<f16|bf16>[_softcap](h, w, targets, part, n, v, d, tiles_per_split, softcap)
+//            the arguments, grid and outputs of lmhead_fwd_* (kernels/11_fused_lm_head.cu): per
+//            token and vocabulary split the partial (max in the log2 domain, sum, target logit),
+//            merged by that file's lmhead_merge. Grid (ceil(n / LMW_BM), splits), block
+//            LMW_THREADS, dynamic shared memory LMW_SMEM_BYTES. Tiles of LMW_BN words.
+//            Python: fraglab.fused_lm_head.fused_linear_cross_entropy(..., variant="wgmma").
+//
+// A CTA = 3 warpgroups and LMW_BM = 128 tokens:
+//   warpgroup 0, the producer (setmaxnreg.dec): streams the (vocabulary tile, chunk of 64 values
+//     of d) steps of its split through a ring of LMW_STAGES shared-memory stages, each stage the
+//     chunk of the 128 rows of h and of the LMW_BN rows of w, in the 128-byte-swizzled K-major
+//     layout wgmma reads. Producer warp p fills the steps i = p, p + 4, ... (stage i % STAGES)
+//     with cp.async, waits for its own copies, fences them into the async proxy, and arrives on
+//     the stage's "full" mbarrier; it refills a stage once the 256 consumer threads arrived on
+//     its "empty" mbarrier.
+//   warpgroups 1 and 2, the consumers (setmaxnreg.inc): each owns 64 of the tokens and keeps
+//     their 64 x LMW_BN logits of the current tile in registers, accumulated by 4 wgmma
+//     m64nBNk16 a step (one commit group, waited for one step later, so the tensor cores always
+//     have the next group queued). After a tile's last chunk the logits are complete: soft-cap,
+//     -inf past the vocabulary, the target's logit picked up by the one lane that holds it, and
+//     the online log-sum-exp of each row, lse_tile of kernels/11_fused_lm_head_lse.cuh unchanged:
+//     wgmma's accumulator is mma.m16n8k16's, once per 8 columns, so one warp's 16 rows x LMW_BN
+//     are the mma kernel's 1 x (LMW_BN / 8) accumulators and the same quad reduction finishes
+//     each row. Each consumer warp sees whole rows of every tile: the quad's shares are added
+//     once at the end and written, with no merge between warps.
+// No logit is stored anywhere; shared memory holds only operands.
+//
+// Ragged sizes as in the mma kernel: rows of h past n and of w past v are copied as zeros,
+// columns of the last chunk past d too; logits of columns past v are -inf; rows past n are not
+// written. d must be a multiple of 16 (wgmma's k; the wrapper checks).
+#include "fa2_mma.cuh"                 // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses)
+#include "11_fused_lm_head_wgmma.cuh"  // the Hopper PTX helpers (chapter 10's, as few as needed)
+
+#ifndef LMW_BN_DEF
+#define LMW_BN_DEF 256                 // -DLMW_BN_DEF=128: m64n128 tiles, 64 accumulators a thread
+#endif
+constexpr int LMW_BM = 128, LMW_BN = LMW_BN_DEF, LMW_BK = 64, LMW_STAGES = 4;
+constexpr int LMW_THREADS = 384;
+constexpr int LMW_PRODUCER_REGS = 40, LMW_CONSUMER_REGS = 232;   // 128 x 40 + 256 x 232 = 64512
+constexpr int LMW_H_BYTES = LMW_BM * LMW_BK * 2;                  // 16 KB
+constexpr int LMW_W_BYTES = LMW_BN * LMW_BK * 2;                  // 32 KB (BN 256)
+constexpr int LMW_STAGE_BYTES = LMW_H_BYTES + LMW_W_BYTES;
+constexpr int LMW_BAR_OFF = LMW_STAGES * LMW_STAGE_BYTES;
+// + 1 KB to align the ring on 1024 bytes, + a full and an empty mbarrier a stage
+constexpr int LMW_SMEM_BYTES = 1024 + LMW_BAR_OFF + 16 * LMW_STAGES;
+static_assert(LMW_BN == 128 || LMW_BN == 256, "wgmma m64n128 or m64n256");
+static_assert(LMW_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
+static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start on swizzle atoms");
+
+#if FRAGLAB_SM90A
+
+// What lse_tile (the lab's file, shared with the mma kernel) reads: one 16-row block a warp,
+// LMW_BN / 8 accumulators of 16 x 8.
+constexpr int LMH_MT = 1, LMH_NT = LMW_BN / 8;
+constexpr float LMH_LOG2E = 1.4426950408889634f;
+using fa2mma::fast_exp2;
+#include "11_fused_lm_head_lse.cuh"
+
+using lmw::u16;
+using lmw::u32;
+typedef float Acc[LMH_MT][LMH_NT][4];
+typedef float AccFlat[LMW_BN / 2];
+
+// One stage, by one producer warp: chunk k0 .. k0 + 63 of d of the LMW_BM rows m0 .. of h, then of
+// the LMW_BN rows n0 .. of w, into one swizzled tile of LMW_BM + LMW_BN rows (w's rows start at
+// LMW_H_BYTES, a multiple of the 1024-byte swizzle atom). Lane 8 q + c copies chunk c of rows q,
+// q + 4, ... (4 rows of 128 contiguous bytes a request); zeros past row n (h), v (w) and past
+// column d. One loop for both matrices: one cp.async site (the PTX interpreter publishes the
+// copies of a warp's latest cp.async site at its mbarrier arrival).
+__device__ __forceinline__ void load_stage(u32 st, const u16* __restrict__ h, const u16* __restrict__ w,
+                                           int m0, int n, int n0, int v, int k0, int d, int lane)
+{
+    const int c = lane & 7, q = lane >> 3, col = k0 + 8 * c;
+    const bool col_ok = col < d;
+#pragma unroll 1
+    for (int mat = 0; mat < 2; ++mat) {
+        const u16* src = mat ? w : h;
+        const int r0 = mat ? n0 : m0, rows = mat ? v : n, R = mat ? LMW_BN : LMW_BM;
+        const u32 dst = st + (mat ? LMW_H_BYTES : 0);
+        const u16* p = src + (size_t)(r0 + q) * d + col;
+#pragma unroll 8
+        for (int r = q; r < R; r += 4, p += 4 * (size_t)d) {
+            const bool ok = col_ok && r0 + r < rows;
+            lmw::cp_async16(dst + lmw::sw128(r, c), ok ? p : src, ok ? 16 : 0);
+        }
+    }
+}
+
+// After a tile's last chunk (no wgmma in flight): soft-cap, -inf past the vocabulary, the target's
+// logit picked up, the online log-sum-exp. n0: the tile's first word; c4 = lane % 4.
+template <bool SOFTCAP>
+__device__ __forceinline__ void tile_epilogue(Acc& acc, float (&m)[LMH_MT][2], float (&l)[LMH_MT][2],
+                                              float (&zt)[LMH_MT][2], const int (&tgt)[2], int n0,
+                                              int c4, int v, float cap, float inv_cap)
+{
+    const int col0 = n0 + 2 * c4;                      // the column of this lane's register 0
+    if (SOFTCAP) {
+#pragma unroll
+        for (int j = 0; j < LMH_NT; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[0][j][i] = cap * tanhf(acc[0][j][i] * inv_cap);
+    }
+    if (n0 + LMW_BN > v) {   // only the vocabulary's last tile is ragged
+#pragma unroll
+        for (int j = 0; j < LMH_NT; ++j)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                if (col0 + 8 * j + (i & 1) >= v) acc[0][j][i] = FA2MMA_NEG_INF;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int t = tgt[r] - col0;                   // 8 j + (0 or 1) when this lane holds it
+        if ((unsigned)(tgt[r] - n0) < (unsigned)LMW_BN) {   // in this tile: one tile of all
+#pragma unroll
+            for (int j = 0; j < LMH_NT; ++j) {
+                if (t == 8 * j) zt[0][r] = acc[0][j][2 * r];
+                if (t == 8 * j + 1) zt[0][r] = acc[0][j][2 * r + 1];
+            }
+        }
+    }
+    lse_tile(acc, m, l);
+}
+
+template <bool BF16, bool SOFTCAP>
+__device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, const u16* __restrict__ w,
+                                                 const int* __restrict__ targets, float* __restrict__ part,
+                                                 int n, int v, int d, int tiles_per_split, float cap)
+{
+    extern __shared__ unsigned char smem_raw[];
+    const u32 base = (lmw::smem_u32(smem_raw) + 1023) & ~1023u;
+    const u32 full = base + LMW_BAR_OFF, empty = full + 8 * LMW_STAGES;
+    // The block's tokens m0 .., its tiles t0 .. t1 - 1, and its (tile, chunk) steps: computed by
+    // each role after its setmaxnreg (values live across it are spilled).
+#define LMW_STEPS                                                                                 \
+    const int m0 = blockIdx.x * LMW_BM, split = blockIdx.y, splits = gridDim.y;                  \
+    const int n_tiles = (v + LMW_BN - 1) / LMW_BN;                                              \
+    const int t0 = split * tiles_per_split, t1 = min(t0 + tiles_per_split, n_tiles);            \
+    const int chunks = (d + LMW_BK - 1) / LMW_BK;                                               \
+    const int steps = (t1 - t0) * chunks;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < LMW_STAGES; ++s) {
+            lmw::mbar_init(full + 8 * s, 1);       // lane 0 of the producer warp that filled it
+            lmw::mbar_init(empty + 8 * s, 256);    // every consumer thread, once its wgmma read it
+        }
+        lmw::mbar_init_fence();
+    }
+    __syncthreads();
+    if (threadIdx.x < 128) {
+        // ---- producer: warp p fills steps p, p + 4, ..., each with one cp.async group that
+        // it waits for before announcing it (its other warps' steps are in flight meanwhile).
+        lmw::regs_dealloc<LMW_PRODUCER_REGS>();
+        LMW_STEPS
+        (void)splits;
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        for (int i = warp; i < steps; i += 4) {
+            const int s = i % LMW_STAGES, u = i / LMW_STAGES;
+            if (u > 0) lmw::mbar_wait(empty + 8 * s, (u - 1) & 1);
+            const int tile = t0 + i / chunks, k0 = (i % chunks) * LMW_BK;
+            const u32 st = base + s * LMW_STAGE_BYTES;
+            load_stage(st, h, w, m0, n, tile * LMW_BN, v, k0, d, lane);
+            lmw::cp_async_commit();
+            lmw::cp_async_wait_all();
+            lmw::fence_proxy_async();
+            __syncwarp();
+            if (lane == 0) lmw::mbar_arrive(full + 8 * s);
+        }
+    } else {
+        // ---- consumers: warpgroup wg owns tokens m0 + 64 wg ..; warp wr of it 16 of them.
+        lmw::regs_alloc<LMW_CONSUMER_REGS>();
+        LMW_STEPS
+        const int ct = threadIdx.x - 128, wg = ct >> 7, wr = (ct >> 5) & 3, lane = ct & 31;
+        const int g = lane >> 2, c4 = lane & 3;
+        const int row0 = m0 + 64 * wg + 16 * wr + g;            // rows row0 and row0 + 8
+        const float inv_cap = SOFTCAP ? 1.0f / cap : 0.0f;
+        int tgt[2];
+        float m[LMH_MT][2], l[LMH_MT][2], zt[LMH_MT][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            tgt[r] = row0 + 8 * r < n ? targets[row0 + 8 * r] : -1;
+            m[0][r] = FA2MMA_NEG_INF;
+            l[0][r] = zt[0][r] = 0.0f;
+        }
+        Acc acc;
+        AccFlat& af = reinterpret_cast<AccFlat&>(acc);
+#pragma unroll
+        for (int i = 0; i < LMW_BN / 2; ++i) af[i] = 0.0f;
+
+        // Every thread arrives (one instruction a warp): a lane-0-only arrival is a divergent
+        // path while the next step's wgmma is in flight, and ptxas then serializes every wgmma
+        // (C7518: "compiler-inserted WG.DP in divergent path").
+        const auto release = [&](int s) {
+            lmw::mbar_arrive(empty + 8 * s);
+        };
+        int stage = 0, phase = 0, kc = 0, n0 = t0 * LMW_BN, held = -1;
+        for (int i = 0; i < steps; ++i) {
+            lmw::mbar_wait(full + 8 * stage, phase);
+            const u32 a = base + stage * LMW_STAGE_BYTES + wg * 64 * 128;   // this group's 64 rows
+            const u32 b = base + stage * LMW_STAGE_BYTES + LMW_H_BYTES;
+            lmw::pin(af);
+            lmw::wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < LMW_BK / 16; ++ks)
+                lmw::wgmma<BF16>(af, lmw::desc_k128(a + 32 * ks), lmw::desc_k128(b + 32 * ks),
+                                 kc > 0 || ks > 0);
+            lmw::wgmma_commit();
+            if (kc + 1 < chunks) {
+                lmw::wgmma_wait<1>();                // the previous step's group has landed
+                if (held >= 0) release(held);
+                held = stage;
+                ++kc;
+            } else {                                 // the tile's logits are complete
+                lmw::wgmma_wait<0>();
+                lmw::pin(af);
+                if (held >= 0) release(held);
+                release(stage);
+                held = -1;
+                kc = 0;
+                tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
+                n0 += LMW_BN;
+            }
+            if (++stage == LMW_STAGES) { stage = 0; phase ^= 1; }
+        }
+
+        // The quad's shares of l and of the target logit (m is the quad's already); the warp saw
+        // whole rows, so lane c4 = 0 writes its two rows' partials.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[0][r] += __shfl_xor_sync(FULL_MASK, l[0][r], 1);
+            l[0][r] += __shfl_xor_sync(FULL_MASK, l[0][r], 2);
+            zt[0][r] += __shfl_xor_sync(FULL_MASK, zt[0][r], 1);
+            zt[0][r] += __shfl_xor_sync(FULL_MASK, zt[0][r], 2);
+            const int row = row0 + 8 * r;
+            if (c4 == 0 && row < n) {
+                const size_t at = (size_t)split * n + row, plane = (size_t)splits * n;
+                part[at] = m[0][r];
+                part[plane + at] = l[0][r];
+                part[2 * plane + at] = zt[0][r];
+            }
+        }
+    }
+}
+
+#undef LMW_STEPS
+#endif  // FRAGLAB_SM90A
+
+#define LMW_KERNEL(NAME, BF16, SOFTCAP)                                                             \
+    extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
+    NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
+         int v, int d, int tiles_per_split, float softcap)                                          \
+    { SM90A_ONLY((lmhead_wgmma_fwd<BF16, SOFTCAP>(h, w, targets, part, n, v, d, tiles_per_split,    \
+                                                  softcap))); }
+
+LMW_KERNEL(lmhead_wgmma_fwd_f16, false, false)
+LMW_KERNEL(lmhead_wgmma_fwd_bf16, true, false)
+LMW_KERNEL(lmhead_wgmma_fwd_f16_softcap, false, true)
+LMW_KERNEL(lmhead_wgmma_fwd_bf16_softcap, true, true)
