@@ -9,7 +9,10 @@ torch tensors (h (N, d), w (V, d) bf16, targets (N,) int64) returning the loss:
 * ``cce``: Apple's Cut Cross-Entropy, ``cut_cross_entropy.linear_cross_entropy`` (logits tile by
   tile in on-chip memory);
 * ``course``: :func:`fraglab.fused_lm_head.kernels.launcher` on the same memory through DLPack,
-  its checks done once, so that a call is the two kernels and the reduction.
+  its checks done once, so that a call is the two kernels and the reduction; for a training
+  step, its ``torch.autograd.Function`` (:func:`course_autograd`).
+
+:func:`forward_backward` makes a training step (loss, then both gradients) of any of them.
 
 Each is imported lazily; one that is missing (or fails to load) is left out with the reason.
 ``fp32_reference`` is what every loss is compared with at full size.
@@ -60,6 +63,27 @@ def course_loss(h, w, targets, reduction: str = "mean") -> Callable[[], object]:
     conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
     run, _ = kernels.launcher(*conv, kernels.IGNORE_INDEX, reduction)
     return run
+
+
+def course_autograd(h, w, targets, reduction: str = "mean"):
+    """The course's kernels through their ``torch.autograd.Function`` (forward and backward)."""
+    from .autograd import FusedLinearCrossEntropy
+    return FusedLinearCrossEntropy.apply(h, w, targets, kernels.IGNORE_INDEX, reduction, None)
+
+
+def forward_backward(f: Callable, h, w, targets) -> Callable[[], tuple]:
+    """A zero-argument training step of the loss ``f``: the 'mean' loss of fresh leaves on h's
+    and w's memory, then ``torch.autograd.grad`` for both; returns ``(loss, dh, dw)`` (new
+    gradient tensors each call, nothing accumulated). Every anchor computes both gradients
+    (Liger-Kernel during its forward, the others in their backward)."""
+    import torch
+
+    def step():
+        hh, ww = h.detach().requires_grad_(), w.detach().requires_grad_()
+        loss = f(hh, ww, targets, "mean")
+        dh, dw = torch.autograd.grad(loss, (hh, ww))
+        return loss.detach(), dh, dw
+    return step
 
 
 def make(log=None) -> tuple[dict[str, Callable], dict[str, str]]:

@@ -105,12 +105,12 @@ def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, 
 
 def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                       reduction: str = "mean", softcap: float | None = None, *,
-                      filter_eps: float | None = None, out=None):
+                      filter_eps: float | None = None, out=None, source: str | None = None):
     """Check everything, allocate, and return ``(run, res)``: ``run()`` zeroes the FP32 sums,
     launches the backward kernel and the two casts on the current stream, and returns ``(dh,
     dw)``; ``res`` holds them and ``skipped`` (a one-element uint32 array: tiles left out by the
     filter, counted by the last run). ``out``: ``(dh, dw)`` arrays to write into (the autograd
-    Function's tensors), poisoned here first."""
+    Function's tensors), poisoned here first. ``source``: another kernel file (a mutant)."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
                                                         reduction, softcap, filter_eps)
     xp = _xp()
@@ -139,8 +139,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     dh32 = xp.zeros((n, d), xp.float32)
     dw32 = xp.zeros((v, d), xp.float32)
     skipped = xp.zeros(1, xp.uint32)
-    bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None))
-    cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}")
+    bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None), source=source)
+    cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}", source=source)
     args = (h, w, tg, lse, dl, dh32, dw32, skipped, np.int32(n), np.int32(v), np.int32(d),
             np.int32(ignore_index), np.float32(cap or 0.0),
             np.float32(filter_eps if filter_eps is not None else 0.0), gscale)
@@ -162,7 +162,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
 
 def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                                   reduction: str = "mean", softcap: float | None = None, *,
-                                  filter_eps: float | None = None, stats: dict | None = None):
+                                  filter_eps: float | None = None, stats: dict | None = None,
+                                  source: str | None = None):
     """``(dh, dw)``: the gradients of :func:`fraglab.fused_lm_head.fused_linear_cross_entropy`
     (same ``h``, ``w``, ``targets`` and options) for the loss's gradient ``grad``, given the
     forward's log-sum-exp ``lse`` (float32 (n,), :func:`forward_with_lse`):
@@ -170,9 +171,9 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
     tokens; ``z'`` the soft-cap's derivative). FP32 accumulation, results in h's element type.
     ``filter_eps``: leave out the vocabulary tiles whose every ``|softmax - onehot|`` is below it
     (e.g. :data:`FILTER_EPS`); None (default): none left out. ``stats``: a dict that receives
-    ``skipped``, how many tiles were left out."""
+    ``skipped``, how many tiles were left out. ``source``: another kernel file (a mutant)."""
     run, res = backward_launcher(h, w, targets, lse, grad, ignore_index, reduction, softcap,
-                                 filter_eps=filter_eps)
+                                 filter_eps=filter_eps, source=source)
     out = run()
     if stats is not None:
         stats["skipped"] = int(res["skipped"][0])

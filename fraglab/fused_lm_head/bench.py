@@ -9,10 +9,16 @@ b. ``timing`` (GPU and torch only): the forward loss ('mean') of the course's ke
    each variant's loss against the FP32 PyTorch loss (and the course's per-token losses), its
    peak memory beyond the inputs (torch's allocator counter, which CuPy's allocations go through
    here too), then all of them timed interleaved by :func:`fraglab.bench.compare`.
-   ``--quick``: Llama 3 8B's head at N = 4096 only, few repeats.
+   ``--quick``: Llama 3 8B's head at N = 4096 only, few repeats;
+c. ``train`` (GPU and torch only): the same sizes, a training step each (the 'mean' loss, then
+   the gradients for h and w by ``torch.autograd.grad``: :func:`.anchors.forward_backward`), the
+   course's through its autograd Function (:mod:`.autograd`); per variant its peak memory
+   beyond the inputs and the two gradients it returns, its gradients' relative difference from
+   the course's (the float64 checks of section a hold the course's to its reference), then all
+   timed interleaved.
 
 ``DIR/results.json`` holds both and the device; the log (progress lines) goes to ``DIR/log.txt``.
-About 3 to 5 minutes on an H100 (``torch.compile`` compiles a few times).
+About 5 to 6 minutes on an H100 (``torch.compile`` compiles a few times); ``--quick`` about 1.
 """
 from __future__ import annotations
 
@@ -72,6 +78,13 @@ def lm_inputs(torch, n: int, d: int, v: int, seed: int):
     t = torch.randint(0, v, (n,), device="cuda", generator=g)
     drop = torch.rand(n, device="cuda", generator=g) < IGNORED
     return h, w, torch.where(drop, torch.full_like(t, kernels.IGNORE_INDEX), t)
+
+
+def _train_repeats(n: int, quick: bool) -> tuple[int, int]:
+    """(warm-up, repeats) of one training-step size."""
+    if quick:
+        return 1, 3
+    return (1, 8) if n <= 4096 else (1, 5) if n <= 8192 else (1, 3)
 
 
 def peak_bytes(torch, fn):
@@ -140,6 +153,57 @@ def one_size(torch, found: dict, head: str, n: int, seed: int, quick: bool, log)
     return rec
 
 
+def _rel_diff(torch, a, b) -> float:
+    return float(torch.linalg.vector_norm((a.float() - b.float()).flatten())
+                 / torch.linalg.vector_norm(b.float().flatten()))
+
+
+def one_size_train(torch, found: dict, head: str, n: int, seed: int, quick: bool, log) -> dict:
+    """Every variant's training step at one size: loss, gradients against the course's, peak
+    memory beyond the inputs and the gradients, then the interleaved timing."""
+    d, v = HEADS[head]
+    rec = {"head": head, "n": n, "d": d, "v": v, "variants": {}, "failures": {}}
+    h, w, t = lm_inputs(torch, n, d, v, seed)
+    grad_bytes = h.numel() * h.element_size() + w.numel() * w.element_size()
+    steps = {"course": anchors.forward_backward(anchors.course_autograd, h, w, t)}
+    steps.update({k: anchors.forward_backward(f, h, w, t) for k, f in found.items()})
+    timed, course_grads = {}, None
+    for name, step in steps.items():
+        try:
+            step()                                           # warm-up (compiles, autotunes)
+            torch.cuda.empty_cache()
+            peak, (loss, dh, dw) = peak_bytes(torch, step)
+            r = {"peak_bytes": peak - grad_bytes, "loss": _value(loss)}
+            if name == "course":
+                course_grads = (dh, dw)
+            elif course_grads is not None:
+                r["dh_rel_diff_vs_course"] = _rel_diff(torch, dh, course_grads[0])
+                r["dw_rel_diff_vs_course"] = _rel_diff(torch, dw, course_grads[1])
+            rec["variants"][name] = r
+            timed[name] = step
+            del loss, dh, dw
+        except Exception as exc:                             # noqa: BLE001 - recorded
+            rec["failures"][name] = f"{type(exc).__name__}: {exc}"[:400]
+        torch.cuda.empty_cache()
+    course_grads = None
+    torch.cuda.empty_cache()
+    if timed:
+        warmup, repeat = _train_repeats(n, quick)
+        cmp = bench.compare(timed, baseline="course" if "course" in timed else next(iter(timed)),
+                            warmup=warmup, repeat=repeat, rounds=2, hold=False, progress=False)
+        for name, tm in cmp.timings.items():
+            rec["variants"][name].update(median_ms=tm.median_ms, p10_ms=tm.p10_ms,
+                                         p90_ms=tm.p90_ms, runs=tm.n)
+        rec["comparison"] = cmp.to_dict()
+    log(f"  train {head} N={n}: " + ", ".join(
+        f"{k} {r['median_ms']:.1f} ms {r['peak_bytes'] / 2**20:.0f} MiB"
+        for k, r in rec["variants"].items() if "median_ms" in r)
+        + "".join(f"; {k} FAILED: {e}" for k, e in rec["failures"].items()))
+    del h, w, t, steps, timed
+    torch.cuda.empty_cache()
+    return rec
+
+
 def timing(quick: bool, seed: int, log) -> tuple[list, dict]:
     """Every head and size of :data:`HEADS` x :data:`TOKENS` (``quick``: :data:`QUICK`)."""
     torch, why = anchors.torch_or_reason()
@@ -149,7 +213,7 @@ def timing(quick: bool, seed: int, log) -> tuple[list, dict]:
     if not ok:
         return [], {"timing": f"not timed: {why}"}
     found, missing = anchors.make(log)
-    out = []
+    out, train = [], []
     with torch_world(torch):
         sizes = [(hd, n) for hd, ns in (QUICK if quick else {k: TOKENS for k in HEADS}).items()
                  for n in ns]
@@ -157,8 +221,11 @@ def timing(quick: bool, seed: int, log) -> tuple[list, dict]:
             t0 = time.time()
             log(f"[{i}/{len(sizes)}] {head} (d, V) = {HEADS[head]}, N = {n} ...")
             out.append(one_size(torch, found, head, n, seed + i, quick, log))
+            train.append(one_size_train(torch, found, head, n, seed + i, quick, log))
             log(f"    ({time.time() - t0:.0f} s)")
-    return out, {f"skipped_{k}": v for k, v in missing.items()}
+    notes = {f"skipped_{k}": v for k, v in missing.items()}
+    notes["train"] = train
+    return out, notes
 
 
 def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
@@ -173,6 +240,7 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
                "errors": {}, "check": check_all(problems.PROBLEMS, rng, log)}
     if device.gpu_available():
         results["timing"], notes = timing(quick, seed, log)
+        results["train"] = notes.pop("train", [])
         results["errors"].update(notes)
     else:
         results["errors"]["timing"] = f"not timed: {device.status_line()}"

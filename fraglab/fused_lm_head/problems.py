@@ -204,23 +204,15 @@ def backward_reference(h, w, targets, dtype, ignore_index, reduction, softcap, g
 def run_backward(h, w, targets, grad, dtype, ignore_index, reduction, softcap, splits,
                  filter_eps, stats=None, source=None, **_):
     """The course's forward (for lse) then its backward on the Problem's inputs; dh and dw as
-    float64 (poison, NaN, stays NaN). ``source``: another backward kernel file (a mutant)."""
+    float64 (poison, NaN, stays NaN). ``stats``: receives the skipped tiles; ``source``: another
+    backward kernel file (a mutant)."""
     from . import backward
     h, w, targets, grad = (launch.to_device(x) for x in (h, w, targets, grad))
     _, lse = backward.forward_with_lse(h, w, targets, ignore_index, reduction, softcap,
                                        splits=splits)
-    if source is None:
-        dh, dw = backward.linear_cross_entropy_backward(
-            h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps,
-            stats=stats)
-    else:
-        old = launch.get_kernel
-        launch.get_kernel = lambda name, kernel, **kw: old(name, kernel, source=source)
-        try:
-            dh, dw = backward.linear_cross_entropy_backward(
-                h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps)
-        finally:
-            launch.get_kernel = old
+    dh, dw = backward.linear_cross_entropy_backward(
+        h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps,
+        stats=stats, source=source)
     return {"dh": as_float64(launch.to_host(dh), dtype), "dw": as_float64(launch.to_host(dw), dtype)}
 
 

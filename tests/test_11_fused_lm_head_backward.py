@@ -1,0 +1,169 @@
+"""Topic 11_fused_lm_head, the backward pass: dh and dw against their float64 reference (every case on
+a GPU, the small ones on the PTX interpreter), wrong answers that must fail, the skip of negligible
+tiles counted, the kernels' registers, the wrapper's checks, and the autograd Function against
+PyTorch (skipped without torch)."""
+import numpy as np
+import pytest
+
+from fraglab import launch, toolchain
+from fraglab import fused_lm_head as topic
+from fraglab.fused_lm_head import backward, problems
+
+PROBLEM = topic.PROBLEMS["linear_cross_entropy_backward"]
+BACKWARD = [backward.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
+
+
+def test_the_wrapper_knows_the_kernel_files_constants():
+    cu = backward.cu_constants()
+    assert (cu["LMB_BM"], cu["LMB_BN"], cu["LMB_BK"], cu["LMB_STAGES"]) == \
+        (backward.BM, backward.BN, backward.BK, backward.STAGES)
+    assert 32 * cu["LMB_WARPS_M"] * cu["LMB_WARPS_N"] == backward.THREADS
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_no_spills_and_no_local_memory(arch):
+    build = toolchain.compile(backward.KERNELS, arch)
+    for k in BACKWARD:
+        res = build.resources[k]
+        assert res["registers"] <= 255 and res["spill_stores"] == res["spill_loads"] == 0, (k, res)
+        assert build.classes(k)["local"] == 0, k
+
+
+def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    assert len(PROBLEM.interpreter_cases) >= 10
+    for case in PROBLEM.interpreter_cases:
+        PROBLEM.check(case, rng)
+
+
+def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch):
+    """Peaky rows over 9 vocabulary tiles: the tiles with neither a target nor a peak are skipped
+    (counted) and the gradients stay within tolerance; without the filter none is skipped."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    case = PROBLEM.case("filter")
+    for eps, skipped in ((case.params["filter_eps"], lambda s: s > 0), (None, lambda s: s == 0)):
+        stats = {}
+        PROBLEM.check(case.name if eps else "filter", rng,
+                      run=lambda **inp: problems.run_backward(**{**inp, "filter_eps": eps},
+                                                              stats=stats))
+        assert stats["tiles"] == 9 and skipped(stats["skipped"]), (eps, stats)
+
+
+def test_wrong_answers_fail_the_problem(rng, monkeypatch):
+    """The check can fail: kernel mutants on the interpreter (the target's 1 not subtracted; the
+    soft-cap's derivative left out), and the reference's gradients off by 1 %."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    source = toolchain.kernel_path(backward.KERNELS).read_text()
+    for old, new, case in [(" - (col == tgt[mi][r] ? 1.0f : 0.0f)", "", "random"),
+                           ("dz = 1.0f - th * th;", "dz = 1.0f;", "softcap_f16")]:
+        mutant = source.replace(old, new)
+        assert mutant != source
+        with pytest.raises(AssertionError, match="WRONG"):
+            PROBLEM.check(case, rng, run=lambda **inp: problems.run_backward(**inp, source=mutant))
+
+    def off(**inp):
+        return {k: v * 1.01 for k, v in problems.backward_reference(**inp).items()}
+    with pytest.raises(AssertionError, match="WRONG"):
+        PROBLEM.check("random", rng, run=off)
+
+
+def _inputs(xp, n=8, v=20, d=32):
+    h = xp.zeros((n, d), xp.float16)
+    return (h, xp.zeros((v, d), xp.float16), xp.zeros(n, xp.int64), xp.zeros(n, xp.float32))
+
+
+@pytest.mark.parametrize("kw, exc, words", [
+    (dict(grad=np.zeros(3, np.float32), reduction="none"), ValueError, r"shape \(8,\)"),
+    (dict(grad=np.zeros(8, np.float32), reduction="mean"), ValueError, r"shape \(\)"),
+    (dict(grad="1"), TypeError, "number or an array"),
+    (dict(grad=np.zeros(8, np.int32), reduction="none"), TypeError, "floating-point"),
+    (dict(lse=np.zeros(7, np.float32)), ValueError, "lse"),
+    (dict(lse=np.zeros(8, np.float64)), TypeError, "lse"),
+    (dict(filter_eps=0.0), ValueError, "filter_eps"),
+    (dict(filter_eps="auto"), TypeError, "filter_eps"),
+    (dict(reduction="avg"), ValueError, "reduction"),
+])
+def test_bad_arguments_are_rejected_before_any_launch(xp, kw, exc, words):
+    h, w, t, lse = _inputs(xp)
+    args = dict(lse=lse, grad=1.0)
+    args.update({k: (xp.asarray(v) if isinstance(v, np.ndarray) else v) for k, v in kw.items()})
+    opts = {k: args.pop(k) for k in ("reduction", "filter_eps") if k in args}
+    with pytest.raises(exc, match=words):
+        backward.linear_cross_entropy_backward(h, w, t, args["lse"], args["grad"], **opts)
+
+
+def test_lse_from_partials_merges_the_splits(monkeypatch):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((3, 5)).astype(np.float32) * 4
+    l = rng.random((3, 5)).astype(np.float32) + 0.5
+    part = np.stack([m, l, np.zeros_like(m)])
+    want = np.log((l.astype(np.float64) * 2.0 ** m.astype(np.float64)).sum(axis=0))
+    assert np.allclose(backward.lse_from_partials(part), want, rtol=1e-6)
+
+
+# --- the autograd Function -------------------------------------------------------------------
+
+def _torch_on_this_mode():
+    torch = pytest.importorskip("torch")
+    dev = "cpu" if launch.interpreted() else "cuda"
+    return torch, dev
+
+
+@pytest.mark.parametrize("reduction, softcap", [("mean", None), ("sum", 5.0), ("none", None)])
+def test_autograd_matches_pytorch(reduction, softcap):
+    """Loss and gradients of FusedLinearCrossEntropy against F.linear + F.cross_entropy in FP32
+    on the same bf16 inputs (small sizes; on the interpreter without a GPU)."""
+    torch, dev = _torch_on_this_mode()
+    from fraglab.fused_lm_head import autograd
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(0)
+    n, v, d = 40, 300, 64
+    h0 = (torch.randn(n, d, generator=g) * 0.7).to(torch.bfloat16).to(dev)
+    w0 = (torch.randn(v, d, generator=g) * 0.7).to(torch.bfloat16).to(dev)
+    t = torch.randint(0, v, (n,), generator=g).to(dev)
+    t[::7] = -100
+    up = torch.randn(n, generator=g).to(dev) if reduction == "none" else torch.tensor(0.6).to(dev)
+    h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+    loss = autograd.FusedLinearCrossEntropy.apply(h, w, t, -100, reduction, softcap)
+    (loss * up).sum().backward()
+    hr, wr = h0.float().requires_grad_(), w0.float().requires_grad_()
+    z = F.linear(hr, wr)
+    if softcap is not None:
+        z = softcap * torch.tanh(z / softcap)
+    ref = F.cross_entropy(z, t, ignore_index=-100, reduction=reduction)
+    (ref * up).sum().backward()
+    assert torch.allclose(loss.double(), ref.double(), rtol=1e-4, atol=1e-5)
+    for got, want in ((h.grad, hr.grad), (w.grad, wr.grad)):
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape
+        err = float((got.double() - want.double()).norm() / want.double().norm())
+        assert err < problems.BWD_TOL["bf16"], err
+
+
+def test_autograd_module_and_checks():
+    """The module form gives the same loss; gradients are consistent with a finite difference of
+    the loss along a random direction (float64 on the bf16-rounded values), and wrong arguments are
+    refused as the wrapper refuses them."""
+    torch, dev = _torch_on_this_mode()
+    from fraglab.fused_lm_head import autograd
+    g = torch.Generator().manual_seed(1)
+    n, v, d = 24, 200, 32
+    h = (torch.randn(n, d, generator=g)).to(torch.bfloat16).to(dev).requires_grad_()
+    w = (torch.randn(v, d, generator=g) * 0.3).to(torch.bfloat16).to(dev).requires_grad_()
+    t = torch.randint(0, v, (n,), generator=g).to(dev)
+    mod = autograd.LinearCrossEntropyLoss(reduction="sum")
+    loss = mod(h, w, t)
+    loss.backward()
+    # directional derivative of the float64 loss along a random direction of h
+    dirn = torch.randn(n, d, generator=g).double().to(dev)
+
+    def f64(eps):
+        z = (h.detach().double() + eps * dirn) @ w.detach().double().T
+        return torch.nn.functional.cross_entropy(z, t, reduction="sum")
+    fd = float((f64(1e-4) - f64(-1e-4)) / 2e-4)
+    an = float((h.grad.double() * dirn).sum())
+    assert abs(fd - an) <= 1e-2 * abs(fd) + 1e-3, (fd, an)
+    with pytest.raises(ValueError, match="reduction"):
+        autograd.FusedLinearCrossEntropy.apply(h, w, t, -100, "avg", None)
+    with pytest.raises(TypeError, match="float16 or uint16|bfloat16|dtype"):
+        autograd.FusedLinearCrossEntropy.apply(h.float(), w, t, -100, "mean", None)
