@@ -39,7 +39,7 @@
 #endif
 constexpr int LMW_BM = 128, LMW_BN = LMW_BN_DEF, LMW_BK = 64, LMW_STAGES = 4;
 constexpr int LMW_THREADS = 384;
-constexpr int LMW_PRODUCER_REGS = 40, LMW_CONSUMER_REGS = 232;   // 128 x 40 + 256 x 232 = 64512
+constexpr int LMW_PRODUCER_REGS = 56, LMW_CONSUMER_REGS = 224;   // 128 x 56 + 256 x 224 = 64512
 constexpr int LMW_H_BYTES = LMW_BM * LMW_BK * 2;                  // 16 KB
 constexpr int LMW_W_BYTES = LMW_BN * LMW_BK * 2;                  // 32 KB (BN 256)
 constexpr int LMW_STAGE_BYTES = LMW_H_BYTES + LMW_W_BYTES;
@@ -171,6 +171,7 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
         // ---- consumers: warpgroup wg owns tokens m0 + 64 wg ..; warp wr of it 16 of them.
         lmw::regs_alloc<LMW_CONSUMER_REGS>();
         LMW_STEPS
+        (void)steps;
         const int ct = threadIdx.x - 128, wg = ct >> 7, wr = (ct >> 5) & 3, lane = ct & 31;
         const int g = lane >> 2, c4 = lane & 3;
         const int row0 = m0 + 64 * wg + 16 * wr + g;            // rows row0 and row0 + 8
@@ -194,34 +195,39 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
         const auto release = [&](int s) {
             lmw::mbar_arrive(empty + 8 * s);
         };
-        int stage = 0, phase = 0, kc = 0, n0 = t0 * LMW_BN, held = -1;
-        for (int i = 0; i < steps; ++i) {
+        // Step (tile, chunk kc) in the ring's stage `stage`: wait for it, then the 4 wgmma of its
+        // k-steps in one commit group (kc = 0 overwrites the accumulators).
+        int stage = 0, phase = 0;
+        const auto issue = [&](int kc) {
             lmw::mbar_wait(full + 8 * stage, phase);
             const u32 a = base + stage * LMW_STAGE_BYTES + wg * 64 * 128;   // this group's 64 rows
             const u32 b = base + stage * LMW_STAGE_BYTES + LMW_H_BYTES;
-            lmw::pin(af);
             lmw::wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < LMW_BK / 16; ++ks)
                 lmw::wgmma<BF16>(af, lmw::desc_k128(a + 32 * ks), lmw::desc_k128(b + 32 * ks),
                                  kc > 0 || ks > 0);
             lmw::wgmma_commit();
-            if (kc + 1 < chunks) {
-                lmw::wgmma_wait<1>();                // the previous step's group has landed
-                if (held >= 0) release(held);
-                held = stage;
-                ++kc;
-            } else {                                 // the tile's logits are complete
-                lmw::wgmma_wait<0>();
-                lmw::pin(af);
-                if (held >= 0) release(held);
-                release(stage);
-                held = -1;
-                kc = 0;
-                tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
-                n0 += LMW_BN;
+        };
+        const auto advance = [&]() { if (++stage == LMW_STAGES) { stage = 0; phase ^= 1; } };
+        // A tile: its first chunk issued, then each next one issued before the one before it is
+        // waited for (one group always queued behind the running one) and its stage released;
+        // the accumulators stay in flight only inside the chunk loop, whose every path issues
+        // and waits alike (ptxas injects waits where paths that differ meet: C7517).
+        for (int n0 = t0 * LMW_BN; n0 < t1 * LMW_BN; n0 += LMW_BN) {
+            issue(0);
+            for (int kc = 1; kc < chunks; ++kc) {
+                const int prev = stage;
+                advance();
+                issue(kc);
+                lmw::wgmma_wait<1>();                // chunk kc - 1 has landed
+                release(prev);
             }
-            if (++stage == LMW_STAGES) { stage = 0; phase ^= 1; }
+            lmw::wgmma_wait<0>();                    // the tile's logits are complete
+            lmw::pin(af);
+            release(stage);
+            advance();
+            tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
         }
 
         // The quad's shares of l and of the target logit (m is the quad's already); the warp saw

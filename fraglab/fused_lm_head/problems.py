@@ -134,7 +134,9 @@ def run_wgmma(**inp):
 
 
 def requires_wgmma(case: Case) -> tuple[bool, str]:
-    return wgmma.requires(case.params.get("dtype", "bf16"))
+    """The mma rung's refusal first (below 8.0 the chapter runs nothing), then Hopper's."""
+    ok, why = requires(case)
+    return wgmma.requires(case.params.get("dtype", "bf16")) if ok else (ok, why)
 
 
 #: The mma rung's cases (with 256-word tiles, "ragged" and "splits" cut the vocabulary otherwise),

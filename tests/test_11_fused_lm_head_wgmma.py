@@ -1,0 +1,171 @@
+"""Topic 11_fused_lm_head, the forward's wgmma rung (``kernels/11_fused_lm_head_wgmma.cu``,
+sm_90a): its constants, its build (no spill, no local memory, setmaxnreg honoured, no serialized
+wgmma), the SASS of its main loop (4 HGMMA a step, the row reduction's SHFL, no store), its traps
+off sm_90a, its Problem on the PTX interpreter (small cases) and on a Hopper GPU (every case),
+wrong kernels that must fail, and the wrapper's choice of rung."""
+import re
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from fraglab import device, runs_where, sass, toolchain
+from fraglab import fused_lm_head as topic
+from fraglab.fused_lm_head import kernels, problems, wgmma
+
+PROBLEM = topic.PROBLEMS["fused_linear_cross_entropy_wgmma"]
+FORWARD = [wgmma.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
+
+
+@lru_cache(maxsize=None)
+def _build(arch="sm_90a"):
+    return toolchain.compile(wgmma.FILE, arch)
+
+
+def test_the_wrapper_knows_the_kernel_files_constants():
+    cu = wgmma.cu_constants()
+    assert (cu["LMW_BM"], cu["LMW_BN"], cu["LMW_BK"], cu["LMW_STAGES"], cu["LMW_THREADS"]) == \
+        (wgmma.BM, wgmma.BN, wgmma.BK, wgmma.STAGES, wgmma.THREADS)
+    ring = cu["LMW_STAGES"] * (cu["LMW_BM"] + cu["LMW_BN"]) * cu["LMW_BK"] * 2
+    assert wgmma.SMEM_BYTES == 1024 + ring + 16 * cu["LMW_STAGES"] <= 227 * 1024
+    # the registers setmaxnreg hands out fit the register file
+    assert 128 * cu["LMW_PRODUCER_REGS"] + 256 * cu["LMW_CONSUMER_REGS"] <= 65536
+    assert kernels.VARIANTS == ("mma", "wgmma") and kernels.FINAL == "wgmma"
+
+
+def test_builds_for_sm90a_without_spills_or_serialized_wgmma():
+    """No spill, no local memory, 168 registers at entry (the cap of __launch_bounds__(384, 1));
+    ptxas honours setmaxnreg (no C7508) and keeps the wgmma asynchronous (no C7510-C7520
+    'wgmma serialized' note: a lane-0-only mbarrier arrival while a wgmma is in flight gives
+    C7518)."""
+    b = _build()
+    assert sorted(b.kernels) == sorted(FORWARD)
+    for k in FORWARD:
+        r = b.resources[k]
+        assert r["spill_stores"] == r["spill_loads"] == r["stack_frame"] == 0, (k, r)
+        assert r["registers"] <= 168, (k, r)
+        assert b.classes(k)["local"] == 0, k
+    assert "C7508" not in b.log, "ptxas ignored setmaxnreg"
+    assert not re.search(r"C75(1\d|20)", b.log), b.log
+
+
+def _consumer_and_producer_registers(listing: str) -> tuple[int, int]:
+    """Registers named in the consumers' part (after setmaxnreg.inc) and the producer's (after
+    setmaxnreg.dec) of a listing: the highest R index + 1 of each."""
+    lines = listing.splitlines()
+    inc = next(i for i, x in enumerate(lines) if "USETMAXREG.TRY_ALLOC" in x)
+    dec = next(i for i, x in enumerate(lines) if "USETMAXREG.DEALLOC" in x)
+    top = [max((int(r) for x in part for r in re.findall(r"\bR(\d+)\b", x)), default=-1) + 1
+           for part in ((lines[inc:dec], lines[dec:]) if inc < dec else (lines[inc:], lines[dec:inc]))]
+    return top[0], top[1]
+
+
+def test_each_role_stays_within_its_setmaxnreg():
+    cu = wgmma.cu_constants()
+    for k in FORWARD:
+        consumer, producer = _consumer_and_producer_registers(_build().sass(k))
+        assert 128 + 16 < consumer <= cu["LMW_CONSUMER_REGS"], (k, consumer)   # 128 accumulators
+        assert producer <= cu["LMW_PRODUCER_REGS"], (k, producer)
+
+
+def _loops(listing: str) -> list[list[str]]:
+    """The opcodes of every loop of a listing (a backward branch closes one; ptxas puts the
+    mbarrier waits' retries out of line after the exit, so some spans reach past the loops)."""
+    lines = sass.listing(listing, padding=True)
+    return [[sass.base_opcode(t) for t in lines[a:b + 1]] for a, b in sass.loop_spans(listing)]
+
+
+@pytest.mark.parametrize("kernel", FORWARD)
+def test_main_loops_are_hgmma_and_the_row_reduction_stays_in_registers(kernel):
+    """The chunk loop (the tightest loop with an HGMMA) holds whole steps of 4 HGMMA (k = 64 =
+    4 x 16; ptxas unrolls it) and nothing of the epilogue; the tile loop (the tightest holding
+    every HGMMA) adds the tile's epilogue: the 2 x 2 SHFL of the quad reductions (max of rows g
+    and g + 8), an ex2 (MUFU) per logit, and no store to shared, global or local memory and no
+    shared load: no logit leaves the registers."""
+    b = _build()
+    total = b.opcodes(kernel)["HGMMA"]
+    loops = _loops(b.sass(kernel))
+    chunk = min((x for x in loops if "HGMMA" in x), key=len)
+    tile = min((x for x in loops if x.count("HGMMA") == total), key=len)
+    assert chunk.count("HGMMA") % 4 == 0 and chunk.count("HGMMA") >= 4, kernel
+    assert not {"SHFL", "MUFU"} & set(chunk), kernel
+    assert tile.count("SHFL") == 4 and tile.count("MUFU") >= wgmma.BN // 2, kernel
+    memory = {"STS", "STG", "STL", "ST", "LDS", "LDL", "RED", "ATOM"}
+    assert not (memory | {"HMMA"}) & (set(tile) | set(chunk)), kernel
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_bodies_trap_off_sm90a(arch):
+    b = toolchain.compile(wgmma.FILE, arch)
+    for k in FORWARD:
+        ops = b.opcodes(k)
+        assert "HGMMA" not in ops and ops.get("BPT", 0) + ops.get("EXIT", 0) >= 1, (k, ops)
+
+
+def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    assert len(PROBLEM.interpreter_cases) >= 10
+    for case in PROBLEM.interpreter_cases:
+        PROBLEM.check(case, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", PROBLEM.cases, ids=[c.name for c in PROBLEM.cases])
+def test_every_case_on_hopper(case, check_supported):
+    check_supported(PROBLEM, case)
+
+
+def _mutant(old: str, new: str) -> str:
+    source = toolchain.kernel_path(wgmma.FILE).read_text()
+    mutant = source.replace(old, new)
+    assert mutant != source, old
+    return mutant
+
+
+@pytest.mark.parametrize("case, old, new, error", [
+    # each split's last tile left out
+    ("tiles_and_chunks", "t1 = min(t0 + tiles_per_split, n_tiles)",
+     "t1 = min(t0 + tiles_per_split, n_tiles - 1)", "WRONG"),
+    # the last k-step of every chunk left out
+    ("random", "for (int ks = 0; ks < LMW_BK / 16; ++ks)", "for (int ks = 0; ks < LMW_BK / 16 - 1; ++ks)",
+     "WRONG"),
+    # the target's logit looked for one column off
+    ("random", "if (t == 8 * j) zt[0][r]", "if (t == 8 * j + 1) zt[0][r]", "WRONG"),
+    # a stage released while the wgmma that reads it is still in flight (the producer refills it)
+    ("tiles_and_chunks", "lmw::wgmma_wait<1>();                // chunk kc - 1 has landed\n"
+     "                release(prev);", "release(prev);\n                lmw::wgmma_wait<1>();",
+     "wgmma|race|in flight|WgmmaHazard"),
+])
+def test_wrong_kernels_fail(rng, monkeypatch, case, old, new, error):
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    mutant = _mutant(old, new)
+    with pytest.raises(Exception, match=error):
+        PROBLEM.check(case, rng, run=lambda **inp: problems.run_wgmma(**inp, source=mutant))
+
+
+def test_the_wrapper_picks_the_rung(rng, monkeypatch):
+    """The interpreter runs the mma rung unless told; variant= is checked; a GPU other than
+    Hopper is refused the wgmma rung with the reason, and gets the mma rung by default."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    assert kernels.default_variant() == "mma"
+    inp = problems.lm_head_inputs(rng, n=9, v=40, d=32)
+    h, w, t = inp["h"], inp["w"], inp["targets"]
+    with pytest.raises(ValueError, match="variant"):
+        topic.fused_linear_cross_entropy(h, w, t, variant="hopper")
+    ref = problems.lm_head_reference(**inp)
+    for variant in (None, "mma", "wgmma"):
+        got = topic.fused_linear_cross_entropy(h, w, t, reduction="none", variant=variant)
+        assert np.allclose(got, ref, rtol=2e-5, atol=0), variant
+    monkeypatch.delenv("FRAGLAB_MODE")
+    for cc, want in (((8, 0), "mma"), ((9, 0), "wgmma"), ((12, 0), "mma")):
+        with runs_where.simulated_gpu(cc):
+            assert kernels.default_variant() == want, cc
+            ok, why = wgmma.requires("bf16")
+            assert ok == (cc == (9, 0)) and (ok or "sm_90a" in why and "variant='mma'" in why), cc
+
+
+def test_the_rung_is_refused_before_a_launch_off_hopper(monkeypatch):
+    with runs_where.simulated_gpu((8, 0)):
+        assert not device.can_run(wgmma.ARCH)[0]
+        ok, why = PROBLEM.supported(PROBLEM.case("random"))
+        assert not ok and "Hopper" in why
