@@ -45,10 +45,11 @@ def test_kernels_match_their_reference(name, case, check_supported):
 
 def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    for p in topic.PROBLEMS.values():
-        assert len(p.interpreter_cases) >= 10
-        for case in p.interpreter_cases:
-            p.check(case, rng)
+    # the forward's Problem; the backward's and the wgmma rung's run in their own test files
+    p = topic.PROBLEMS["fused_linear_cross_entropy"]
+    assert len(p.interpreter_cases) >= 10
+    for case in p.interpreter_cases:
+        p.check(case, rng)
 
 
 def _drop_last_tile(h, w, targets, **kw):
