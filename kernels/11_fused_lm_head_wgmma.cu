@@ -32,7 +32,7 @@
 // columns of the last chunk past d too; logits of columns past v are -inf; rows past n are not
 // written. d must be a multiple of 16 (wgmma's k; the wrapper checks).
 #include "fa2_mma.cuh"                 // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses)
-#include "11_fused_lm_head_wgmma.cuh"  // the Hopper PTX helpers (chapter 10's, as few as needed)
+#include "11_fused_lm_head_wgmma.cuh"  // hopper.cuh, the K-major swizzle, wgmma m64n{128,256}
 
 #ifndef LMW_BN_DEF
 #define LMW_BN_DEF 256                 // -DLMW_BN_DEF=128: m64n128 tiles, 64 accumulators a thread
@@ -59,8 +59,6 @@ constexpr float LMH_LOG2E = 1.4426950408889634f;
 using fa2mma::fast_exp2;
 #include "11_fused_lm_head_lse.cuh"
 
-using lmw::u16;
-using lmw::u32;
 typedef float Acc[LMH_MT][LMH_NT][4];
 typedef float AccFlat[LMW_BN / 2];
 
@@ -84,7 +82,7 @@ __device__ __forceinline__ void load_stage(u32 st, const u16* __restrict__ h, co
 #pragma unroll 8
         for (int r = q; r < R; r += 4, p += 4 * (size_t)d) {
             const bool ok = col_ok && r0 + r < rows;
-            lmw::cp_async16(dst + lmw::sw128(r, c), ok ? p : src, ok ? 16 : 0);
+            cp_async16(dst + lmw::sw128(r, c), ok ? p : src, ok ? 16 : 0);
         }
     }
 }
@@ -130,7 +128,7 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
                                                  int n, int v, int d, int tiles_per_split, float cap)
 {
     extern __shared__ unsigned char smem_raw[];
-    const u32 base = (lmw::smem_u32(smem_raw) + 1023) & ~1023u;
+    const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
     const u32 full = base + LMW_BAR_OFF, empty = full + 8 * LMW_STAGES;
     // The block's tokens m0 .., its tiles t0 .. t1 - 1, and its (tile, chunk) steps: computed by
     // each role after its setmaxnreg (values live across it are spilled).
@@ -142,34 +140,34 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
     const int steps = (t1 - t0) * chunks;
     if (threadIdx.x == 0) {
         for (int s = 0; s < LMW_STAGES; ++s) {
-            lmw::mbar_init(full + 8 * s, 1);       // lane 0 of the producer warp that filled it
-            lmw::mbar_init(empty + 8 * s, 256);    // every consumer thread, once its wgmma read it
+            mbar_init(full + 8 * s, 1);       // lane 0 of the producer warp that filled it
+            mbar_init(empty + 8 * s, 256);    // every consumer thread, once its wgmma read it
         }
-        lmw::mbar_init_fence();
+        mbar_init_fence();
     }
     __syncthreads();
     if (threadIdx.x < 128) {
         // ---- producer: warp p fills steps p, p + 4, ..., each with one cp.async group that
         // it waits for before announcing it (its other warps' steps are in flight meanwhile).
-        lmw::regs_dealloc<LMW_PRODUCER_REGS>();
+        regs_dealloc<LMW_PRODUCER_REGS>();
         LMW_STEPS
         (void)splits;
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         for (int i = warp; i < steps; i += 4) {
             const int s = i % LMW_STAGES, u = i / LMW_STAGES;
-            if (u > 0) lmw::mbar_wait(empty + 8 * s, (u - 1) & 1);
+            if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);
             const int tile = t0 + i / chunks, k0 = (i % chunks) * LMW_BK;
             const u32 st = base + s * LMW_STAGE_BYTES;
             load_stage(st, h, w, m0, n, tile * LMW_BN, v, k0, d, lane);
-            lmw::cp_async_commit();
-            lmw::cp_async_wait_all();
-            lmw::fence_proxy_async();
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async();
             __syncwarp();
-            if (lane == 0) lmw::mbar_arrive(full + 8 * s);
+            if (lane == 0) mbar_arrive(full + 8 * s);
         }
     } else {
         // ---- consumers: warpgroup wg owns tokens m0 + 64 wg ..; warp wr of it 16 of them.
-        lmw::regs_alloc<LMW_CONSUMER_REGS>();
+        regs_alloc<LMW_CONSUMER_REGS>();
         LMW_STEPS
         (void)steps;
         const int ct = threadIdx.x - 128, wg = ct >> 7, wr = (ct >> 5) & 3, lane = ct & 31;
@@ -193,21 +191,21 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
         // path while the next step's wgmma is in flight, and ptxas then serializes every wgmma
         // (C7518: "compiler-inserted WG.DP in divergent path").
         const auto release = [&](int s) {
-            lmw::mbar_arrive(empty + 8 * s);
+            mbar_arrive(empty + 8 * s);
         };
         // Step (tile, chunk kc) in the ring's stage `stage`: wait for it, then the 4 wgmma of its
         // k-steps in one commit group (kc = 0 overwrites the accumulators).
         int stage = 0, phase = 0;
         const auto issue = [&](int kc) {
-            lmw::mbar_wait(full + 8 * stage, phase);
+            mbar_wait(full + 8 * stage, phase);
             const u32 a = base + stage * LMW_STAGE_BYTES + wg * 64 * 128;   // this group's 64 rows
             const u32 b = base + stage * LMW_STAGE_BYTES + LMW_H_BYTES;
-            lmw::wgmma_fence();
+            wgmma_fence();
 #pragma unroll
             for (int ks = 0; ks < LMW_BK / 16; ++ks)
                 lmw::wgmma<BF16>(af, lmw::desc_k128(a + 32 * ks), lmw::desc_k128(b + 32 * ks),
                                  kc > 0 || ks > 0);
-            lmw::wgmma_commit();
+            wgmma_commit();
         };
         const auto advance = [&]() { if (++stage == LMW_STAGES) { stage = 0; phase ^= 1; } };
         // A tile: its first chunk issued, then each next one issued before the one before it is
@@ -220,11 +218,11 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
                 const int prev = stage;
                 advance();
                 issue(kc);
-                lmw::wgmma_wait<1>();                // chunk kc - 1 has landed
+                wgmma_wait<1>();                // chunk kc - 1 has landed
                 release(prev);
             }
-            lmw::wgmma_wait<0>();                    // the tile's logits are complete
-            lmw::pin(af);
+            wgmma_wait<0>();                    // the tile's logits are complete
+            pin(af);
             release(stage);
             advance();
             tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);

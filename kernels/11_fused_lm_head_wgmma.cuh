@@ -1,24 +1,15 @@
-// 11_fused_lm_head, Hopper (sm_90a): the few PTX helpers of kernels/11_fused_lm_head_wgmma.cu.
-//
-// Chapter 10 builds these same instructions one at a time (kernels/10_fa3_pipelining.cuh: the
-// 128-byte swizzle, wgmma descriptors, fence / commit / wait, mbarriers, cp.async, setmaxnreg,
-// read its comments for the why). Topics do not share a chapter's own header, so this file holds
-// only what the LM head needs, written the same way, in its own namespace: K-major operands
-// only (h and w are both row-major with d contiguous, so both are "K-major"), one 64-value
-// panel per tile (the tiles are chunks of 64 values of d), and wgmma m64nNk16 with N = 128 or
-// 256 (64 or 128 f32 accumulators a thread), both operands from shared memory.
+// 11_fused_lm_head, Hopper (sm_90a): what kernels/11_fused_lm_head_wgmma.cu needs beyond the
+// shared sm_90a helpers of hopper.cuh (mbarriers, cp.async, wgmma fence / commit / wait, register
+// pins, setmaxnreg; chapter 10 builds them one at a time): the 128-byte swizzle and descriptor of
+// a K-major 64-value panel (h and w are both row-major with d contiguous, so both are "K-major"),
+// and wgmma m64nNk16 with N = 128 or 256 (64 or 128 f32 accumulators a thread), both operands
+// from shared memory, in their own namespace.
 #pragma once
-#include "common.cuh"
+#include "hopper.cuh"
 
 namespace lmw {
 
-typedef unsigned int u32;               // NVRTC has no <cstdint>
-typedef unsigned long long u64;
-typedef unsigned short u16;             // f16 / bf16 values travel as raw 16-bit patterns
-
 #if FRAGLAB_SM90A
-
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
 // The 128-byte swizzle of a tile of R rows x 64 16-bit values (128 bytes a row, rows 128 bytes
 // apart): logical 16-byte chunk c of row r sits at chunk c ^ (r % 8). The hardware XORs with the
@@ -32,46 +23,6 @@ __device__ __forceinline__ u32 sw128(int r, int c) { return (u32)(r * 128 + ((c 
 __device__ __forceinline__ u64 desc_k128(u32 saddr) {
     return (u64)((saddr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
 }
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
-}
-// Keeps the compiler from moving arithmetic on the accumulators across a wait (chapter 10's pin).
-template <int R> __device__ __forceinline__ void pin(float (&x)[R]) {
-#pragma unroll
-    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(x[i]) :: "memory");
-}
-
-// cp.async writes through the generic proxy, wgmma reads through the async proxy: the writer
-// fences before it signals the reader.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void mbar_init(u32 bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    asm volatile("{\n.reg .pred done;\n"
-                 "WAIT_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT_%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-
-// 16 bytes global -> shared, `src_bytes` of them read and the rest zero-filled.
-__device__ __forceinline__ void cp_async16(u32 dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-// Register reallocation between warpgroups (needs __launch_bounds__(threads, 1) on the kernel).
-template <int R> __device__ __forceinline__ void regs_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(R)); }
-template <int R> __device__ __forceinline__ void regs_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(R)); }
 
 // wgmma.mma_async m64nNk16, f32 accumulators d, A and B from shared memory (descriptors), both
 // K-major (no transpose). `accumulate` = 0 overwrites d (scale-d false). Accumulator layout

@@ -132,8 +132,8 @@ def _mutant(old: str, new: str) -> str:
     # the target's logit looked for one column off
     ("random", "if (t == 8 * j) zt[0][r]", "if (t == 8 * j + 1) zt[0][r]", "WRONG"),
     # a stage released while the wgmma that reads it is still in flight (the producer refills it)
-    ("tiles_and_chunks", "lmw::wgmma_wait<1>();                // chunk kc - 1 has landed\n"
-     "                release(prev);", "release(prev);\n                lmw::wgmma_wait<1>();",
+    ("tiles_and_chunks", "wgmma_wait<1>();                // chunk kc - 1 has landed\n"
+     "                release(prev);", "release(prev);\n                wgmma_wait<1>();",
      "wgmma|race|in flight|WgmmaHazard"),
 ])
 def test_wrong_kernels_fail(rng, monkeypatch, case, old, new, error):
