@@ -88,26 +88,24 @@ class RegisterSnapshot:
         return self.table()
 
 
-def _reg_names(op, kernel):
-    out = []
+def _operand_regs(o):
+    """The register indices an operand names (through addresses, vectors, pairs and negations)."""
+    if o is None:
+        return
+    if o[0] == "reg":
+        yield o[1]
+    elif o[0] in ("addr", "not"):
+        yield from _operand_regs(o[1])
+    elif o[0] == "vec":
+        for x in o[1]:
+            yield from _operand_regs(x)
+    elif o[0] == "pair":
+        yield from _operand_regs(o[1])
+        yield from _operand_regs(o[2])
 
-    def walk(o):
-        if o is None:
-            return
-        if o[0] == "reg":
-            out.append(kernel.regs[o[1]][0])
-        elif o[0] == "addr":
-            walk(o[1])
-        elif o[0] == "vec":
-            for x in o[1]:
-                walk(x)
-        elif o[0] == "pair":
-            walk(o[1])
-            walk(o[2])
-        elif o[0] == "not":
-            walk(o[1])
-    for o in op.instr.operands:
-        walk(o)
+
+def _reg_names(op, kernel):
+    out = [kernel.regs[i][0] for o in op.instr.operands for i in _operand_regs(o)]
     if op.instr.guard:
         out.append(kernel.regs[op.instr.guard[0]][0])
     return out
@@ -244,24 +242,7 @@ def _reg(operand):
 
 
 def _reads(instr) -> set[int]:
-    out = set()
-
-    def walk(o):
-        if o is None:
-            return
-        if o[0] == "reg":
-            out.add(o[1])
-        elif o[0] in ("addr", "not"):
-            walk(o[1])
-        elif o[0] == "vec":
-            for x in o[1]:
-                walk(x)
-        elif o[0] == "pair":
-            walk(o[1])
-            walk(o[2])
-    for o in instr.operands[1:]:
-        walk(o)
-    return out
+    return {i for o in instr.operands[1:] for i in _operand_regs(o)}
 
 
 def shuffle_trace(prog, kernel: str, *, at_block=(0, 0, 0), at_warp: int = 0,
