@@ -55,50 +55,8 @@ static_assert(LMH_WARPS_N * 3 * LMH_BM * 4 <= LMH_SMEM_BYTES, "the final merge f
 
 #include "11_fused_lm_head_lse.cuh"   // lse_tile: the online log-sum-exp of one tile (the lab's)
 
-// cp.async.wait_group N: all but the N most recent groups of this thread have landed.
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+#include "11_fused_lm_head_tile.cuh"   // load_chunk, mma_chunk (the backward's too)
 
-// ROWS x LMH_BK values of a (rows, d) matrix, rows r0 .., columns k0 .., into a swizzled stage
-// (zeros past row `rows` and past column d). Consecutive threads copy consecutive 16-byte chunks.
-template <int ROWS>
-__device__ __forceinline__ void load_chunk(u32 dst, const u16* __restrict__ src, int r0, int rows, int k0, int d)
-{
-#pragma unroll
-    for (int it = 0; it < ROWS * LMH_CHUNKS / LMH_THREADS; ++it) {
-        const int i = threadIdx.x + it * LMH_THREADS, r = i / LMH_CHUNKS, c = i % LMH_CHUNKS;
-        const int col = k0 + 8 * c;
-        const bool ok = r0 + r < rows && col < d;
-        cp_async16(dst + swz<LMH_BK>(r, c), src + (ok ? (size_t)(r0 + r) * d + col : 0), ok);
-    }
-}
-
-// acc += h w^T for one chunk of LMH_BK values of d: this warp's LMH_MT x LMH_NT accumulators.
-// A fragments (rows of h) as chapter 05 loads Q's, B fragments (rows of w) as it loads K's.
-template <bool BF16>
-__device__ __forceinline__ void mma_chunk(float (&acc)[LMH_MT][LMH_NT][4], u32 sA, u32 sB, int lane)
-{
-#pragma unroll
-    for (int kk = 0; kk < LMH_BK / 16; ++kk) {
-        u32 a[LMH_MT][4], b[LMH_NT / 2][4];
-#pragma unroll
-        for (int mi = 0; mi < LMH_MT; ++mi)
-            ldsm4<false>(a[mi], sA + swz<LMH_BK>(16 * mi + (lane & 15), 2 * kk + (lane >> 4)));
-#pragma unroll
-        for (int np = 0; np < LMH_NT / 2; ++np)
-            ldsm4<false>(b[np], sB + swz<LMH_BK>(16 * np + (lane & 7) + ((lane >> 4) << 3),
-                                                 2 * kk + ((lane >> 3) & 1)));
-#pragma unroll
-        for (int mi = 0; mi < LMH_MT; ++mi)
-#pragma unroll
-            for (int np = 0; np < LMH_NT / 2; ++np) {
-                mma16816<BF16>(acc[mi][2 * np], a[mi], b[np][0], b[np][1]);
-                mma16816<BF16>(acc[mi][2 * np + 1], a[mi], b[np][2], b[np][3]);
-            }
-    }
-}
 
 // After a tile's last chunk: soft-cap (SOFTCAP), -inf past the vocabulary, the target's logit
 // picked up by the one lane that holds it, then the online log-sum-exp (lse_tile). col0: the
@@ -185,8 +143,8 @@ __device__ __forceinline__ void lmhead_fwd(const u16* __restrict__ h, const u16*
     int ld_kc = 0, ld_n0 = t0 * LMH_BN, ld_stage = 0;
     auto load_next = [&]() {
         const u32 st = base + ld_stage * LMH_STAGE_BYTES;
-        load_chunk<LMH_BM>(st, h, m0, n, ld_kc * LMH_BK, d);
-        load_chunk<LMH_BN>(st + LMH_BM * LMH_BK * 2, w, ld_n0, v, ld_kc * LMH_BK, d);
+        load_chunk<LMH_BM, LMH_BK, LMH_THREADS>(st, h, m0, n, ld_kc * LMH_BK, d);
+        load_chunk<LMH_BN, LMH_BK, LMH_THREADS>(st + LMH_BM * LMH_BK * 2, w, ld_n0, v, ld_kc * LMH_BK, d);
         if (++ld_kc == chunks) { ld_kc = 0; ld_n0 += LMH_BN; }
         if (++ld_stage == LMH_STAGES) ld_stage = 0;
     };
@@ -210,7 +168,7 @@ __device__ __forceinline__ void lmhead_fwd(const u16* __restrict__ h, const u16*
                 for (int j = 0; j < LMH_NT; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.0f;
         }
         const u32 st = base + stage * LMH_STAGE_BYTES;
-        mma_chunk<BF16>(acc, st + swz<LMH_BK>(wm * LMH_WTM, 0),
+        mma_chunk<BF16, LMH_BK>(acc, st + swz<LMH_BK>(wm * LMH_WTM, 0),
                         st + LMH_BM * LMH_BK * 2 + swz<LMH_BK>(wn * LMH_WTN, 0), lane);
         if (++stage == LMH_STAGES) stage = 0;
         if (++kc == chunks) {            // the tile's logits are complete, in acc

@@ -57,48 +57,8 @@ static_assert((LMB_BM * LMB_CHUNKS) % LMB_THREADS == 0 && (LMB_BN * LMB_CHUNKS) 
 
 #if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
 
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
+#include "11_fused_lm_head_tile.cuh"   // the forward's load_chunk and mma_chunk
 
-// ROWS x LMB_BK values of a (rows, d) matrix, rows r0 .., columns k0 .., into a swizzled stage
-// (zeros past row `rows` and past column d): the forward's load_chunk.
-template <int ROWS>
-__device__ __forceinline__ void bwd_load_chunk(u32 dst, const u16* __restrict__ src, int r0, int rows, int k0, int d)
-{
-#pragma unroll
-    for (int it = 0; it < ROWS * LMB_CHUNKS / LMB_THREADS; ++it) {
-        const int i = threadIdx.x + it * LMB_THREADS, r = i / LMB_CHUNKS, c = i % LMB_CHUNKS;
-        const int col = k0 + 8 * c;
-        const bool ok = r0 + r < rows && col < d;
-        cp_async16(dst + swz<LMB_BK>(r, c), src + (ok ? (size_t)(r0 + r) * d + col : 0), ok);
-    }
-}
-
-// acc += h w^T for one chunk of d: the forward's mma_chunk.
-template <bool BF16>
-__device__ __forceinline__ void bwd_logits_chunk(float (&acc)[LMB_MT][LMB_NT][4], u32 sA, u32 sB, int lane)
-{
-#pragma unroll
-    for (int kk = 0; kk < LMB_BK / 16; ++kk) {
-        u32 a[LMB_MT][4], b[LMB_NT / 2][4];
-#pragma unroll
-        for (int mi = 0; mi < LMB_MT; ++mi)
-            ldsm4<false>(a[mi], sA + swz<LMB_BK>(16 * mi + (lane & 15), 2 * kk + (lane >> 4)));
-#pragma unroll
-        for (int np = 0; np < LMB_NT / 2; ++np)
-            ldsm4<false>(b[np], sB + swz<LMB_BK>(16 * np + (lane & 7) + ((lane >> 4) << 3),
-                                                 2 * kk + ((lane >> 3) & 1)));
-#pragma unroll
-        for (int mi = 0; mi < LMB_MT; ++mi)
-#pragma unroll
-            for (int np = 0; np < LMB_NT / 2; ++np) {
-                mma16816<BF16>(acc[mi][2 * np], a[mi], b[np][0], b[np][1]);
-                mma16816<BF16>(acc[mi][2 * np + 1], a[mi], b[np][2], b[np][3]);
-            }
-    }
-}
 
 // out (32 x 32 block of a chunk's product) += A B over k = 0 .. K: A (32 x K) from the G tile
 // in shared memory, B (K x 32) = rows of a chunk (K rows of LMB_BK values) read with .trans.
@@ -184,8 +144,8 @@ __device__ __forceinline__ void lmhead_bwd(const u16* __restrict__ h, const u16*
     int ld_kc = 0, ld_stage = 0;
     auto load_next = [&]() {
         const u32 st = base + ld_stage * LMB_STAGE_BYTES;
-        bwd_load_chunk<LMB_BM>(st, h, m0, n, ld_kc * LMB_BK, d);
-        bwd_load_chunk<LMB_BN>(st + LMB_BM * LMB_BK * 2, w, n0, v, ld_kc * LMB_BK, d);
+        load_chunk<LMB_BM, LMB_BK, LMB_THREADS>(st, h, m0, n, ld_kc * LMB_BK, d);
+        load_chunk<LMB_BN, LMB_BK, LMB_THREADS>(st + LMB_BM * LMB_BK * 2, w, n0, v, ld_kc * LMB_BK, d);
         if (++ld_kc == chunks) ld_kc = 0;
         if (++ld_stage == LMB_STAGES) ld_stage = 0;
     };
@@ -208,7 +168,7 @@ __device__ __forceinline__ void lmhead_bwd(const u16* __restrict__ h, const u16*
         if (i + LMB_STAGES - 1 < steps) load_next();
         cp_async_commit();
         const u32 st = base + stage * LMB_STAGE_BYTES;
-        bwd_logits_chunk<BF16>(acc, st + swz<LMB_BK>(wm * LMB_WTM, 0),
+        mma_chunk<BF16, LMB_BK>(acc, st + swz<LMB_BK>(wm * LMB_WTM, 0),
                                st + LMB_BM * LMB_BK * 2 + swz<LMB_BK>(wn * LMB_WTN, 0), lane);
         if (++stage == LMB_STAGES) stage = 0;
     }
