@@ -143,6 +143,38 @@ __device__ __forceinline__ void bulk_copy_g2s(u32 dst, const void* src, u32 byte
 }
 
 // ------------------------------------------------------------------------------------------
+// TMA: cp.async.bulk.tensor. One thread asks the Tensor Memory Accelerator for a whole box of a
+// 2- to 5-dimensional tensor. The tensor's shape, strides, element type, box and swizzle are in
+// a 128-byte tensor map built on the host (fraglab.tma.tensor_map: cuTensorMapEncodeTiled on a
+// GPU, the course's own encoding on the interpreter) and kept in GLOBAL memory (64-byte
+// aligned), so `map` is an ordinary device pointer. Coordinates are signed element indices,
+// c0 the innermost (contiguous) one; the box lands in shared memory at `dst` (128-byte aligned;
+// 1024 with the 128-byte swizzle, whose XOR reads address bits [7:9]), rows of box[-1] elements
+// back to back, swizzled as the map says. Elements outside the tensor (a coordinate < 0 or past
+// its end) land as zeros and still count: the mbarrier `bar` receives the FULL box's bytes as
+// completed transactions whatever the coordinates, so the producer's mbar_arrive_expect_tx
+// always announces box bytes (a ragged last tile included).
+__device__ __forceinline__ void tma_load_2d(u32 dst, const void* map, int c0, int c1, u32 bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(u32 dst, const void* map, int c0, int c1, int c2, u32 bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(bar) : "memory");
+}
+// Brings the map into the TMA unit's cache ahead of the first copy (a hint).
+__device__ __forceinline__ void tma_prefetch(const void* map) {
+    asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
+}
+// A map in global memory is read through the tensor-map proxy: this fence makes the map's bytes
+// as written through ordinary (generic-proxy) stores visible to the copies that follow.
+__device__ __forceinline__ void tma_fence_acquire(const void* map) {
+    asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(map) : "memory");
+}
+
+// ------------------------------------------------------------------------------------------
 // Warp specialization: setmaxnreg moves registers between warpgroups. It needs a register cap
 // at kernel entry (__launch_bounds__(threads, 1)) and each role in one branch of an if/else.
 template <int R> __device__ __forceinline__ void regs_dealloc() {
