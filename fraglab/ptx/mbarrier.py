@@ -1,6 +1,7 @@
 """Block-wide synchronisation beyond ``bar.sync``: mbarriers, named barriers with thread counts
 (``bar.sync/bar.arrive id, count``), and the bulk copies that complete mbarrier transactions
-(``cp.async.bulk ... mbarrier::complete_tx::bytes``).
+(``cp.async.bulk ... mbarrier::complete_tx::bytes``; the tensor copies, ``cp.async.bulk.tensor``,
+are in :mod:`.tensormap` and land the same way).
 
 An mbarrier (8 bytes of shared memory) is kept beside the shared bytes as its expected arrival
 count, pending arrivals, pending transaction bytes and phase number. A phase completes when its
@@ -35,9 +36,11 @@ class MBar:
         self.expected, self.pending, self.tx, self.phase = count, count, 0, 0
 
     def describe(self, addr: int) -> str:
+        over = ("; negative: copies completed more bytes than expect_tx announced (a tensor copy "
+                "completes its whole box, out-of-bound elements included)" if self.tx < 0 else "")
         return (f"the mbarrier at shared address {addr:#x} (phase {self.phase}: "
                 f"{self.pending} of {self.expected} arrivals and {self.tx} transaction bytes "
-                "pending)")
+                f"pending{over})")
 
 
 class BlockSync:
@@ -351,10 +354,13 @@ def bulk_copy(ins, dc):
     cp.async.bulk.global.shared::cta.bulk_group [dst], [src], size (shared -> global, at once)."""
     md = mods(ins)
     ops = ins.operands
-    if "tensor" in md or "multicast::cluster" in md or "prefetch" in md:
-        if "prefetch" in md:
-            return lambda w, m: None
-        unsupported(ins, "tensor-map / multicast bulk copies")
+    if "prefetch" in md:
+        return lambda w, m: None
+    if "tensor" in md:                                    # TMA: tensormap.py
+        from .tensormap import tensor_copy
+        return tensor_copy(ins, dc, shared_address(ins, dc, ops[0]), shared_address(ins, dc, ops[-1]))
+    if "multicast::cluster" in md:
+        unsupported(ins, "multicast bulk copies")
     if md[2] in ("commit_group", "wait_group"):          # the store direction completes at once
         return lambda w, m: None
     spaces = [x.split("::")[0] for x in md[2:4]]

@@ -13,6 +13,8 @@ Operand tuples:
     ('addr', base, offset)       [base+offset]; base is a reg/sym operand or None (absolute)
     ('vec', [operands])          {a, b, ...}; an element may be ('sink',) for '_'
     ('pair', a, b)               a|b (setp, shfl second destination)
+                                 and [map, {c0, ...}] (cp.async.bulk.tensor's tensor map
+                                 and coordinates) as ('pair', ('addr', map, 0), ('vec', [...]))
     ('not', operand)             !%p
 """
 from __future__ import annotations
@@ -195,6 +197,10 @@ def parse_operand(tok: str, scopes: _Scopes, where: str):
         return ("vec", [parse_operand(t, scopes, where) for t in _split_top(tok[1:-1])])
     if tok.startswith("[") and tok.endswith("]"):
         inner = tok[1:-1].strip()
+        parts = _split_top(inner)
+        if len(parts) == 2 and parts[1].startswith("{"):        # [tensorMap, {c0, c1, ...}]
+            return ("pair", parse_operand(f"[{parts[0]}]", scopes, where),
+                    parse_operand(parts[1], scopes, where))
         m = re.match(r"^(.*?)\s*\+\s*(-?\s*(?:0[xX][0-9a-fA-F]+|\d+))$", inner)
         if m and m.group(1):
             return ("addr", parse_operand(m.group(1), scopes, where), _parse_int(m.group(2).replace(" ", "")))

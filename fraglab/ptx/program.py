@@ -15,6 +15,7 @@ from .errors import PTXError, UnsupportedInstruction
 from .execute import run_block
 from .memory import FlatSpace, GlobalMemory
 from .parse import parse
+from .tensormap import substitutes
 
 MAX_SHARED = 163 * 1024 + 1024       # sm_80: 164 KB per block (opt-in)
 MAX_SHARED_SM90 = 227 * 1024         # sm_90: 227 KB per block (opt-in)
@@ -394,7 +395,8 @@ def _explore(prog, kernel, kw, schedule, seeds) -> Launch:
         how = (f"under schedule={seed!r} (ptx.launch(..., schedule={seed!r}) repeats this run; "
                f"the {schedule!r} order ran without error)")
         try:
-            launch(prog, kernel, args=mine, schedule=seed, seeds=(), **kw)
+            with substitutes(args, mine):         # tensor maps of args find their copies
+                launch(prog, kernel, args=mine, schedule=seed, seeds=(), **kw)
         except Exception as e:
             try:
                 again = type(e)(f"{how}:\n{e}", block=e.block, warp=e.warp, lane=e.lane,
