@@ -161,8 +161,8 @@ def _ints(what, values) -> tuple:
         vals = tuple(values)
     except TypeError:
         vals = None
-    if vals is None or not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-                               for v in vals):
+    if vals is None or not all(isinstance(v, (int, np.integer))
+                               and not isinstance(v, (bool, np.bool_)) for v in vals):
         raise TypeError(f"{what} must be a tuple of integers, got {values!r}")
     return tuple(int(v) for v in vals)
 

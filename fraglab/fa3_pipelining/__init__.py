@@ -16,3 +16,8 @@ from .report import glue_values
 __all__ = ["PROBLEMS", "ARCH", "DESCRIPTIONS", "HEAD_DIMS", "KEY_TILE", "VARIANTS", "attention",
            "attention_launcher", "glue_values", "mbarrier_ring", "require_hopper", "sw128_image",
            "sw128_offset", "swizzle_tile", "warpspec_rowsum", "wgmma_gemm"]
+
+# the TMA building block (one cp.async.bulk.tensor box; fraglab.tma builds the maps)
+from .tma_tile import TMA_TILE, tma_tile  # noqa: E402
+
+__all__ += ["TMA_TILE", "tma_tile"]
