@@ -48,6 +48,11 @@ COVERED_BY = {
     "setmaxnreg": "tests/test_ptx_hopper.py::test_elect_setmaxnreg_stmatrix_griddepcontrol",
     "wgmma": "tests/test_ptx_hopper.py::test_wgmma_shapes_types_and_scales",
     "mbarrier": "tests/test_ptx_hopper.py::test_mbarrier_phases_tokens_parity_and_transactions",
+    # the TMA: a tensor map and a box, not one instruction's inputs (the building block's cases)
+    r"cp\.async\.bulk\.tensor[\w.:]*": (
+        "tests/test_10_fa3_pipelining_tma_tile.py::test_tma_tile_on_the_gpu", "cp.async.bulk.tensor"),
+    "prefetch.tensormap": (
+        "tests/test_10_fa3_pipelining_tma_tile.py::test_tma_tile_on_the_gpu", "prefetch.tensormap"),
     r"cp\.async\.(bulk|mbarrier)[\w.:]*": (
         "tests/test_ptx_hopper.py::test_producer_consumer_ring_through_bulk_copies", "cp.async.bulk"),
 }
