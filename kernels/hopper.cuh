@@ -169,7 +169,8 @@ __device__ __forceinline__ void tma_prefetch(const void* map) {
     asm volatile("prefetch.tensormap [%0];\n" :: "l"(map) : "memory");
 }
 // A map in global memory is read through the tensor-map proxy: this fence makes the map's bytes
-// as written through ordinary (generic-proxy) stores visible to the copies that follow.
+// as written through ordinary (generic-proxy) writes, the host's copy included, visible to the
+// copies that follow. The issuing thread calls it once per map before the map's first copy.
 __device__ __forceinline__ void tma_fence_acquire(const void* map) {
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(map) : "memory");
 }
