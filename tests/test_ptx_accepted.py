@@ -93,7 +93,7 @@ atom.global.add.noftz.f16             .noftz
 red.global.add.noftz.bf16x2           .noftz
 atom.global.v2.f32.add                .v2
 redux.sync.min.abs.NaN.f32            .abs
-cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes  .tensor
+cp.async.bulk.tensor.2d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes  .im2col
 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster  .multicast::cluster
 cp.async.bulk.global.shared::cta.bulk_group.cp_mask  .cp_mask
 cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32  .reduce
@@ -107,7 +107,7 @@ fma.f32                               needs one of .rn
 brx.idx                               indirect branches
 vabsdiff.u32.u32.u32                  video instructions
 tex.2d.v4.f32.f32                     textures
-prefetch.tensormap                    .tensormap
+prefetch.param.tensormap              .param
 # what the H100's JIT rejected in the 2026-11-27 differential record (and ptxas 13.0 too)
 cvt.sat.s32.s16                       illegal PTX
 cvt.sat.u32.u32                       illegal PTX

@@ -12,8 +12,10 @@ from .errors import (BarrierError, CollectiveError, Deadlock, DeviceAssertion,  
                      TrapError, UninitializedRead, UnsupportedInstruction, WgmmaHazard)
 from .program import Launch, Program, ScheduleDependent, launch, load, options  # noqa: F401
 from .opcodes import interpreter_arch, opcodes, supported, unsupported_opcodes  # noqa: F401
+from .tensormap import TensorMapError  # noqa: F401
 from .inspect import (registers_at, register_table, plot_registers,  # noqa: F401
                       shuffle_trace, plot_shuffles, ShuffleTrace, ShuffleStep)
 
-#: The interpreter runs sm_90a PTX too: wgmma, mbarriers, bulk copies, named barriers (README).
+#: The interpreter runs sm_90a PTX too: wgmma, mbarriers, bulk and TMA tensor copies, named
+#: barriers (README).
 SUPPORTS_SM90A = True
