@@ -40,18 +40,30 @@ constexpr int FA3_PRODUCER_REGS = FA3_PRODUCER_REGS_DEF;  // 128 x 24 + 256 x 24
 constexpr int FA3_CONSUMER_REGS = FA3_CONSUMER_REGS_DEF;
 
 template <int D, int BC> struct Fa3Config {
+    // d = 256: Q is 64 KB and a K or V tile of 64 keys 32 KB, so two stages (1 KB + 64 + 4 x 32
+    // KB = 193 KB of the 227) are all that fit
+    static constexpr int STAGES = D == 256 && FA3_STAGES > 2 ? 2 : FA3_STAGES;
     static constexpr int Q_BYTES = FA3_BR * D * 2;
     static constexpr int KV_BYTES = BC * D * 2;
     static constexpr int K_OFF = Q_BYTES;
-    static constexpr int V_OFF = Q_BYTES + FA3_STAGES * KV_BYTES;
-    static constexpr int BAR_OFF = Q_BYTES + 2 * FA3_STAGES * KV_BYTES;
+    static constexpr int V_OFF = Q_BYTES + STAGES * KV_BYTES;
+    static constexpr int BAR_OFF = Q_BYTES + 2 * STAGES * KV_BYTES;
     // barriers: full Q, full K[S], full V[S], empty K[S], empty V[S]; + 1 KB to align the base
-    static constexpr int SMEM = 1024 + BAR_OFF + 8 * (1 + 4 * FA3_STAGES);
+    static constexpr int SMEM = 1024 + BAR_OFF + 8 * (1 + 4 * STAGES);
 };
 
 #if FRAGLAB_SM90A
 struct Fa3Args {
     const u16* q; const u16* k; const u16* v; u16* o; int n; float scale_log2; int causal;
+    const void* qmap; const void* kmap; const void* vmap;   // tensor maps (the tma rung only)
+};
+
+// Where a CTA's pieces live in shared memory, and its place in the problem: what a producer
+// needs to fill the rings.
+struct Fa3Tile {
+    u32 base, fullQ, fullK, fullV, emptyK, emptyV;
+    int q0, tiles, bh;              // first query row, key tiles to sweep, head index (b * H + h)
+    long head;                      // element offset of the head's (N x D) matrices
 };
 
 // The state and the steps of one consumer thread. The main loops call only these.
@@ -67,15 +79,15 @@ template <int D, int BC, bool BF16> struct Consumer {
     int tiles, n, causal, q0, row[2], wg, lane, quad;
     float scale_log2;
 
-    __device__ __forceinline__ void wait_k(int j) const { mbar_wait(fullK + 8 * (j % FA3_STAGES), (j / FA3_STAGES) & 1); }
-    __device__ __forceinline__ void wait_v(int j) const { mbar_wait(fullV + 8 * (j % FA3_STAGES), (j / FA3_STAGES) & 1); }
+    __device__ __forceinline__ void wait_k(int j) const { mbar_wait(fullK + 8 * (j % C::STAGES), (j / C::STAGES) & 1); }
+    __device__ __forceinline__ void wait_v(int j) const { mbar_wait(fullV + 8 * (j % C::STAGES), (j / C::STAGES) & 1); }
     // one arrival per consumer warp (the barrier expects 8), after the warp's wgmma wait
-    __device__ __forceinline__ void release_k(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyK + 8 * (j % FA3_STAGES)); }
-    __device__ __forceinline__ void release_v(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyV + 8 * (j % FA3_STAGES)); }
+    __device__ __forceinline__ void release_k(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyK + 8 * (j % C::STAGES)); }
+    __device__ __forceinline__ void release_v(int j) const { __syncwarp(); if (lane == 0) mbar_arrive(emptyV + 8 * (j % C::STAGES)); }
 
     // S = Q K_j^T: D/16 wgmma (k-steps along d), one commit group. Not waited for.
     __device__ __forceinline__ void issue_qk(S& s, int j) const {
-        const u32 k = sK + (j % FA3_STAGES) * C::KV_BYTES;
+        const u32 k = sK + (j % C::STAGES) * C::KV_BYTES;
         pin(s);
         wgmma_fence();
 #pragma unroll
@@ -85,7 +97,7 @@ template <int D, int BC, bool BF16> struct Consumer {
     }
     // O += P V_j: BC/16 wgmma (k-steps along the keys), A = P from registers, V transposed.
     __device__ __forceinline__ void issue_pv(const P& p, int j) {
-        const u32 v = sV + (j % FA3_STAGES) * C::KV_BYTES;
+        const u32 v = sV + (j % C::STAGES) * C::KV_BYTES;
         pin(o);
         wgmma_fence();
 #pragma unroll
@@ -227,15 +239,46 @@ __device__ __forceinline__ void softmax_beside_pv(C& c, typename C::S& s, typena
     c.rescale(corr);
 }
 
-template <int D, int BC, bool BF16, class Mainloop>
+// The producer of every rung up to ping-pong: Q by all 128 threads, then two warps per
+// operand: warps 0-1 copy the K tiles, warps 2-3 the V tiles, warp w taking the tiles j with
+// j % 2 == w % 2 into stage j % STAGES of its ring. Each warp copies its tile with cp.async,
+// waits for it (wait_group 0), fences it into the async proxy and announces it on the stage's
+// full barrier before it waits for its next free stage: a warp never blocks while holding a
+// tile it has not announced, and K never waits for V (the three-stage loop needs K_{j+1} before
+// it releases V_{j-1}; one K,V,K,V stream deadlocks there). Two tiles of each operand are in
+// flight, up to STAGES in the ring. Every thread of a warp arrives: full barriers count 32
+// arrivals (KV_ARRIVALS), Q's 128.
+struct CpAsyncProducer {
+    enum { Q_ARRIVALS = 128, KV_ARRIVALS = 32 };
+    template <int D, int BC> __device__ __forceinline__ static void run(const Fa3Args& a, const Fa3Tile& t) {
+        typedef Fa3Config<D, BC> C;
+        const int tid = threadIdx.x;
+        load_tile_sw128<FA3_BR, D>(t.base, a.q + t.head, t.q0, a.n, tid, 128);
+        cp_async_commit();
+        cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(t.fullQ);
+        const bool is_k = tid < 64;
+        const u32 full = is_k ? t.fullK : t.fullV, empty = is_k ? t.emptyK : t.emptyV;
+        const u32 ring = t.base + (is_k ? C::K_OFF : C::V_OFF);
+        const u16* src = (is_k ? a.k : a.v) + t.head;
+        for (int j = (tid >> 5) & 1; j < t.tiles; j += 2) {
+            const int s = j % C::STAGES, u = j / C::STAGES;
+            if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);
+            load_tile_sw128<BC, D>(ring + s * C::KV_BYTES, src, j * BC, a.n, tid & 31, 32);
+            cp_async_commit();
+            cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(full + 8 * s);
+        }
+    }
+};
+
+template <int D, int BC, bool BF16, class Mainloop, class Producer = CpAsyncProducer>
 __device__ void fa3_attention(const Fa3Args a) {
     typedef Fa3Config<D, BC> C;
     extern __shared__ unsigned char smem_raw[];
     const u32 raw = smem_u32(smem_raw);
     const u32 base = (raw + 1023) & ~1023u;
     const u32 bars = base + C::BAR_OFF;
-    const u32 fullQ = bars, fullK = bars + 8, fullV = fullK + 8 * FA3_STAGES,
-              emptyK = fullV + 8 * FA3_STAGES, emptyV = emptyK + 8 * FA3_STAGES;
+    const u32 fullQ = bars, fullK = bars + 8, fullV = fullK + 8 * C::STAGES,
+              emptyK = fullV + 8 * C::STAGES, emptyV = emptyK + 8 * C::STAGES;
     // causal: the CTAs with the most key tiles first
     const int qb = a.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int q0 = qb * FA3_BR;
@@ -243,39 +286,19 @@ __device__ void fa3_attention(const Fa3Args a) {
     int tiles = (a.n + BC - 1) / BC;
     if (a.causal) tiles = min(tiles, (q0 + FA3_BR + BC - 1) / BC);
     if (threadIdx.x == 0) {
-        mbar_init(fullQ, 128);
-        for (int s = 0; s < FA3_STAGES; ++s) {
-            mbar_init(fullK + 8 * s, 32); mbar_init(fullV + 8 * s, 32);     // its producer warp
+        mbar_init(fullQ, Producer::Q_ARRIVALS);
+        for (int s = 0; s < C::STAGES; ++s) {
+            mbar_init(fullK + 8 * s, Producer::KV_ARRIVALS);                // its producer
+            mbar_init(fullV + 8 * s, Producer::KV_ARRIVALS);
             mbar_init(emptyK + 8 * s, 8); mbar_init(emptyV + 8 * s, 8);     // every consumer warp
         }
         mbar_init_fence();
     }
     __syncthreads();
+    const Fa3Tile t{base, fullQ, fullK, fullV, emptyK, emptyV, q0, tiles, (int)blockIdx.y, head};
     if (threadIdx.x < 128) {
-        // ---- producer: Q by all 128 threads, then two warps per operand: warps 0-1 copy the
-        // K tiles, warps 2-3 the V tiles, warp w taking the tiles j with j % 2 == w % 2 into
-        // stage j % STAGES of its ring. Each warp copies its tile with cp.async, waits for it
-        // (wait_group 0), fences it into the async proxy and announces it on the stage's full
-        // barrier before it waits for its next free stage: a warp never blocks while holding a
-        // tile it has not announced, and K never waits for V (the three-stage loop needs K_{j+1}
-        // before it releases V_{j-1}; one K,V,K,V stream deadlocks there). Two tiles of each
-        // operand are in flight, up to STAGES in the ring.
-        regs_dealloc<FA3_PRODUCER_REGS>();
-        const int t = threadIdx.x;
-        load_tile_sw128<FA3_BR, D>(base, a.q + head, q0, a.n, t, 128);
-        cp_async_commit();
-        cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(fullQ);
-        const bool is_k = t < 64;
-        const u32 full = is_k ? fullK : fullV, empty = is_k ? emptyK : emptyV;
-        const u32 ring = base + (is_k ? C::K_OFF : C::V_OFF);
-        const u16* src = (is_k ? a.k : a.v) + head;
-        for (int j = (t >> 5) & 1; j < tiles; j += 2) {
-            const int s = j % FA3_STAGES, u = j / FA3_STAGES;
-            if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);
-            load_tile_sw128<BC, D>(ring + s * C::KV_BYTES, src, j * BC, a.n, t & 31, 32);
-            cp_async_commit();
-            cp_async_wait<0>(); fence_proxy_async(); mbar_arrive(full + 8 * s);
-        }
+        regs_dealloc<FA3_PRODUCER_REGS>();      // ---- producer (a policy: cp.async or TMA)
+        Producer::template run<D, BC>(a, t);
     } else {
         // ---- consumers
         regs_alloc<FA3_CONSUMER_REGS>();
@@ -299,15 +322,28 @@ __device__ void fa3_attention(const Fa3Args a) {
 }
 #endif  // FRAGLAB_SM90A
 
-// The variant files name their kernels fa3_<variant>_<f16|bf16>_d<64|128> with this macro;
-// BC64 and BC128 are the key-tile sizes for d = 64 and 128.
+// The variant files name their kernels fa3_<variant>_<f16|bf16>_d<64|128|256> with these macros;
+// BC64, BC128 and BC256 are the key-tile sizes for d = 64, 128 and 256. Every kernel takes the
+// same arguments; the tensor maps (qmap, kmap, vmap) are read by the TMA producer only (the other
+// variants are launched with null pointers there). A variant file picks its producer by
+// defining FA3_PRODUCER before these lines (the tma rung: TmaProducer).
+#ifndef FA3_PRODUCER
+#define FA3_PRODUCER CpAsyncProducer
+#endif
 #define FA3_KERNEL(NAME, D, BC, BF16, MAINLOOP)                                                 \
     extern "C" __global__ void __launch_bounds__(FA3_THREADS, 1)                               \
-    NAME(const u16* q, const u16* k, const u16* v, u16* o, int n, float scale_log2, int causal) { \
-        SM90A_ONLY((fa3_attention<D, BC, BF16, MAINLOOP>(Fa3Args{q, k, v, o, n, scale_log2, causal}))); \
+    NAME(const u16* q, const u16* k, const u16* v, u16* o, int n, float scale_log2, int causal, \
+         const void* qmap, const void* kmap, const void* vmap) {                               \
+        SM90A_ONLY((fa3_attention<D, BC, BF16, MAINLOOP, FA3_PRODUCER>(                         \
+            Fa3Args{q, k, v, o, n, scale_log2, causal, qmap, kmap, vmap})));                    \
     }
 #define FA3_KERNELS(VARIANT, MAINLOOP, BC64, BC128)                                            \
     FA3_KERNEL(fa3_##VARIANT##_f16_d64, 64, BC64, false, MAINLOOP)                            \
     FA3_KERNEL(fa3_##VARIANT##_bf16_d64, 64, BC64, true, MAINLOOP)                            \
     FA3_KERNEL(fa3_##VARIANT##_f16_d128, 128, BC128, false, MAINLOOP)                         \
     FA3_KERNEL(fa3_##VARIANT##_bf16_d128, 128, BC128, true, MAINLOOP)
+// d = 256, in the variants whose registers hold it (chapter 10, "Head dimension 256"): O is
+// m64n256 (128 f32 registers a consumer thread), the ring two stages deep (Fa3Config::STAGES).
+#define FA3_KERNELS_D256(VARIANT, MAINLOOP, BC256)                                             \
+    FA3_KERNEL(fa3_##VARIANT##_f16_d256, 256, BC256, false, MAINLOOP)                         \
+    FA3_KERNEL(fa3_##VARIANT##_bf16_d256, 256, BC256, true, MAINLOOP)

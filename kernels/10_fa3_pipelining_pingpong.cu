@@ -49,4 +49,6 @@ struct PingPong {
 };
 #endif
 
+#ifndef FA3_MAINLOOP_ONLY                   // the tma rung includes this file for PingPong only
 FA3_KERNELS(pingpong, PingPong, 128, 128)
+#endif

@@ -23,7 +23,8 @@ def _build(name, arch="sm_90a"):
 @pytest.mark.parametrize("variant", fa3.VARIANTS)
 def test_variant_kernels_compile_for_sm90a_without_spills(variant):
     b = _build(kernels.kernel_file(variant))
-    want = sorted(kernels.kernel_name(variant, t, d) for t in ("f16", "bf16") for d in (64, 128))
+    want = sorted(kernels.kernel_name(variant, t, d) for t in ("f16", "bf16")
+                  for d in kernels.head_dims(variant))
     assert sorted(b.kernels) == want
     for k in want:
         r = b.resources[k]
@@ -46,8 +47,7 @@ def test_bodies_trap_off_sm90a(arch):
         assert "HGMMA" not in ops and ops.get("BPT", 0) + ops.get("EXIT", 0) >= 1, (k, ops)
 
 
-@pytest.mark.parametrize("variant", fa3.VARIANTS)
-@pytest.mark.parametrize("d", fa3.HEAD_DIMS)
+@pytest.mark.parametrize("variant, d", [(v, d) for v in fa3.VARIANTS for d in kernels.head_dims(v)])
 def test_multiplies_are_hgmma_not_hmma(variant, d):
     ops = _build(kernels.kernel_file(variant)).opcodes(kernels.kernel_name(variant, "f16", d))
     assert ops.get("HGMMA", 0) >= 2 and ops.get("HMMA", 0) == 0, ops
@@ -55,7 +55,7 @@ def test_multiplies_are_hgmma_not_hmma(variant, d):
 
 def test_pipelined_loops_put_exp2_beside_wgmma():
     ev = {(r["variant"], r["d"]): r for r in sass_evidence.all_evidence()}
-    for d in fa3.HEAD_DIMS:
+    for d in fa3.HEAD_DIMS:           # d = 256 too: O's 128 registers leave room for the overlap
         assert ev[("nooverlap", d)]["sass"]["exp2_beside_wgmma"] == 0
         for v in ("twostage", "pingpong"):
             s = ev[(v, d)]["sass"]
@@ -91,8 +91,19 @@ def test_swizzle_model_permutes_chunks_within_each_atom():
 
 def test_smem_fits_hopper():
     for v in fa3.VARIANTS:
-        for d in fa3.HEAD_DIMS:
+        for d in kernels.head_dims(v):
             assert kernels.smem_bytes(v, d) <= 227 * 1024
+
+
+def test_d256_variants_and_refusals():
+    """d = 256 exists where the variant's file has FA3_KERNELS_D256; elsewhere the name is
+    refused with the reason (before any compile)."""
+    have = [v for v in fa3.VARIANTS if 256 in kernels.head_dims(v)]
+    assert have == ["tma"]
+    assert kernels.stages_for(256) == 2 and kernels.stages_for(128) == kernels.STAGES
+    with pytest.raises(ValueError, match="pingpong.*no d = 256.*spill.*variant='tma'"):
+        kernels.kernel_name("pingpong", "f16", 256)
+    assert kernels.kernel_name("tma", "bf16", 256) == "fa3_tma_bf16_d256"
 
 
 #: A variant's file compiled with its FA3_KERNELS line turned into globals: the key tiles the
@@ -108,6 +119,11 @@ PROBE = r"""
     extern "C" __device__ const int probe_br = FA3_BR;                            \
     extern "C" __device__ const int probe_threads = FA3_THREADS;                  \
     extern "C" __device__ const int probe_stages = FA3_STAGES;
+#undef FA3_KERNELS_D256
+#define FA3_KERNELS_D256(VARIANT, MAINLOOP, BC256)                                \
+    extern "C" __device__ const int probe_bc256 = BC256;                          \
+    extern "C" __device__ const int probe_smem256 = Fa3Config<256, BC256>::SMEM;  \
+    extern "C" __device__ const int probe_stages256 = Fa3Config<256, BC256>::STAGES;
 #include "10_fa3_pipelining_VARIANT.cu"
 """
 
@@ -122,10 +138,14 @@ def test_python_constants_are_the_kernels(variant, stages):
                           defines=None if stages is None else {"FA3_STAGES_DEF": stages})
     got = {m[0]: int(m[1]) for m in re.findall(r"\.u32 probe_(\w+) = (\d+);", b.ptx)}
     depth = kernels.STAGES if stages is None else stages
-    assert got == {"bc64": kernels.KEY_TILE[variant][64], "bc128": kernels.KEY_TILE[variant][128],
-                   "smem64": kernels.smem_bytes(variant, 64, depth),
-                   "smem128": kernels.smem_bytes(variant, 128, depth),
-                   "br": kernels.BR, "threads": kernels.THREADS, "stages": depth}
+    want = {"bc64": kernels.KEY_TILE[variant][64], "bc128": kernels.KEY_TILE[variant][128],
+            "smem64": kernels.smem_bytes(variant, 64, depth),
+            "smem128": kernels.smem_bytes(variant, 128, depth),
+            "br": kernels.BR, "threads": kernels.THREADS, "stages": depth}
+    if 256 in kernels.head_dims(variant):
+        want.update(bc256=kernels.KEY_TILE[variant][256], smem256=kernels.smem_bytes(variant, 256, depth),
+                    stages256=kernels.stages_for(256, depth))
+    assert got == want
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0), (12, 0)])

@@ -64,14 +64,15 @@ def require_fa2_gpu(dtype: str) -> None:
             raise RuntimeError(why)
 
 
-def check_fa2_arguments(q, k, v, causal, scale):
+def check_fa2_arguments(q, k, v, causal, scale, head_dims=FA2_HEAD_DIMS):
     """The argument checks of chapter 05's ``fa2`` and of every kernel built like it (chapters 09
-    and 10): ``causal`` a bool, q/k/v (B, H, N, d) float16 or bf16 bits with d in
-    :data:`FA2_HEAD_DIMS`, 16-byte aligned, the scale, and a GPU (or interpreter target) that
-    runs mma.sync with f32 accumulators. Returns ``(dtype, (B, H, N, d), scale)``."""
+    and 10): ``causal`` a bool, q/k/v (B, H, N, d) float16 or bf16 bits with d in ``head_dims``
+    (:data:`FA2_HEAD_DIMS`; chapter 10's kernels pass theirs), 16-byte aligned, the scale, and a
+    GPU (or interpreter target) that runs mma.sync with f32 accumulators. Returns
+    ``(dtype, (B, H, N, d), scale)``."""
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be a bool, got {type(causal).__name__}")
-    dtype, shape = check_qkv(q, k, v, FA2_HEAD_DIMS, 16, "cp.async copies 16 bytes")
+    dtype, shape = check_qkv(q, k, v, tuple(head_dims), 16, "cp.async copies 16 bytes")
     sc = check_scale(scale, shape[3])
     require_fa2_gpu(dtype)
     return dtype, shape, sc

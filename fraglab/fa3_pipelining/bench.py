@@ -63,7 +63,7 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
            "flops": attention_flops(B, H, n, d, causal), "refused": {}}
     ts, qkv = base.inputs(rng, shape)
     runs, out = {}, None
-    for v in variants:
+    for v in (v for v in variants if d in kernels.head_dims(v)):
         try:
             runs[f"fa3_{v}"], out = kernels.attention_launcher(*qkv, causal=causal, variant=v)
         except Exception as exc:

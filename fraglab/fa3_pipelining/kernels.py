@@ -4,7 +4,7 @@ attention variants (:func:`attention`) and the three building blocks (:func:`wgm
 
 Attention takes the FA-2 kernel's arguments and runs its argument checks
 (:func:`fraglab.attention.check_fa2_arguments`): (B, H, N, d) float16 or uint16
-(bf16 bits), d 64 or 128, any N >= 1, ``causal``, ``scale``. Every kernel needs Hopper's
+(bf16 bits), d 64 or 128 (256 in the variants of :func:`head_dims`), any N >= 1, ``causal``, ``scale``. Every kernel needs Hopper's
 architecture-specific target sm_90a (wgmma, setmaxnreg): compute capability 9.0 exactly, or the
 PTX interpreter once it runs sm_90a; anything else raises before a launch.
 """
@@ -17,40 +17,67 @@ from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
 ARCH = "sm_90a"
 #: The main-loop orders of the ladder, each in ``kernels/10_fa3_pipelining_<variant>.cu``.
-VARIANTS = ("nooverlap", "twostage", "threestage", "pingpong")
-HEAD_DIMS = (64, 128)
+VARIANTS = ("nooverlap", "twostage", "threestage", "pingpong", "tma")
+HEAD_DIMS = (64, 128, 256)    # 256: in the variants of head_dims(variant)
 BR = 128                      # query rows per CTA: two consumer warpgroups of 64
 STAGES = 3                    # K/V ring depth (FA3_STAGES)
 THREADS = 384                 # producer + two consumer warpgroups
 
 
 def _key_tiles() -> dict[str, dict[int, int]]:
-    """Keys per K/V tile by variant and d, read from the line ``FA3_KERNELS(<variant>,
-    <MainLoop>, BC64, BC128)`` of each ``kernels/10_fa3_pipelining_<variant>.cu``: the kernel
-    file is the one home of its tile sizes (the numbers the compiler instantiates the kernels
-    with), and the launch reads them from there (a test reads them back from a build too: see
-    :func:`smem_bytes`)."""
+    """Keys per K/V tile by variant and d, read from the lines ``FA3_KERNELS(<variant>,
+    <MainLoop>, BC64, BC128)`` and, where the variant has d = 256 kernels,
+    ``FA3_KERNELS_D256(<variant>, <MainLoop>, BC256)`` of each
+    ``kernels/10_fa3_pipelining_<variant>.cu``: the kernel file is the one home of its tile
+    sizes (the numbers the compiler instantiates the kernels with), and the launch reads them
+    from there (a test reads them back from a build too: see :func:`smem_bytes`)."""
     import re
     from ..tools import KERNELS_DIR
     tiles = {}
     for v in VARIANTS:
         path = KERNELS_DIR / f"10_fa3_pipelining_{v}.cu"
-        m = re.search(rf"^FA3_KERNELS\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*,\s*(\d+)\s*\)",
-                      path.read_text(), re.M)
+        text = path.read_text()
+        m = re.search(rf"^FA3_KERNELS\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", text, re.M)
         if not m:
             raise RuntimeError(f"{path.name} has no line FA3_KERNELS({v}, MainLoop, BC64, BC128)")
         tiles[v] = {64: int(m.group(1)), 128: int(m.group(2))}
+        m = re.search(rf"^FA3_KERNELS_D256\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*\)", text, re.M)
+        if m:
+            tiles[v][256] = int(m.group(1))
     return tiles
 
 
-#: Keys per K/V tile, by variant and d: ``FA3_KERNELS(..., BC64, BC128)`` of each variant's file.
+#: Keys per K/V tile, by variant and d: ``FA3_KERNELS(..., BC64, BC128)`` and
+#: ``FA3_KERNELS_D256(..., BC256)`` of each variant's file (a variant without d = 256 kernels has
+#: no 256 entry).
 KEY_TILE = _key_tiles()
+#: Why a variant has no d = 256 kernels (the chapter's "Head dimension 256" measures it).
+NO_D256 = {v: "at d = 256 its consumers spill registers (O alone takes 128 of the 240); the "
+              "tma rung, whose producer needs next to none, does not: use variant='tma'"
+           for v in ("nooverlap", "twostage", "threestage", "pingpong")}
+
+
+def head_dims(variant: str) -> tuple[int, ...]:
+    """The head dimensions ``variant`` has kernels for."""
+    launch.check_choice("variant", variant, VARIANTS)
+    return tuple(KEY_TILE[variant])
+
+
+def stages_for(d: int, stages: int = None) -> int:
+    """The K/V ring depth a kernel of head dimension ``d`` is built with (``Fa3Config::STAGES``):
+    ``stages`` (default :data:`STAGES`), but at most 2 at d = 256, where three stages of 64-key
+    tiles do not fit in shared memory."""
+    stages = STAGES if stages is None else stages
+    return min(stages, 2) if d == 256 else stages
+
+
 #: One line per variant: what overlaps the softmax.
 DESCRIPTIONS = {
     "nooverlap": "waits for each wgmma at once: the softmax runs alone",
     "twostage": "Algorithm 2: softmax of tile j beside O += P V of tile j-1",
     "threestage": "softmax of tile j beside P V of j-1 and S = Q K^T of j+1",
     "pingpong": "Algorithm 2, and the two consumer warpgroups take turns at the tensor cores",
+    "tma": "ping-pong's consumers; one producer thread per operand copies each tile with the TMA",
 }
 
 
@@ -64,12 +91,16 @@ def kernel_name(variant: str, dtype: str, d: int) -> str:
     launch.check_choice("variant", variant, VARIANTS)
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("head dimension d", d, HEAD_DIMS)
+    if d not in KEY_TILE[variant]:
+        raise ValueError(f"variant {variant!r} has no d = {d} kernels ({NO_D256.get(variant, 'not built')}); "
+                         f"variants with d = {d}: {[v for v in VARIANTS if d in KEY_TILE[v]]}")
     return f"fa3_{variant}_{dtype}_d{d}"
 
 
 def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
-    Q (128 x d), ``stages`` K and V tiles (BC x d), 16-bit values, and 1 + 4 x stages mbarriers.
+    Q (128 x d), ``stages`` K and V tiles (BC x d; at most 2 stages at d = 256:
+    :func:`stages_for`), 16-bit values, and 1 + 4 x stages mbarriers.
 
     The launch needs this number before any kernel runs, so it is computed here, and a test
     proves it is the kernels' (``test_python_constants_are_the_kernels`` in
@@ -79,6 +110,7 @@ def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
     d and ring depths 3 and 2, and compares them with :data:`KEY_TILE`, this function,
     :data:`BR`, :data:`THREADS` and :data:`STAGES`."""
     bc = KEY_TILE[variant][d]
+    stages = stages_for(d, stages)
     return 1024 + BR * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
 
 
@@ -119,23 +151,54 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
     launch.check_choice("variant", variant, VARIANTS)
     launch.check_choice("stages", stages, (2, 3))
     require_hopper(f"the FA-3 kernel {variant!r}")
-    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, head_dims(variant))
     out = fa2_output(q, out, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
     defines = {**({} if stages == STAGES else {"FA3_STAGES_DEF": stages}),
                **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}
     fn = _kernel(name, kernel_name(variant, dtype, d), source, defines or None)
-    args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
+    maps = tensor_maps(variant, q, k, v)
+    args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)),
+            *map_arguments(maps))
     grid = (-(-n // BR), b * h)
     smem = smem_bytes(variant, d, stages)
-    return (lambda: launch.launch(fn, grid, THREADS, args, shared_mem=smem)), out
+
+    def run():
+        launch.launch(fn, grid, THREADS, args, shared_mem=smem)
+    run.tensor_maps = maps          # alive as long as the launcher (their bytes point at q, k, v)
+    return run, out
+
+
+#: The variants whose producer reads tensor maps (``FA3_PRODUCER TmaProducer``).
+TMA_VARIANTS = ("tma",)
+
+
+def tensor_maps(variant: str, q, k, v) -> tuple:
+    """For the tma rung, three tensor maps (:func:`fraglab.tma.tensor_map`) over q, k and v seen
+    as 3-d (B*H, N, d) tensors, boxes of 1 x rows x 64 (rows: 128 query rows for Q, the key tile
+    for K and V), 128-byte swizzle; for the others, ``()``. The maps hold the arrays' addresses:
+    build them for the arrays the launch reads (:func:`attention_launcher` does), and keep them
+    while the kernel may run."""
+    if variant not in TMA_VARIANTS:
+        return ()
+    from .. import tma
+    b, h, n, d = q.shape
+    bc = KEY_TILE[variant][d]
+    return tuple(tma.tensor_map(x.reshape(b * h, n, d), (1, rows, 64), swizzle=128)
+                 for x, rows in ((q, BR), (k, bc), (v, bc)))
+
+
+def map_arguments(maps: tuple) -> tuple:
+    """The kernels' last three arguments: the maps' device bytes, or three null pointers."""
+    return tuple(m.device for m in maps) if maps else (np.uint64(0),) * 3
 
 
 def attention(q, k, v, *, causal: bool = False, variant: str = "twostage",
               scale: float | None = None):
     """softmax(Q K^T * scale) V with one of the FA-3 main loops (:data:`VARIANTS`): wgmma from
     swizzled shared memory, a cp.async producer warpgroup and two consumer warpgroups of 64
-    query rows. ``q``, ``k``, ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128;
+    query rows. ``q``, ``k``, ``v``: (B, H, N, d) float16, or uint16 holding bf16; d 64 or 128, 256 where
+    :func:`head_dims` has it;
     any N >= 1; ``causal`` masks keys after the query. Needs sm_90a. Returns O (same dtype)."""
     run, out = attention_launcher(q, k, v, causal=causal, variant=variant, scale=scale)
     run()
@@ -206,7 +269,7 @@ def swizzle_tile(src, n_valid: int):
     require_hopper("swizzle_tile")
     launch.check_array("src", src, dtype=np.uint16, ndim=2)
     d = int(src.shape[1])
-    launch.check_choice("d", d, HEAD_DIMS)
+    launch.check_choice("d", d, (64, 128))
     launch.check_array("src", src, dtype=np.uint16, shape=(BR, d))
     launch.check_range("n_valid", int(n_valid), 0, BR)
     launch.check_aligned("src", src, 16, "cp.async copies 16 bytes")

@@ -68,13 +68,16 @@ def plot_swizzle(rows: int = 8):
 
 
 def plot_sweep(doc: dict):
-    """TFLOP/s over N of the best variant and the baselines: d 64 / 128 x causal or not."""
+    """TFLOP/s over N of the best variant and the baselines: each head dimension of the record
+    (64, 128, and 256 once measured) x causal or not."""
     plt = _plt()
     rows = _res(doc).get("sweep") or []
     best = f"fa3_{best_variant(doc)}"
-    fig, axes = plt.subplots(2, 2, figsize=(WIDTH, 5.6), sharex=True)
+    dims = [d for d in kernels.HEAD_DIMS if any(r["d"] == d for r in rows)] or [64, 128]
+    fig, axes = plt.subplots(len(dims), 2, figsize=(WIDTH, 2.8 * len(dims)), sharex=True,
+                             squeeze=False)
     names = {best: f"{best_variant(doc)} (ours)", **BASELINE_LABELS}
-    for ax, (d, causal) in zip(axes.flat, [(d, c) for d in kernels.HEAD_DIMS for c in (False, True)]):
+    for ax, (d, causal) in zip(axes.flat, [(d, c) for d in dims for c in (False, True)]):
         sel = sorted((r for r in rows if r["d"] == d and r["causal"] == causal), key=lambda r: r["N"])
         for k, label in names.items():
             pts = [(r["N"], tflops_of(r)[k]) for r in sel if k in tflops_of(r)]

@@ -1,5 +1,5 @@
 """The chapter's kernels as :class:`fraglab.problem.Problem` s: one per attention variant
-(f16/bf16, d 64/128, causal or not, ragged N, N = 1, peaky softmax) and one per building block.
+(f16/bf16, d 64/128 and 256 where the variant has it, causal or not, ragged N, N = 1, peaky softmax) and one per building block.
 
 Attention inputs, reference (float64 on the inputs' exact values) and tolerances are every
 attention chapter's (:func:`fraglab.attention.attention_problem`); cases marked ``slow`` run on
@@ -64,23 +64,32 @@ def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
     """The launch of :func:`kernels.attention_launcher`, for block (0, 0) only."""
     from .. import ptx
     kernels.require_hopper(f"the FA-3 kernel {variant!r}")
-    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale)
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, kernels.head_dims(variant))
     out = launch.poisoned(q.shape, q.dtype)
     name = kernels.kernel_file(variant) + ("" if source is None else "_lab")
     prog = ptx.load(name, kernels.ARCH, source=source)
+    maps = kernels.tensor_maps(variant, q, k, v)
     ptx.launch(prog, kernels.kernel_name(variant, dtype, d), grid=(-(-n // kernels.BR), b * h),
                block=kernels.THREADS, args=(q, k, v, out, np.int32(n), np.float32(sc * LOG2E),
-                                            np.int32(bool(causal))),
+                                            np.int32(bool(causal)),
+                                            *kernels.map_arguments(maps)),
                shared_mem=kernels.smem_bytes(variant, d), blocks=[(0, 0, 0)])
     return out
 
 
-def attention_cases() -> tuple:
-    """Every compiled kernel (dtype x d) causal and not on a ragged N = 300 (three key tiles of
-    128, or five of 64), edges, and the small cases the interpreter runs."""
+def attention_cases(variant: str) -> tuple:
+    """Every compiled kernel of ``variant`` (dtype x d) causal and not on a ragged N = 300 (three
+    key tiles of 128, or five of 64), edges, and the small cases the interpreter runs (d = 256:
+    one, where the variant has it)."""
+    dims = kernels.head_dims(variant)
     grid = [Case(f"{t} d{d} {'causal' if c else 'full'}", shape=(2, 3, 300, d), dtype=t,
                  causal=c, slow=True)
-            for t in ("f16", "bf16") for d in kernels.HEAD_DIMS for c in (False, True)]
+            for t in ("f16", "bf16") for d in dims for c in (False, True)]
+    d256 = [] if 256 not in dims else [
+        Case("N=1000 causal peaky d256", edge=True, slow=True, shape=(1, 2, 1000, 256),
+             dtype="bf16", causal=True, q_scale=12.0),
+        Case("small bf16 d256 causal N=72 peaky", shape=(1, 1, 72, 256), dtype="bf16",
+             causal=True, q_scale=6.0, edge=True)]
     edges = [Case(f"N={n}{' causal' if c else ''}{' peaky' if qs > 1 else ''} d{d}", edge=True,
                   slow=True, shape=(1, 2, n, d), dtype="f16", causal=c, q_scale=qs)
              for n, c, qs, d in ((1, False, 1.0, 64), (1, True, 1.0, 128), (129, True, 1.0, 64),
@@ -95,14 +104,14 @@ def attention_cases() -> tuple:
              # more tiles than stages, so every K and V stage is released and refilled
              Case("f16 d64 N=640 peaky, first CTA (rings wrap)", shape=(1, 1, 640, 64),
                   dtype="f16", q_scale=4.0, first_cta=True, edge=True)]
-    return (*grid, *edges, *small, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
-                                        scale=0.5, slow=True))
+    return (*grid, *edges, *small, *d256, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
+                                                scale=0.5, slow=True))
 
 
 ATTENTION = {v: attention_problem(
     f"10_fa3_pipelining/{v}",
     f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({kernels.DESCRIPTIONS[v]}), sm_90a",
-    _kernel(v), attention_cases(), requires=_requires, rows=_rows) for v in kernels.VARIANTS}
+    _kernel(v), attention_cases(v), requires=_requires, rows=_rows) for v in kernels.VARIANTS}
 
 
 # --------------------------------------------------------------------------------------------

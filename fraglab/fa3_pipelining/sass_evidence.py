@@ -145,7 +145,9 @@ def ptxas_notes(b, name: str) -> list[str]:
 
 
 def all_evidence(dtypes=("f16",), dims=kernels.HEAD_DIMS) -> list[dict]:
-    return [evidence(v, t, d) for v in kernels.VARIANTS for t in dtypes for d in dims]
+    """:func:`evidence` of every variant, dtype and head dimension of ``dims`` it has kernels for."""
+    return [evidence(v, t, d) for v in kernels.VARIANTS for t in dtypes for d in dims
+            if d in kernels.head_dims(v)]
 
 
 def table(rows: list[dict]) -> str:
