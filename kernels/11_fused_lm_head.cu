@@ -37,14 +37,9 @@
 
 using namespace fa2mma;
 
-constexpr int LMH_BM = 128, LMH_BN = 128, LMH_BK = 64, LMH_STAGES = 3;
-constexpr int LMH_WARPS_M = 4, LMH_WARPS_N = 2, LMH_THREADS = 32 * LMH_WARPS_M * LMH_WARPS_N;
-constexpr int LMH_WTM = LMH_BM / LMH_WARPS_M, LMH_WTN = LMH_BN / LMH_WARPS_N;   // 32 x 64 a warp
-constexpr int LMH_MT = LMH_WTM / 16, LMH_NT = LMH_WTN / 8;   // accumulators: 2 x 8 of 16 x 8
-constexpr int LMH_CHUNKS = LMH_BK / 8;                       // 16-byte chunks of a row's chunk of d
-constexpr int LMH_STAGE_BYTES = (LMH_BM + LMH_BN) * LMH_BK * 2;
+#include "11_fused_lm_head_config.cuh"   // LMH_*: the tile, shared with the backward
+
 constexpr int LMH_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES;  // 96 KB
-constexpr float LMH_LOG2E = 1.4426950408889634f;
 constexpr float LMH_LN2 = 0.6931471805599453f;
 static_assert(LMH_BK == 64, "swz<LMH_BK> XORs 3 bits of the chunk index: rows of 8 chunks");
 static_assert((LMH_BM * LMH_CHUNKS) % LMH_THREADS == 0 && (LMH_BN * LMH_CHUNKS) % LMH_THREADS == 0,

@@ -13,7 +13,7 @@
 //            overflows nor loses small values to underflow, and gscale is applied in FP32 after
 //            the products), dh (n, d) and dw (v, d) float32, zeroed by the caller: the kernel
 //            ADDS (red.global.add.f32). skipped: one unsigned counter, +1 per skipped tile.
-//            Grid (ceil(n / LMB_BM), ceil(v / LMB_BN)), block LMB_THREADS, dynamic shared memory
+//            Grid (ceil(n / LMH_BM), ceil(v / LMH_BN)), block LMH_THREADS, dynamic shared memory
 //            LMB_SMEM_BYTES. filter_eps > 0: a tile whose every |softmax - onehot| is below it
 //            adds nothing and is skipped (Cut Cross-Entropy's filter); <= 0: never skipped.
 // lmhead_bwd_cast_<f16|bf16>(src, dst, count)
@@ -22,11 +22,11 @@
 //
 // A block owns one (token block, vocabulary tile) pair and works in three steps:
 //  1. the tile's logits S = h_blk w_tile^T, exactly the forward's loop (11_fused_lm_head.cu: d in
-//     chunks of LMB_BK through a cp.async pipeline, warp (wm, wn) holding rows wm LMB_WTM .. and
-//     columns wn LMB_WTN .. in mma accumulators);
+//     chunks of LMH_BK through a cp.async pipeline, warp (wm, wn) holding rows wm LMH_WTM .. and
+//     columns wn LMH_WTN .. in mma accumulators);
 //  2. G's tile from the accumulators, element by element (the row's lse and dl in registers: no
 //     reduction at all, the forward did it), rounded to 16 bits into shared memory (swizzled,
-//     LMB_BN values a row);
+//     LMH_BN values a row);
 //  3. d in chunks again (the same cp.async pipeline, the same h and w chunks re-read): per chunk
 //     dh_blk[:, chunk] += G w_tile[:, chunk] and dw_tile[:, chunk] += G^T h_blk[:, chunk], two
 //     mma products whose A operand is G from shared memory (plain ldmatrix for G, .trans for G^T)
@@ -38,21 +38,16 @@
 
 using namespace fa2mma;
 
-constexpr int LMB_BM = 128, LMB_BN = 128, LMB_BK = 64, LMB_STAGES = 3;
-constexpr int LMB_WARPS_M = 4, LMB_WARPS_N = 2, LMB_THREADS = 32 * LMB_WARPS_M * LMB_WARPS_N;
-constexpr int LMB_WTM = LMB_BM / LMB_WARPS_M, LMB_WTN = LMB_BN / LMB_WARPS_N;   // 32 x 64 a warp
-constexpr int LMB_MT = LMB_WTM / 16, LMB_NT = LMB_WTN / 8;   // logits: 2 x 8 of 16 x 8
-constexpr int LMB_CHUNKS = LMB_BK / 8;                       // 16-byte chunks of a row's chunk of d
-constexpr int LMB_STAGE_BYTES = (LMB_BM + LMB_BN) * LMB_BK * 2;
-constexpr int LMB_G_BYTES = LMB_BM * LMB_BN * 2;              // G's tile, 16-bit
-constexpr int LMB_SMEM_BYTES = LMB_STAGES * LMB_STAGE_BYTES + LMB_G_BYTES;   // 128 KB
+#include "11_fused_lm_head_config.cuh"   // LMH_*: the forward's tile, which step 1 recomputes
+
+constexpr int LMB_G_BYTES = LMH_BM * LMH_BN * 2;              // G's tile, 16-bit
+constexpr int LMB_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES + LMB_G_BYTES;   // 128 KB
 // Step 3: each warp computes a 32 x 32 block of dh's chunk (BM x BK) and one of dw's (BN x BK).
 constexpr int LMB_GM = 32, LMB_GN = 32, LMB_GMT = LMB_GM / 16, LMB_GNT = LMB_GN / 8;
-constexpr float LMB_LOG2E = 1.4426950408889634f;
-static_assert(LMB_BK == 64 && LMB_BN == 128, "swz XORs 3 bits of the chunk index");
-static_assert((LMB_BM / LMB_GM) * (LMB_BK / LMB_GN) == LMB_WARPS_M * LMB_WARPS_N &&
-              (LMB_BN / LMB_GM) * (LMB_BK / LMB_GN) == LMB_WARPS_M * LMB_WARPS_N, "a block a warp");
-static_assert((LMB_BM * LMB_CHUNKS) % LMB_THREADS == 0 && (LMB_BN * LMB_CHUNKS) % LMB_THREADS == 0,
+static_assert(LMH_BK == 64 && LMH_BN == 128, "swz XORs 3 bits of the chunk index");
+static_assert((LMH_BM / LMB_GM) * (LMH_BK / LMB_GN) == LMH_WARPS_M * LMH_WARPS_N &&
+              (LMH_BN / LMB_GM) * (LMH_BK / LMB_GN) == LMH_WARPS_M * LMH_WARPS_N, "a block a warp");
+static_assert((LMH_BM * LMH_CHUNKS) % LMH_THREADS == 0 && (LMH_BN * LMH_CHUNKS) % LMH_THREADS == 0,
               "whole chunks per thread");
 
 #if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
@@ -61,7 +56,7 @@ static_assert((LMB_BM * LMB_CHUNKS) % LMB_THREADS == 0 && (LMB_BN * LMB_CHUNKS) 
 
 
 // out (32 x 32 block of a chunk's product) += A B over k = 0 .. K: A (32 x K) from the G tile
-// in shared memory, B (K x 32) = rows of a chunk (K rows of LMB_BK values) read with .trans.
+// in shared memory, B (K x 32) = rows of a chunk (K rows of LMH_BK values) read with .trans.
 // TRANS_A: A = G^T (rows: vocabulary words, k: tokens), read with ldmatrix .trans; else A = G
 // (rows: tokens, k: words). a_row0: A's first row; b_col0: B's first column (of the chunk).
 template <bool BF16, bool TRANS_A, int K>
@@ -74,15 +69,15 @@ __device__ __forceinline__ void grad_block(float (&out)[LMB_GMT][LMB_GNT][4], u3
 #pragma unroll
         for (int mi = 0; mi < LMB_GMT; ++mi) {
             if constexpr (TRANS_A)   // matrix q = lane / 8: tokens + 8 (q / 2), words + 8 (q % 2)
-                ldsm4<true>(a[mi], sG + swz<LMB_BN>(16 * kk + (lane & 7) + (((lane >> 4) & 1) << 3),
+                ldsm4<true>(a[mi], sG + swz<LMH_BN>(16 * kk + (lane & 7) + (((lane >> 4) & 1) << 3),
                                                     (a_row0 + 16 * mi) / 8 + ((lane >> 3) & 1)));
             else
-                ldsm4<false>(a[mi], sG + swz<LMB_BN>(a_row0 + 16 * mi + (lane & 15), 2 * kk + (lane >> 4)));
+                ldsm4<false>(a[mi], sG + swz<LMH_BN>(a_row0 + 16 * mi + (lane & 15), 2 * kk + (lane >> 4)));
         }
 #pragma unroll
         for (int dp = 0; dp < LMB_GNT / 2; ++dp) {
             u32 b[4];
-            ldsm4<true>(b, sChunk + swz<LMB_BK>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3),
+            ldsm4<true>(b, sChunk + swz<LMH_BK>(16 * kk + (lane & 7) + (((lane >> 3) & 1) << 3),
                                                 b_col0 / 8 + 2 * dp + (lane >> 4)));
 #pragma unroll
             for (int mi = 0; mi < LMB_GMT; ++mi) {
@@ -118,97 +113,78 @@ __device__ __forceinline__ void lmhead_bwd(const u16* __restrict__ h, const u16*
 {
     extern __shared__ __align__(128) unsigned char smem[];
     const u32 base = (u32)__cvta_generic_to_shared(smem);
-    const u32 sG = base + LMB_STAGES * LMB_STAGE_BYTES;
+    const u32 sG = base + LMH_STAGES * LMH_STAGE_BYTES;
     const int lane = lane_id(), warp = threadIdx.x >> 5, g = lane >> 2, c4 = lane & 3;
-    const int wm = warp / LMB_WARPS_N, wn = warp % LMB_WARPS_N;
-    const int m0 = blockIdx.x * LMB_BM, n0 = blockIdx.y * LMB_BN;
-    const int chunks = (d + LMB_BK - 1) / LMB_BK;
+    const int wm = warp / LMH_WARPS_N, wn = warp % LMH_WARPS_N;
+    const int m0 = blockIdx.x * LMH_BM, n0 = blockIdx.y * LMH_BN;
+    const int chunks = (d + LMH_BK - 1) / LMH_BK;
     const int steps = 2 * chunks;              // step 1's chunks, then step 3's: the same chunks
 
     // Per lane: rows g + 8r of the warp's 16-row blocks mi: target (-1: no gradient), lse in the
     // log2 domain, dl.
-    int tgt[LMB_MT][2];
-    float lse2[LMB_MT][2], scale[LMB_MT][2];
+    int tgt[LMH_MT][2];
+    float lse2[LMH_MT][2], scale[LMH_MT][2];
 #pragma unroll
-    for (int mi = 0; mi < LMB_MT; ++mi)
+    for (int mi = 0; mi < LMH_MT; ++mi)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int row = m0 + wm * LMB_WTM + 16 * mi + g + 8 * r;
+            const int row = m0 + wm * LMH_WTM + 16 * mi + g + 8 * r;
             const int t = row < n ? targets[row] : ignore_index;
             const bool live = row < n && t != ignore_index;
             tgt[mi][r] = live ? t : -1;
-            lse2[mi][r] = live ? lse[row] * LMB_LOG2E : 0.0f;
+            lse2[mi][r] = live ? lse[row] * LMH_LOG2E : 0.0f;
             scale[mi][r] = live ? dl[row] : 0.0f;
         }
 
     int ld_kc = 0, ld_stage = 0;
     auto load_next = [&]() {
-        const u32 st = base + ld_stage * LMB_STAGE_BYTES;
-        load_chunk<LMB_BM, LMB_BK, LMB_THREADS>(st, h, m0, n, ld_kc * LMB_BK, d);
-        load_chunk<LMB_BN, LMB_BK, LMB_THREADS>(st + LMB_BM * LMB_BK * 2, w, n0, v, ld_kc * LMB_BK, d);
+        const u32 st = base + ld_stage * LMH_STAGE_BYTES;
+        load_chunk<LMH_BM, LMH_BK, LMH_THREADS>(st, h, m0, n, ld_kc * LMH_BK, d);
+        load_chunk<LMH_BN, LMH_BK, LMH_THREADS>(st + LMH_BM * LMH_BK * 2, w, n0, v, ld_kc * LMH_BK, d);
         if (++ld_kc == chunks) ld_kc = 0;
-        if (++ld_stage == LMB_STAGES) ld_stage = 0;
+        if (++ld_stage == LMH_STAGES) ld_stage = 0;
     };
 #pragma unroll
-    for (int i = 0; i < LMB_STAGES - 1; ++i) {
+    for (int i = 0; i < LMH_STAGES - 1; ++i) {
         if (i < steps) load_next();
         cp_async_commit();
     }
 
     // Step 1: the logits of the tile.
-    float acc[LMB_MT][LMB_NT][4];
+    float acc[LMH_MT][LMH_NT][4];
 #pragma unroll
-    for (int mi = 0; mi < LMB_MT; ++mi)
+    for (int mi = 0; mi < LMH_MT; ++mi)
 #pragma unroll
-        for (int j = 0; j < LMB_NT; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.0f;
+        for (int j = 0; j < LMH_NT; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.0f;
     int stage = 0, i = 0;
     for (; i < chunks; ++i) {
-        cp_async_wait<LMB_STAGES - 2>();
+        cp_async_wait<LMH_STAGES - 2>();
         __syncthreads();
-        if (i + LMB_STAGES - 1 < steps) load_next();
+        if (i + LMH_STAGES - 1 < steps) load_next();
         cp_async_commit();
-        const u32 st = base + stage * LMB_STAGE_BYTES;
-        mma_chunk<BF16, LMB_BK>(acc, st + swz<LMB_BK>(wm * LMB_WTM, 0),
-                               st + LMB_BM * LMB_BK * 2 + swz<LMB_BK>(wn * LMB_WTN, 0), lane);
-        if (++stage == LMB_STAGES) stage = 0;
+        const u32 st = base + stage * LMH_STAGE_BYTES;
+        mma_chunk<BF16, LMH_BK>(acc, st + swz<LMH_BK>(wm * LMH_WTM, 0),
+                               st + LMH_BM * LMH_BK * 2 + swz<LMH_BK>(wn * LMH_WTN, 0), lane);
+        if (++stage == LMH_STAGES) stage = 0;
     }
 
-    // Step 2: G's tile, each element from its logit alone. big: an element not below filter_eps.
-    const int col0 = n0 + wn * LMB_WTN + 2 * c4;
-    const float inv_cap = SOFTCAP ? 1.0f / cap : 0.0f;
-    bool big = false;
-#pragma unroll
-    for (int mi = 0; mi < LMB_MT; ++mi)
-#pragma unroll
-        for (int j = 0; j < LMB_NT; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = e >> 1, col = col0 + 8 * j + (e & 1);
-                float z = acc[mi][j][e], dz = 1.0f;
-                if (SOFTCAP) {
-                    const float th = tanhf(z * inv_cap);
-                    z = cap * th;
-                    dz = 1.0f - th * th;
-                }
-                float p = fast_exp2(fmaf(z, LMB_LOG2E, -lse2[mi][r])) - (col == tgt[mi][r] ? 1.0f : 0.0f);
-                if (tgt[mi][r] < 0 || col >= v) p = 0.0f;       // ignored or padded row, padded word
-                big |= fabsf(p) >= filter_eps;
-                acc[mi][j][e] = p * scale[mi][r] * dz;
-            }
+    // Step 2: G's tile, each element from its logit alone (11_fused_lm_head_tile.cuh).
+    const bool big = grad_of_logits<SOFTCAP>(acc, tgt, lse2, scale, n0 + wn * LMH_WTN + 2 * c4, v, cap,
+                                             filter_eps);
     if (filter_eps > 0.0f && !__syncthreads_or(big)) {
         if (threadIdx.x == 0) atomicAdd(skipped, 1u);
         cp_async_wait<0>();              // no copy may land after the block has gone
         return;
     }
 #pragma unroll
-    for (int mi = 0; mi < LMB_MT; ++mi)
+    for (int mi = 0; mi < LMH_MT; ++mi)
 #pragma unroll
-        for (int j = 0; j < LMB_NT; ++j)
+        for (int j = 0; j < LMH_NT; ++j)
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const int row = wm * LMB_WTM + 16 * mi + g + 8 * r, col = wn * LMB_WTN + 8 * j;
+                const int row = wm * LMH_WTM + 16 * mi + g + 8 * r, col = wn * LMH_WTN + 8 * j;
                 const u32 val = pack2<BF16>(acc[mi][j][2 * r], acc[mi][j][2 * r + 1]);
-                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sG + swz<LMB_BN>(row, col / 8) + 4 * c4),
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(sG + swz<LMH_BN>(row, col / 8) + 4 * c4),
                              "r"(val) : "memory");
             }
     // (step 3's first barrier makes G visible to every warp)
@@ -217,27 +193,27 @@ __device__ __forceinline__ void lmhead_bwd(const u16* __restrict__ h, const u16*
     const int gm = warp >> 1, gn = warp & 1;
     const float gscale = *gscale_p;
     for (int kc = 0; i < steps; ++i, ++kc) {
-        cp_async_wait<LMB_STAGES - 2>();
+        cp_async_wait<LMH_STAGES - 2>();
         __syncthreads();
-        if (i + LMB_STAGES - 1 < steps) load_next();
+        if (i + LMH_STAGES - 1 < steps) load_next();
         cp_async_commit();
-        const u32 st = base + stage * LMB_STAGE_BYTES;
+        const u32 st = base + stage * LMH_STAGE_BYTES;
         float out[LMB_GMT][LMB_GNT][4];
 #pragma unroll
         for (int mi = 0; mi < LMB_GMT; ++mi)
 #pragma unroll
             for (int j = 0; j < LMB_GNT; ++j) out[mi][j][0] = out[mi][j][1] = out[mi][j][2] = out[mi][j][3] = 0.0f;
         // dh_blk[:, chunk] += G (BM x BN) w_tile[:, chunk] (BN x BK)
-        grad_block<BF16, false, LMB_BN>(out, sG, st + LMB_BM * LMB_BK * 2, LMB_GM * gm, LMB_GN * gn, lane);
-        add_block(dh, out, gscale, m0 + LMB_GM * gm, n, kc * LMB_BK + LMB_GN * gn, d, g, c4);
+        grad_block<BF16, false, LMH_BN>(out, sG, st + LMH_BM * LMH_BK * 2, LMB_GM * gm, LMB_GN * gn, lane);
+        add_block(dh, out, gscale, m0 + LMB_GM * gm, n, kc * LMH_BK + LMB_GN * gn, d, g, c4);
 #pragma unroll
         for (int mi = 0; mi < LMB_GMT; ++mi)
 #pragma unroll
             for (int j = 0; j < LMB_GNT; ++j) out[mi][j][0] = out[mi][j][1] = out[mi][j][2] = out[mi][j][3] = 0.0f;
         // dw_tile[:, chunk] += G^T (BN x BM) h_blk[:, chunk] (BM x BK)
-        grad_block<BF16, true, LMB_BM>(out, sG, st, LMB_GM * gm, LMB_GN * gn, lane);
-        add_block(dw, out, gscale, n0 + LMB_GM * gm, v, kc * LMB_BK + LMB_GN * gn, d, g, c4);
-        if (++stage == LMB_STAGES) stage = 0;
+        grad_block<BF16, true, LMH_BM>(out, sG, st, LMB_GM * gm, LMB_GN * gn, lane);
+        add_block(dw, out, gscale, n0 + LMB_GM * gm, v, kc * LMH_BK + LMB_GN * gn, d, g, c4);
+        if (++stage == LMH_STAGES) stage = 0;
     }
     cp_async_wait<0>();
 }
@@ -245,7 +221,7 @@ __device__ __forceinline__ void lmhead_bwd(const u16* __restrict__ h, const u16*
 #endif  // FRAGLAB_SM80
 
 #define LMB_KERNEL(NAME, BF16, SOFTCAP)                                                             \
-    extern "C" __global__ void __launch_bounds__(LMB_THREADS, 1)                                    \
+    extern "C" __global__ void __launch_bounds__(LMH_THREADS, 1)                                    \
     NAME(const u16* h, const u16* w, const int* targets, const float* lse, const float* dl,         \
          float* dh, float* dw, unsigned* skipped, int n, int v, int d, int ignore_index,            \
          float softcap, float filter_eps, const float* gscale)                                      \

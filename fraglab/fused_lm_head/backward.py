@@ -1,5 +1,14 @@
-"""The backward pass of the fused loss (``kernels/11_fused_lm_head_bwd.cu``): the gradients for h and
-w, the logits recomputed tile by tile from h, w and the forward's per-token log-sum-exp.
+"""The backward pass of the fused loss: the gradients for h and w, the logits recomputed tile by tile
+from h, w and the forward's per-token log-sum-exp. Two rungs (:data:`VARIANTS`, ``variant=``):
+
+* ``"atomic"`` (``kernels/11_fused_lm_head_bwd.cu``): one block per (token block, vocabulary tile)
+  computes G's tile and adds its shares of dh and dw to FP32 buffers with atomics, then two casts;
+  needs an (n, d) and a (V, d) FP32 buffer, and its sums' order varies from run to run;
+* ``"chunked"`` (``kernels/11_fused_lm_head_bwd_chunked.cu``, the default): the vocabulary in
+  chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's rows of the chunk
+  by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across chunks when there are
+  several): no atomics, no (V, d) buffer, the same bits every run. :func:`scratch_bytes` says what
+  each rung allocates beyond the gradients.
 
     loss, lse = forward_with_lse(h, w, targets)                  # the forward, keeping lse
     dh, dw = linear_cross_entropy_backward(h, w, targets, lse, grad)
@@ -20,10 +29,20 @@ from .. import launch, toolchain
 from . import kernels
 
 KERNELS = "11_fused_lm_head_bwd"
-#: Tile sizes and block of the backward kernel (the .cu file's LMB_* constants; a test keeps them equal).
-BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
-#: Dynamic shared memory: the pipeline's stages and G's 16-bit tile.
+CHUNKED = "11_fused_lm_head_bwd_chunked"
+#: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`).
+VARIANTS = ("atomic", "chunked")
+DEFAULT = "chunked"
+#: The tile both rungs recompute: the forward's (``kernels/11_fused_lm_head_config.cuh``).
+BM, BN, BK, STAGES, THREADS = kernels.BM, kernels.BN, kernels.BK, kernels.STAGES, kernels.THREADS
+#: Dynamic shared memory of the atomic rung: the pipeline's stages and G's 16-bit tile.
 SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2
+#: The chunked rung's GEMM tile: BM rows of C, GEMM_BN columns (of d), GEMM_BK of k a step
+#: (the .cu file's LMC_BN, LMC_BK); its kernels' shared memory, the G kernel's the forward's.
+GEMM_BN, GEMM_BK = 128, 64
+GEMM_SMEM_BYTES = STAGES * (BM * GEMM_BK + GEMM_BK * GEMM_BN) * 2
+#: The chunked rung's budget for G, one chunk of the vocabulary (16-bit values, n x chunk words).
+CHUNK_BYTES = 64 << 20
 CAST_THREADS = 256
 #: The skip threshold the brief and Cut Cross-Entropy use for bf16: a tile whose every
 #: |softmax - onehot| is below 2^-12 is left out (``filter_eps=FILTER_EPS``); off by default.
@@ -103,16 +122,45 @@ def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, 
     return dtype, (n, v, d), cap, g
 
 
+def chunk_tiles(n: int, v: int, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Vocabulary tiles (of :data:`BN` words) in one chunk of the chunked rung: as many as keep G
+    (n x chunk words, 16-bit) within ``chunk_bytes``, at least one, at most all of V's."""
+    fit = int(chunk_bytes) // (2 * max(int(n), 1) * BN)
+    return max(1, min(fit, -(-int(v) // BN)))
+
+
+def scratch_bytes(n: int, v: int, d: int, variant: str = DEFAULT,
+                  chunk_bytes: int = CHUNK_BYTES) -> dict[str, int]:
+    """What ``variant`` allocates beyond the gradients, by buffer (bytes): the atomic rung's FP32
+    sums of dh and dw; the chunked rung's G (one chunk), its tiles' flags and, with more than one
+    chunk, dh's FP32 sums. Counters and the dl and gscale vectors (n + 2 floats) left out."""
+    launch.check_choice("variant", variant, VARIANTS)
+    if variant == "atomic":
+        return {"dh32": 4 * n * d, "dw32": 4 * v * d}
+    tiles = chunk_tiles(n, v, chunk_bytes)
+    out = {"G": 2 * n * tiles * BN, "flags": -(-n // BM) * tiles}
+    if tiles < -(-v // BN):
+        out["dh32"] = 4 * n * d
+    return out
+
+
 def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                       reduction: str = "mean", softcap: float | None = None, *,
-                      filter_eps: float | None = None, out=None, source: str | None = None):
-    """Check everything, allocate, and return ``(run, res)``: ``run()`` zeroes the FP32 sums,
-    launches the backward kernel and the two casts on the current stream, and returns ``(dh,
-    dw)``; ``res`` holds them and ``skipped`` (a one-element uint32 array: tiles left out by the
-    filter, counted by the last run). ``out``: ``(dh, dw)`` arrays to write into (the autograd
-    Function's tensors), poisoned here first. ``source``: another kernel file (a mutant)."""
+                      filter_eps: float | None = None, out=None, source: str | None = None,
+                      variant: str | None = None, chunk_bytes: int = CHUNK_BYTES):
+    """Check everything, allocate, and return ``(run, res)``: ``run()`` launches the rung's
+    kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
+    (a one-element uint32 array: tiles left out by the filter, counted by the last run).
+    ``out``: ``(dh, dw)`` arrays to write into (the autograd Function's tensors), poisoned here
+    first. ``source``: another kernel file for the rung (a mutant). ``variant``:
+    :data:`VARIANTS` (default :data:`DEFAULT`); ``chunk_bytes``: the chunked rung's budget for G."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
                                                         reduction, softcap, filter_eps)
+    variant = DEFAULT if variant is None else variant
+    launch.check_choice("variant", variant, VARIANTS)
+    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
+            or chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
     xp = _xp()
     if out is None:
         dh, dw = launch.poisoned((n, d), h.dtype), launch.poisoned((v, d), h.dtype)
@@ -136,14 +184,28 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
             count = (targets != ignore_index).sum()
             gscale = xp.where(count > 0, gscale / xp.maximum(count, 1), xp.float32(0))
         gscale = gscale.astype(xp.float32)
+    skipped = xp.zeros(1, xp.uint32)
+    eps = np.float32(filter_eps if filter_eps is not None else 0.0)
+    res = {"dh": dh, "dw": dw, "skipped": skipped}
+    if variant == "atomic":
+        run = _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d), ignore_index,
+                      cap, eps, source)
+    else:
+        run = _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d),
+                       ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes))
+    return run, res
+
+
+def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps, source):
+    """The atomic rung's ``run``: FP32 sums zeroed, the kernel, two casts."""
+    n, v, d = nvd
+    xp = _xp()
     dh32 = xp.zeros((n, d), xp.float32)
     dw32 = xp.zeros((v, d), xp.float32)
-    skipped = xp.zeros(1, xp.uint32)
     bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None), source=source)
     cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}", source=source)
     args = (h, w, tg, lse, dl, dh32, dw32, skipped, np.int32(n), np.int32(v), np.int32(d),
-            np.int32(ignore_index), np.float32(cap or 0.0),
-            np.float32(filter_eps if filter_eps is not None else 0.0), gscale)
+            np.int32(ignore_index), np.float32(cap or 0.0), eps, gscale)
     grid = (-(-n // BM), -(-v // BN))
     sms = launch.sm_count()
 
@@ -156,14 +218,54 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
             blocks = max(1, min(-(-pairs // CAST_THREADS), 8 * sms))
             launch.launch(cast, blocks, CAST_THREADS, (src, dst, np.int64(src.size)))
         return dh, dw
+    return run
 
-    return run, {"dh": dh, "dw": dw, "skipped": skipped}
+
+def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
+             source, tiles):
+    """The chunked rung's ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh."""
+    n, v, d = nvd
+    xp = _xp()
+    n_tiles, row_blocks = -(-v // BN), -(-n // BM)
+    chunks = -(-n_tiles // tiles)
+    ldg = tiles * BN
+    G = launch.poisoned((n, ldg), h.dtype)
+    flags = xp.zeros((row_blocks, tiles), xp.uint8)
+    dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
+    gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + dtype + ("_softcap" if cap is not None else ""),
+                           source=source)
+    dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
+    dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
+    col_blocks = -(-d // GEMM_BN)
+
+    def run():
+        skipped[...] = 0
+        for c in range(chunks):
+            t0 = c * tiles
+            nt = min(tiles, n_tiles - t0)
+            v0 = t0 * BN
+            launch.launch(gk, (row_blocks, nt), THREADS,
+                          (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
+                           np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
+                           np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
+            launch.launch(dwk, (nt, col_blocks), THREADS,
+                          (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
+                           np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
+                          shared_mem=GEMM_SMEM_BYTES)
+            mode = (1 if c > 0 else 0) | (2 if c == chunks - 1 else 0)
+            launch.launch(dhk, (row_blocks, col_blocks), THREADS,
+                          (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
+                           np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode)),
+                          shared_mem=GEMM_SMEM_BYTES)
+        return dh, dw
+    return run
 
 
 def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                                   reduction: str = "mean", softcap: float | None = None, *,
                                   filter_eps: float | None = None, stats: dict | None = None,
-                                  source: str | None = None):
+                                  source: str | None = None, variant: str | None = None,
+                                  chunk_bytes: int = CHUNK_BYTES):
     """``(dh, dw)``: the gradients of :func:`fraglab.fused_lm_head.fused_linear_cross_entropy`
     (same ``h``, ``w``, ``targets`` and options) for the loss's gradient ``grad``, given the
     forward's log-sum-exp ``lse`` (float32 (n,), :func:`forward_with_lse`):
@@ -171,9 +273,12 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
     tokens; ``z'`` the soft-cap's derivative). FP32 accumulation, results in h's element type.
     ``filter_eps``: leave out the vocabulary tiles whose every ``|softmax - onehot|`` is below it
     (e.g. :data:`FILTER_EPS`); None (default): none left out. ``stats``: a dict that receives
-    ``skipped``, how many tiles were left out. ``source``: another kernel file (a mutant)."""
+    ``skipped``, how many tiles were left out. ``source``: another kernel file for the rung (a
+    mutant). ``variant``: the rung, :data:`VARIANTS` (default :data:`DEFAULT`); ``chunk_bytes``:
+    the chunked rung's budget for G (a small one makes several chunks)."""
     run, res = backward_launcher(h, w, targets, lse, grad, ignore_index, reduction, softcap,
-                                 filter_eps=filter_eps, source=source)
+                                 filter_eps=filter_eps, source=source, variant=variant,
+                                 chunk_bytes=chunk_bytes)
     out = run()
     if stats is not None:
         stats["skipped"] = int(res["skipped"][0])
@@ -182,6 +287,7 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
 
 
 def cu_constants() -> dict[str, int]:
-    """The LMB_* integer constants of the kernel file (a test compares them with this module's)."""
-    text = toolchain.kernel_path(KERNELS).read_text()
-    return {k: int(v) for k, v in re.findall(r"\b(LMB_[A-Z_]+) = (\d+)\b", text)}
+    """The LMC_* integer constants of the chunked rung's kernel file (a test compares them with
+    this module's); the tile both rungs share is :func:`fraglab.fused_lm_head.kernels.cu_constants`'s."""
+    text = toolchain.kernel_path(CHUNKED).read_text()
+    return {k: int(v) for k, v in re.findall(r"\b(LMC_[A-Z_]+) = (\d+)\b", text)}

@@ -27,7 +27,8 @@ KERNELS = "11_fused_lm_head"
 #: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then ``wgmma.FILE``).
 VARIANTS = ("mma", "wgmma")
 FINAL = VARIANTS[-1]
-#: Tile sizes and block of the forward kernel (the .cu file's LMH_* constants; a test keeps them equal).
+#: Tile sizes and block of the forward kernel and of the backward's recomputed tiles (the LMH_*
+#: constants of kernels/11_fused_lm_head_config.cuh, their one home; a test keeps them equal).
 BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
 #: Dynamic shared memory of a forward block: STAGES stages of (BM + BN) rows of BK 16-bit values.
 SMEM_BYTES = STAGES * (BM + BN) * BK * 2
@@ -256,7 +257,12 @@ def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
     return _to_torch(out, h) if torch_in else out
 
 
+#: The header that declares the mma.sync tile (LMH_*) for the forward and the backward.
+CONFIG_HEADER = "11_fused_lm_head_config.cuh"
+
+
 def cu_constants() -> dict[str, int]:
-    """The LMH_* integer constants of the kernel file (a test compares them with this module's)."""
-    text = toolchain.kernel_path(KERNELS).read_text()
+    """The LMH_* integer constants of :data:`CONFIG_HEADER` (a test compares them with this
+    module's)."""
+    text = (toolchain.KERNELS_DIR / CONFIG_HEADER).read_text()
     return {k: int(v) for k, v in re.findall(r"\b(LMH_[A-Z_]+) = (\d+)\b", text)}
