@@ -52,7 +52,15 @@ struct TmaProducer {
 };
 #endif
 
+// Key tiles: the defaults here; the tuning sweep (fraglab.fa3_pipelining.tuning) builds others
+// with -DFA3_TMA_BC64=64 etc., and the ring depth with -DFA3_STAGES_DEF.
+#ifndef FA3_TMA_BC64
+#define FA3_TMA_BC64 128
+#endif
+#ifndef FA3_TMA_BC128
+#define FA3_TMA_BC128 128
+#endif
 #undef FA3_PRODUCER
 #define FA3_PRODUCER TmaProducer
-FA3_KERNELS(tma, PingPong, 128, 128)
+FA3_KERNELS(tma, PingPong, FA3_TMA_BC64, FA3_TMA_BC128)
 FA3_KERNELS_D256(tma, PingPong, 64)

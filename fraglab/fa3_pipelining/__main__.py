@@ -1,6 +1,7 @@
 """``python -m fraglab.fa3_pipelining``: chapter 10's command line.
 
     bench --out DIR [--quick]     the H100 run (checks, variants vs cuDNN / SDPA / FA-2) -> DIR/results.json
+    tune --out DIR [--quick]      the tma rung's key tile and ring depth per (d, N, causal) -> DIR/tma_table.json
     sass [--json]                 registers, spills and the SASS overlap evidence of every variant (no GPU)
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ..cli import bench_options, subcommands
 #: Sub-commands: name -> (help, [(flag, keyword arguments of add_argument)]).
 COMMANDS = {
     "bench": ("the H100 measurement run", bench_options("two sizes, few repeats")),
+    "tune": ("the tma rung's tuning sweep (H100)", bench_options("N 1k and 4k only, few repeats")),
     "sass": ("registers, spills, HGMMA beside the softmax (no GPU needed)", [
         ("--json", dict(action="store_true"))]),
 }
@@ -25,6 +27,9 @@ def main(argv=None) -> int:
     if args.cmd == "bench":
         from . import bench
         bench.run(args.out, quick=args.quick, seed=args.seed)
+    elif args.cmd == "tune":
+        from . import tuning
+        tuning.run(args.out, quick=args.quick, seed=args.seed)
     else:
         from . import sass_evidence
         rows = sass_evidence.all_evidence()

@@ -37,13 +37,16 @@ def _key_tiles() -> dict[str, dict[int, int]]:
     for v in VARIANTS:
         path = KERNELS_DIR / f"10_fa3_pipelining_{v}.cu"
         text = path.read_text()
-        m = re.search(rf"^FA3_KERNELS\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", text, re.M)
+        # a tile may be a macro with a default in the file (#define FA3_TMA_BC64 128)
+        macros = dict(re.findall(r"^#define\s+(\w+)\s+(\d+)\s*$", text, re.M))
+        num = lambda tok: int(macros.get(tok, tok))          # noqa: E731
+        m = re.search(rf"^FA3_KERNELS\(\s*{v}\s*,\s*\w+\s*,\s*(\w+)\s*,\s*(\w+)\s*\)", text, re.M)
         if not m:
             raise RuntimeError(f"{path.name} has no line FA3_KERNELS({v}, MainLoop, BC64, BC128)")
-        tiles[v] = {64: int(m.group(1)), 128: int(m.group(2))}
-        m = re.search(rf"^FA3_KERNELS_D256\(\s*{v}\s*,\s*\w+\s*,\s*(\d+)\s*\)", text, re.M)
+        tiles[v] = {64: num(m.group(1)), 128: num(m.group(2))}
+        m = re.search(rf"^FA3_KERNELS_D256\(\s*{v}\s*,\s*\w+\s*,\s*(\w+)\s*\)", text, re.M)
         if m:
-            tiles[v][256] = int(m.group(1))
+            tiles[v][256] = num(m.group(1))
     return tiles
 
 
@@ -97,7 +100,7 @@ def kernel_name(variant: str, dtype: str, d: int) -> str:
     return f"fa3_{variant}_{dtype}_d{d}"
 
 
-def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
+def smem_bytes(variant: str, d: int, stages: int = STAGES, key_tile: int | None = None) -> int:
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
     Q (128 x d), ``stages`` K and V tiles (BC x d; at most 2 stages at d = 256:
     :func:`stages_for`), 16-bit values, and 1 + 4 x stages mbarriers.
@@ -109,7 +112,7 @@ def smem_bytes(variant: str, d: int, stages: int = STAGES) -> int:
     ``FA3_BR``, ``FA3_THREADS`` and ``FA3_STAGES``, reads the values back from the PTX, for both
     d and ring depths 3 and 2, and compares them with :data:`KEY_TILE`, this function,
     :data:`BR`, :data:`THREADS` and :data:`STAGES`."""
-    bc = KEY_TILE[variant][d]
+    bc = KEY_TILE[variant][d] if key_tile is None else key_tile
     stages = stages_for(d, stages)
     return 1024 + BR * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
 
@@ -138,30 +141,70 @@ def _kernel(name: str, kernel: str, source: str | None = None, defines: dict | N
 # Attention
 # --------------------------------------------------------------------------------------------
 
+#: Key tiles and ring depths the tma rung can be built with, by d (the tuning sweep's candidates).
+TMA_KEY_TILES = {64: (64, 128), 128: (64, 128), 256: (64,)}
+TMA_STAGES = (2, 3, 4)
+SMEM_LIMIT = 227 * 1024           # dynamic shared memory a CTA may have on sm_90
+
+
+def build_config(variant: str, d: int, n: int, causal: bool, stages: int | None = None,
+                 key_tile: int | None = None) -> tuple[int, int, dict]:
+    """``(stages, key_tile, defines)`` of a launch: checked, with the tma rung's defaults from the
+    measured tuning table (:func:`fraglab.fa3_pipelining.tuning.config_for`), and the -D
+    definitions that build it (none for the file's own tile and ring depth)."""
+    if variant in TMA_VARIANTS:
+        if stages is None or key_tile is None:
+            from .tuning import config_for
+            pick = config_for(d, n, causal)
+            stages = pick["stages"] if stages is None else stages
+            key_tile = pick["key_tile"] if key_tile is None else key_tile
+        launch.check_choice(f"key_tile at d = {d}", key_tile, TMA_KEY_TILES[d])
+        launch.check_choice("stages", stages, TMA_STAGES)
+        stages = stages_for(d, stages)
+        if smem_bytes(variant, d, stages, key_tile) > SMEM_LIMIT:
+            raise ValueError(f"{stages} stages of {key_tile}-key tiles at d = {d} need "
+                             f"{smem_bytes(variant, d, stages, key_tile)} bytes of shared memory; "
+                             f"a CTA may have {SMEM_LIMIT}")
+    else:
+        stages = STAGES if stages is None else stages
+        launch.check_choice("stages", stages, (2, 3))
+        if key_tile is not None and key_tile != KEY_TILE[variant][d]:
+            raise ValueError(f"key_tile: variant {variant!r} is built with {KEY_TILE[variant][d]}-key "
+                             f"tiles at d = {d}; only the tma rung takes others")
+    key_tile = KEY_TILE[variant][d] if key_tile is None else key_tile
+    defines = {} if stages_for(d, stages) == stages_for(d) else {"FA3_STAGES_DEF": stages}
+    if key_tile != KEY_TILE[variant][d]:
+        defines[f"FA3_TMA_BC{d}"] = key_tile
+    return stages, key_tile, defines
+
+
 def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostage",
                        scale: float | None = None, out=None, source: str | None = None,
-                       stages: int = STAGES, one_softmax: bool = False,
-                       defines: dict | None = None):
+                       stages: int | None = None, key_tile: int | None = None,
+                       one_softmax: bool = False, defines: dict | None = None):
     """Check the arguments of :func:`attention`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
     :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab);
-    ``stages``: the K/V ring depth, 2 or 3; ``one_softmax``: one masked softmax instead of a
-    masked and an unmasked copy (the bench compares them); ``defines``: more -D tuning knobs
-    (``FA3_FAST_LOAD``, ``FA3_CONSUMER_REGS_DEF``, ``FA3_PRODUCER_REGS_DEF``)."""
+    ``stages``: the K/V ring depth, 2 or 3 (the tma rung: 2-4 where shared memory holds them);
+    ``key_tile``: keys per K/V tile (the tma rung only: :data:`TMA_KEY_TILES`); for the tma rung
+    both default to the measured tuning table's pick for (d, N, causal)
+    (:func:`fraglab.fa3_pipelining.tuning.config_for`), for the others to :data:`STAGES` and
+    the file's tile; ``one_softmax``: one masked softmax instead of a masked and an unmasked
+    copy (the bench compares them); ``defines``: more -D tuning knobs (``FA3_FAST_LOAD``,
+    ``FA3_CONSUMER_REGS_DEF``, ``FA3_PRODUCER_REGS_DEF``)."""
     launch.check_choice("variant", variant, VARIANTS)
-    launch.check_choice("stages", stages, (2, 3))
     require_hopper(f"the FA-3 kernel {variant!r}")
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, head_dims(variant))
+    stages, key_tile, tile_defines = build_config(variant, d, n, causal, stages, key_tile)
     out = fa2_output(q, out, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
-    defines = {**({} if stages == STAGES else {"FA3_STAGES_DEF": stages}),
-               **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}
+    defines = {**tile_defines, **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}
     fn = _kernel(name, kernel_name(variant, dtype, d), source, defines or None)
-    maps = tensor_maps(variant, q, k, v)
+    maps = tensor_maps(variant, q, k, v, key_tile)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)),
             *map_arguments(maps))
     grid = (-(-n // BR), b * h)
-    smem = smem_bytes(variant, d, stages)
+    smem = smem_bytes(variant, d, stages, key_tile)
 
     def run():
         launch.launch(fn, grid, THREADS, args, shared_mem=smem)
@@ -173,7 +216,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
 TMA_VARIANTS = ("tma",)
 
 
-def tensor_maps(variant: str, q, k, v) -> tuple:
+def tensor_maps(variant: str, q, k, v, key_tile: int | None = None) -> tuple:
     """For the tma rung, three tensor maps (:func:`fraglab.tma.tensor_map`) over q, k and v seen
     as 3-d (B*H, N, d) tensors, boxes of 1 x rows x 64 (rows: 128 query rows for Q, the key tile
     for K and V), 128-byte swizzle; for the others, ``()``. The maps hold the arrays' addresses:
@@ -183,7 +226,7 @@ def tensor_maps(variant: str, q, k, v) -> tuple:
         return ()
     from .. import tma
     b, h, n, d = q.shape
-    bc = KEY_TILE[variant][d]
+    bc = KEY_TILE[variant][d] if key_tile is None else key_tile
     return tuple(tma.tensor_map(x.reshape(b * h, n, d), (1, rows, 64), swizzle=128)
                  for x, rows in ((q, BR), (k, bc), (v, bc)))
 

@@ -17,6 +17,7 @@ from .. import device, launch
 from ..attention import LOG2E, attention_problem, check_fa2_arguments
 from ..problem import Case, Problem
 from . import kernels
+from .tma_tile import TMA_TILE
 
 
 def _requires(case: Case) -> tuple[bool, str]:
@@ -176,7 +177,7 @@ WARPSPEC_ROWSUM = Problem(
     cases=(Case("1 tile", tiles=1, edge=True), Case("5 tiles", tiles=5)))
 
 BLOCKS = {"wgmma_gemm": WGMMA_GEMM, "mbarrier_ring": MBARRIER_RING, "swizzle_tile": SWIZZLE_TILE,
-          "warpspec_rowsum": WARPSPEC_ROWSUM}
+          "warpspec_rowsum": WARPSPEC_ROWSUM, "tma_tile": TMA_TILE}
 PROBLEMS = {**BLOCKS, **{f"attention_{v}": p for v, p in ATTENTION.items()}}
 
 
