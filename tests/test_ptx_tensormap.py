@@ -179,10 +179,11 @@ def test_a_freed_map_is_refused():
 def test_a_map_changed_in_memory_is_refused():
     t = _data((64, 64), np.float16)
     m = tma.tensor_map(t, (16, 64))
-    raw = m.device.copy()
-    raw[24] += 1                                                 # the innermost size
-    with pytest.raises(TensorMapError, match="disagree"):
-        copy(m, t, (0, 0), map_dev=raw)
+    for at in (24, 104, 18):                                     # innermost size, box, swizzle
+        raw = m.device.copy()
+        raw[at] ^= 0x20
+        with pytest.raises(TensorMapError, match="disagree"):
+            copy(m, t, (0, 0), map_dev=raw)
 
 
 def test_a_rank_the_map_does_not_have_is_refused():

@@ -100,11 +100,12 @@ def _resolve(w, ins, lane, raw, rank):
         raise_at(TensorMapError, f"a .{rank}d tensor copy with a map of a {spec.rank}-dimensional "
                  f"tensor ({m!r}): the instruction's dimension must be the map's rank", w, ins,
                  lane=lane)
-    if (tuple(reversed(m.dims)) != tuple(spec.dims) or m.elem_size != spec.elem_size
-            or tuple(reversed(m.strides)) != tuple(spec.strides)):
+    if ((tuple(spec.dims), tuple(spec.strides), tuple(spec.box), spec.elem_size, spec.swizzle)
+            != (tuple(reversed(m.dims)), tuple(reversed(m.strides)), tuple(reversed(m.box)),
+                m.elem_size, m.swizzle)):
         raise_at(TensorMapError, f"the tensor map's bytes disagree with {m!r} (sizes "
-                 f"{spec.dims}, strides {spec.strides}): its 128 bytes were changed in memory",
-                 w, ins, lane=lane)
+                 f"{spec.dims}, strides {spec.strides}, box {spec.box}, swizzle {spec.swizzle}, "
+                 "innermost first): its 128 bytes were changed in memory", w, ins, lane=lane)
     return spec, _origin(w, ins, lane, m)
 
 
