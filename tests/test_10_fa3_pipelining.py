@@ -55,11 +55,13 @@ def test_multiplies_are_hgmma_not_hmma(variant, d):
 
 def test_pipelined_loops_put_exp2_beside_wgmma():
     ev = {(r["variant"], r["d"]): r for r in sass_evidence.all_evidence()}
-    for d in fa3.HEAD_DIMS:           # d = 256 too: O's 128 registers leave room for the overlap
+    for d in (64, 128):
         assert ev[("nooverlap", d)]["sass"]["exp2_beside_wgmma"] == 0
-        for v in ("twostage", "pingpong"):
+        for v in ("twostage", "pingpong", "tma"):
             s = ev[(v, d)]["sass"]
             assert s["exp2_beside_wgmma"] >= s["exp2"] // 2, (v, d, s)
+    s = ev[("tma", 256)]["sass"]          # d = 256: O's 128 registers leave room for the overlap
+    assert s["exp2_beside_wgmma"] >= s["exp2"] // 2, s
     # the 3-stage loop at d = 128 (64-key tiles) overlaps; at d = 64 (128-key tiles) its extra
     # S and P do not fit and ptxas serializes the wgmma (C7512): no exp2 beside a multiply
     assert ev[("threestage", 128)]["sass"]["exp2_beside_wgmma"] > 0
@@ -274,3 +276,41 @@ def test_glue_counts_power_capped_comparisons():
     assert (g["ch10-sm-mhz-min"], g["ch10-sm-mhz-max"], g["ch10-headline-sm-mhz"]) == ("1755", "1980", "1845")
     assert g["ch10-pingpong-gain"] == "1.20x"
     assert report.glue_values({"results": {}})["ch10-throttled"] == "n/a"
+
+
+def test_tune_sweep_picks_and_table(monkeypatch):
+    """The tuning sweep's bookkeeping with a fake timer: every candidate launched, the fastest
+    picked, x cuDNN from the same comparison, and the table config_for reads back."""
+    from fraglab.fa3_pipelining import tuning
+
+    launched = []
+
+    def fake_launcher(q, k, v, *, causal, variant, key_tile, stages):
+        launched.append((key_tile, stages))
+        return (lambda: None), None
+    monkeypatch.setattr(kernels, "attention_launcher", fake_launcher)
+
+    class Base:
+        def inputs(self, rng, shape, dtype="f16"):
+            return None, [None, None, None]
+
+        def callables(self, ts, qkv, causal, refused):
+            return {"cudnn": lambda: None, "sdpa_flash": lambda: None}
+
+    class T:
+        def __init__(self, ms):
+            self.median_ms = ms
+
+    class Cmp:
+        def __init__(self, runs):
+            # the (64, 2) build is the fastest, cuDNN half as fast
+            self.timings = {k: T(1.0 if k == "tma bc64 s2" else 2.0 if k == "cudnn" else 1.5)
+                            for k in runs}
+    monkeypatch.setattr(bench.timing, "compare", lambda runs, **kw: Cmp(runs))
+    rows = bench.tune_sweep(Base(), None, lambda *a: None, sizes=(1024,), dims=(128,), quick=True)
+    assert launched == [(c["key_tile"], c["stages"]) for c in tuning.candidates(128)] * 2
+    assert [r["pick"] for r in rows] == [{"key_tile": 64, "stages": 2}] * 2
+    assert rows[0]["x_cudnn"] == pytest.approx(2.0)
+    tab = tuning.table_of(rows)
+    assert kernels.tma_config_for(128, 3000, True, tab) == {"key_tile": 64, "stages": 2}
+    assert kernels.tma_config_for(64, 3000, True, tab) == kernels.tma_default_config(64)

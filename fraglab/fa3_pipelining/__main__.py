@@ -28,8 +28,8 @@ def main(argv=None) -> int:
         from . import bench
         bench.run(args.out, quick=args.quick, seed=args.seed)
     elif args.cmd == "tune":
-        from . import tuning
-        tuning.run(args.out, quick=args.quick, seed=args.seed)
+        from . import bench
+        bench.tune(args.out, quick=args.quick, seed=args.seed)
     else:
         from . import sass_evidence
         rows = sass_evidence.all_evidence()

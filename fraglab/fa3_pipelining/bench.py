@@ -12,7 +12,11 @@ c. ``headline``: every variant, the course's FA-2, chapter 09's last step (when 
    SDPA's flash backend and cuDNN's SDPA (:class:`fraglab.attention.Baselines`, on its one
    stream), interleaved by :func:`fraglab.bench.compare`, at N = 4096, d = 128, B*H = 32, f16,
    non-causal;
-d. ``sweep``: the same at N 1k .. 16k, d 64 and 128, causal and not.
+d. ``sweep``: the same at N 1k .. 16k, d 64, 128 and 256 (the variants that have it), causal and not.
+
+:func:`tune` (``python -m fraglab.fa3_pipelining tune --out DIR``) is the tma rung's tuning sweep:
+every candidate key tile and ring depth at each (d, N, causal) beside cuDNN and SDPA flash, f16,
+then the picks in bf16 -> ``DIR/tma_table.json`` (:mod:`.tuning` reads it).
 
 A few minutes on an H100, most of it compiling (``--quick``: N 1k and 4k only, fewer repeats).
 """
@@ -162,6 +166,99 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     log("\n" + summary_table(results))
     log(f"wrote {path} ({results['elapsed_s']:.0f} s)")
     return results
+
+
+# ---- the tma rung's tuning sweep (tuning.py keeps the table it writes) ----------------------
+
+def tune_sweep(base, rng, log, *, sizes=SIZES, dims=(64, 128, 256), dtype="f16",
+          quick: bool = False, picks: dict | None = None) -> list[dict]:
+    """Time the candidates (or, with ``picks`` {(d, N, causal): config}, only those) beside the
+    baselines at every (d, N, causal). One record per point: TFLOP/s and the comparison."""
+    from .tuning import candidates, label
+    rows = []
+    for n in sizes:
+        for d in dims:
+            for causal in (False, True):
+                configs = [picks[(d, n, causal)]] if picks else candidates(d)
+                rec = {"N": n, "d": d, "causal": causal, "dtype": dtype, "B": B, "H": H,
+                       "flops": attention_flops(B, H, n, d, causal), "refused": {}}
+                ts, qkv = base.inputs(rng, (B, H, n, d), dtype)
+                runs = {}
+                for c in configs:
+                    try:
+                        runs[label(c)] = kernels.attention_launcher(
+                            *qkv, causal=causal, variant="tma", **c)[0]
+                    except Exception as exc:          # recorded
+                        rec["refused"][label(c)] = f"{type(exc).__name__}: {exc}"[:300]
+                for name, fn in base.callables(ts, qkv, causal, rec["refused"]).items():
+                    if name in ("cudnn", "sdpa_flash"):
+                        try:
+                            fn()
+                            runs[name] = fn
+                        except Exception as exc:
+                            rec["refused"][name] = f"{type(exc).__name__}: {exc}"[:300]
+                c = timing.compare(runs, baseline="cudnn" if "cudnn" in runs else None,
+                                   progress=False, **_rep(n, quick))
+                rec["comparison"] = c
+                rec["tflops"] = {k: rec["flops"] / (t.median_ms * 1e-3) / 1e12
+                                 for k, t in c.timings.items()}
+                mine = {k: v for k, v in rec["tflops"].items() if k.startswith("tma")}
+                if mine:
+                    best = max(mine, key=mine.get)
+                    rec["pick"] = next(x for x in configs if label(x) == best)
+                    cu = rec["tflops"].get("cudnn")
+                    rec["x_cudnn"] = mine[best] / cu if cu else None
+                log(f"  {dtype} N={n:<6} d={d:<4} causal={causal!s:<5} " + ", ".join(
+                    f"{k} {v:.0f}" for k, v in sorted(rec["tflops"].items(), key=lambda kv: -kv[1]))
+                    + " TFLOP/s" + (f"  pick {label(rec['pick'])}, x cuDNN {rec['x_cudnn']:.3f}"
+                                    if rec.get("x_cudnn") else ""))
+                rows.append(rec)
+                if device.gpu_available():
+                    import cupy as cp
+                    cp.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def tune(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
+    """The sweep (f16, every candidate), the table, then the picks in bf16 at d 128 and 256,
+    N >= 4k; ``out_dir/tma_table.json`` rewritten after each part."""
+    from .tuning import SIZES, candidates, table_of
+    t0 = time.time()
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "tma_table.json")
+    log = Log(os.path.join(out_dir, "tune_log.txt"))
+    rng = np.random.default_rng(seed)
+    sizes = (1024, 4096) if quick else SIZES
+    res: dict = {"settings": {"quick": quick, "seed": seed, "sizes": sizes,
+                              "candidates": {d: candidates(d) for d in (64, 128, 256)}},
+                 "errors": {}}
+    dev = timing.device_info()
+    log(f"[10_fa3_pipelining tune] {device.status_line()}")
+
+    def save():
+        res["elapsed_s"] = time.time() - t0
+        timing.save_results(path, res, device=dev)
+
+    base = baselines(log)
+    res["baseline_notes"] = base.notes
+    with base.stream():
+        try:
+            res["f16"] = tune_sweep(base, rng, log, sizes=sizes, quick=quick)
+            res["table"] = table_of(res["f16"])
+        except Exception as exc:                      # recorded
+            res["errors"]["f16"] = f"{type(exc).__name__}: {exc}"[:1000]
+        save()
+        if "table" in res:
+            picks = {(e["d"], e["N"], e["causal"]): {"key_tile": e["key_tile"], "stages": e["stages"]}
+                     for e in res["table"]["entries"]}
+            try:
+                res["bf16"] = tune_sweep(base, rng, log, sizes=[n for n in sizes if n >= 4096],
+                                    dims=(128, 256), dtype="bf16", quick=quick, picks=picks)
+            except Exception as exc:
+                res["errors"]["bf16"] = f"{type(exc).__name__}: {exc}"[:1000]
+        save()
+    log(f"wrote {path} ({time.time() - t0:.0f} s)")
+    return res
 
 
 def summary_table(results: dict) -> str:

@@ -10,9 +10,13 @@ PTX interpreter once it runs sm_90a; anything else raises before a launch.
 """
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+
 import numpy as np
 
-from .. import device, launch
+from .. import device, launch, tools
 from ..attention import LOG2E, check_fa2_arguments, fa2_output
 
 ARCH = "sm_90a"
@@ -147,15 +151,50 @@ TMA_STAGES = (2, 3, 4)
 SMEM_LIMIT = 227 * 1024           # dynamic shared memory a CTA may have on sm_90
 
 
+#: The tma rung's measured tuning table (``python -m fraglab.fa3_pipelining tune``, :mod:`.tuning`).
+TMA_TABLE = tools.REPO_ROOT / "book" / "data" / "10_fa3_pipelining" / "tma_table.json"
+_TMA_TABLE_CACHE: dict = {}
+
+
+def tma_default_config(d: int) -> dict:
+    """The kernel file's own tile and ring depth (what runs without a table)."""
+    return {"key_tile": KEY_TILE["tma"][d], "stages": stages_for(d)}
+
+
+def tma_table(path=None) -> dict:
+    """``{"measured": bool, "status": str, "entries": [{"d", "N", "causal", "key_tile",
+    "stages", ...}]}`` from :data:`TMA_TABLE` (re-read when the file changes)."""
+    path = Path(path or TMA_TABLE)
+    stamp = path.stat().st_mtime_ns if path.is_file() else None
+    if _TMA_TABLE_CACHE.get("key") != (str(path), stamp):
+        if stamp is None:
+            t = {"measured": False, "entries": [],
+                 "status": f"unmeasured: no {path.name}; the kernel file's defaults"}
+        else:
+            t = json.loads(path.read_text())["results"]["table"]
+        _TMA_TABLE_CACHE.update(key=(str(path), stamp), table=t)
+    return _TMA_TABLE_CACHE["table"]
+
+
+def tma_config_for(d: int, n: int, causal: bool, tab: dict | None = None) -> dict:
+    """``{"key_tile", "stages"}`` for the tma rung at (d, N, causal): the measured pick of the
+    table entry with the same d and causal and the nearest N (least |log2| ratio), or
+    :func:`tma_default_config` without one."""
+    entries = [e for e in (tab or tma_table())["entries"] if e["d"] == d and e["causal"] == bool(causal)]
+    if not entries:
+        return tma_default_config(d)
+    e = min(entries, key=lambda e: abs(math.log2(max(n, 1) / e["N"])))
+    return {"key_tile": e["key_tile"], "stages": e["stages"]}
+
+
 def build_config(variant: str, d: int, n: int, causal: bool, stages: int | None = None,
                  key_tile: int | None = None) -> tuple[int, int, dict]:
     """``(stages, key_tile, defines)`` of a launch: checked, with the tma rung's defaults from the
-    measured tuning table (:func:`fraglab.fa3_pipelining.tuning.config_for`), and the -D
+    measured tuning table (:func:`tma_config_for`), and the -D
     definitions that build it (none for the file's own tile and ring depth)."""
     if variant in TMA_VARIANTS:
         if stages is None or key_tile is None:
-            from .tuning import config_for
-            pick = config_for(d, n, causal)
+            pick = tma_config_for(d, n, causal)
             stages = pick["stages"] if stages is None else stages
             key_tile = pick["key_tile"] if key_tile is None else key_tile
         launch.check_choice(f"key_tile at d = {d}", key_tile, TMA_KEY_TILES[d])
@@ -188,7 +227,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
     ``stages``: the K/V ring depth, 2 or 3 (the tma rung: 2-4 where shared memory holds them);
     ``key_tile``: keys per K/V tile (the tma rung only: :data:`TMA_KEY_TILES`); for the tma rung
     both default to the measured tuning table's pick for (d, N, causal)
-    (:func:`fraglab.fa3_pipelining.tuning.config_for`), for the others to :data:`STAGES` and
+    (:func:`tma_config_for`), for the others to :data:`STAGES` and
     the file's tile; ``one_softmax``: one masked softmax instead of a masked and an unmasked
     copy (the bench compares them); ``defines``: more -D tuning knobs (``FA3_FAST_LOAD``,
     ``FA3_CONSUMER_REGS_DEF``, ``FA3_PRODUCER_REGS_DEF``)."""
