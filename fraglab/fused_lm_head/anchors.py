@@ -1,18 +1,26 @@
 """What chapter 11's kernel is compared with, each a callable ``f(h, w, targets, reduction)`` on
 torch tensors (h (N, d), w (V, d) bf16, targets (N,) int64) returning the loss:
 
-* ``eager``: PyTorch, ``F.linear`` then ``F.cross_entropy`` on FP32 logits (the whole logits
-  matrix in memory, twice);
-* ``compile``: ``torch.compile`` of the same function;
-* ``liger``: Liger-Kernel's ``LigerFusedLinearCrossEntropyLoss`` (chunks of tokens through cuBLAS
-  and a Triton softmax; its module takes the weight first);
-* ``cce``: Apple's Cut Cross-Entropy, ``cut_cross_entropy.linear_cross_entropy`` (logits tile by
-  tile in on-chip memory);
+* ``eager``: PyTorch, ``F.linear`` then ``F.cross_entropy`` on the logits' FP32 copy (as Hugging
+  Face's causal LMs upcast them; the whole logits matrix in memory, twice);
+* ``compile``: ``torch.compile`` of the same function, static shapes (``dynamic=False``), compiled
+  afresh for every size (:func:`fresh_compile`: a training run compiles once for its shape; the
+  default would reuse a dynamic-shape graph after the second size, and stop compiling past the
+  recompile limit);
+* ``liger``: Liger-Kernel's ``LigerFusedLinearCrossEntropyLoss`` with its defaults (chunks of
+  tokens through cuBLAS and a Triton softmax, both gradients computed during the forward, dw
+  accumulated in the weight's dtype; its module takes the weight first);
+* ``cce``: Apple's Cut Cross-Entropy, ``cut_cross_entropy.linear_cross_entropy`` with its
+  defaults (``impl="cce"``, the README's recommended start; ``filter_eps="auto"``: the gradient
+  filter on, the vocabulary sorted by average logit for it; gradients accumulated in the inputs'
+  dtype);
 * ``course``: :func:`fraglab.fused_lm_head.kernels.launcher` on the same memory through DLPack,
   its checks done once, so that a call is the two kernels and the reduction; for a training
-  step, its ``torch.autograd.Function`` (:func:`course_autograd`).
+  step, its ``torch.autograd.Function`` (:func:`course_autograd`), in the rungs of
+  :data:`COURSE_TRAIN` (the backward's two rungs, the filter off and on).
 
 :func:`forward_backward` makes a training step (loss, then both gradients) of any of them.
+:data:`SETTINGS` says what each is run with (the record keeps it).
 
 Each is imported lazily; one that is missing (or fails to load) is left out with the reason.
 ``fp32_reference`` is what every loss is compared with at full size.
@@ -21,10 +29,26 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import kernels
+from . import backward, kernels
 
 #: In the order of the comparison's table; the first is the ratios' baseline.
 VARIANTS = ("course", "eager", "compile", "liger", "cce")
+#: The course's training steps: name -> (backward rung, filter_eps); "course" is the default rung.
+COURSE_TRAIN = {"course": (backward.DEFAULT, None),
+                "course_filter": (backward.DEFAULT, backward.FILTER_EPS),
+                "course_atomic": ("atomic", None)}
+#: What each variant runs with, for the record.
+SETTINGS = {
+    "course": f"forward: default rung (wgmma on Hopper); backward: rung {backward.DEFAULT!r}, "
+              f"G budget {backward.CHUNK_BYTES >> 20} MiB, filter off",
+    "course_filter": f"as course, filter_eps = 2^-12 (tiles whose every |softmax - onehot| is below "
+                     "it skipped)",
+    "course_atomic": "as course, backward rung 'atomic' (FP32 atomics, (V, d) FP32 buffer)",
+    "eager": "F.linear (bf16, cuBLAS), .float(), F.cross_entropy",
+    "compile": "torch.compile(eager, dynamic=False), default mode, recompiled per size",
+    "liger": "LigerFusedLinearCrossEntropyLoss defaults (accum_dtype None)",
+    "cce": "linear_cross_entropy defaults (impl='cce', filter_eps='auto', accum_*_fp32 False)",
+}
 
 
 def torch_or_reason():
@@ -65,10 +89,31 @@ def course_loss(h, w, targets, reduction: str = "mean") -> Callable[[], object]:
     return run
 
 
-def course_autograd(h, w, targets, reduction: str = "mean"):
-    """The course's kernels through their ``torch.autograd.Function`` (forward and backward)."""
+def course_autograd(h, w, targets, reduction: str = "mean", *, variant: str | None = None,
+                    filter_eps: float | None = None):
+    """The course's kernels through their ``torch.autograd.Function`` (forward and backward;
+    ``variant`` and ``filter_eps``: the backward's rung and filter)."""
     from .autograd import FusedLinearCrossEntropy
-    return FusedLinearCrossEntropy.apply(h, w, targets, kernels.IGNORE_INDEX, reduction, None)
+    return FusedLinearCrossEntropy.apply(h, w, targets, kernels.IGNORE_INDEX, reduction, None,
+                                         filter_eps, variant)
+
+
+def course_train(name: str) -> Callable:
+    """The loss of :data:`COURSE_TRAIN`'s ``name``, as :func:`forward_backward` takes it."""
+    variant, eps = COURSE_TRAIN[name]
+    return lambda h, w, t, reduction="mean": course_autograd(h, w, t, reduction, variant=variant,
+                                                             filter_eps=eps)
+
+
+def fresh_compile(found: dict) -> None:
+    """Forget every compiled graph (``torch._dynamo.reset``) and put a new static-shape
+    ``torch.compile`` of :func:`eager_loss` in ``found["compile"]`` (when compile is there)."""
+    if "compile" not in found:
+        return
+    import torch
+    torch._dynamo.reset()
+    compiled = torch.compile(eager_loss, dynamic=False)
+    found["compile"] = lambda h, w, t, reduction="mean": compiled(h, w, t, reduction)
 
 
 def forward_backward(f: Callable, h, w, targets) -> Callable[[], tuple]:
@@ -95,7 +140,7 @@ def make(log=None) -> tuple[dict[str, Callable], dict[str, str]]:
         return {}, {name: why for name in VARIANTS}
     found["eager"] = eager_loss
     try:
-        compiled = torch.compile(eager_loss)
+        compiled = torch.compile(eager_loss, dynamic=False)
         found["compile"] = lambda h, w, t, reduction="mean": compiled(h, w, t, reduction)
     except Exception as exc:           # noqa: BLE001
         missing["compile"] = f"torch.compile failed: {type(exc).__name__}: {exc}"[:300]

@@ -5,20 +5,28 @@ a. ``check``: every Problem over its cases, each result recorded, never aborting
    (:func:`fraglab.problem.check_all`);
 b. ``timing`` (GPU and torch only): the forward loss ('mean') of the course's kernel and of the
    anchors (:mod:`.anchors`: PyTorch eager, ``torch.compile``, Liger-Kernel, Cut Cross-Entropy)
-   at Llama 3 8B's head and Gemma 2 2B's (:data:`HEADS`), N = :data:`TOKENS`, bf16; per size:
-   each variant's loss against the FP32 PyTorch loss (and the course's per-token losses), its
-   peak memory beyond the inputs (torch's allocator counter, which CuPy's allocations go through
-   here too), then all of them timed interleaved by :func:`fraglab.bench.compare`.
-   ``--quick``: Llama 3 8B's head at N = 4096 only, few repeats;
+   at Llama 3 8B's head and Gemma 2 2B's (:data:`HEADS`), N = :data:`TOKENS`, bf16, on inputs
+   whose logits look like a trained model's (:func:`lm_inputs`; what they look like is measured
+   and recorded per size: :func:`input_stats`); per size: each variant's loss against the FP32
+   PyTorch loss (and the course's per-token losses), its peak memory beyond the inputs (torch's
+   allocator counter, which CuPy's allocations go through here too), then all of them timed
+   interleaved by :func:`fraglab.bench.compare`. ``--quick``: Llama 3 8B's head at N = 4096 only;
 c. ``train`` (GPU and torch only): the same sizes, a training step each (the 'mean' loss, then
    the gradients for h and w by ``torch.autograd.grad``: :func:`.anchors.forward_backward`), the
-   course's through its autograd Function (:mod:`.autograd`); per variant its peak memory
+   course's through its autograd Function in three settings (:data:`.anchors.COURSE_TRAIN`: the
+   chunked backward with the filter off and on, the atomic one); per variant its peak memory
    beyond the inputs and the two gradients it returns, its gradients' relative difference from
    the course's (the float64 checks of section a hold the course's to its reference), then all
-   timed interleaved.
+   timed interleaved. The course's filter: the tiles it skipped, counted once per size.
 
-``DIR/results.json`` holds both and the device; the log (progress lines) goes to ``DIR/log.txt``.
-About 5 to 6 minutes on an H100 (``torch.compile`` compiles a few times); ``--quick`` about 1.
+Every step of a variant is what a training loop pays: host synchronisations (Liger-Kernel's
+count of targets, the course's argument checks) and Python included, each timed from the GPU's
+events on one stream (``hold=False``: no gate, since some variants synchronise). Medians and
+10th/90th percentiles of the repeats are recorded; fewer repeats at the larger sizes.
+
+``DIR/results.json`` holds both and the device; the log (progress lines, with the time so far)
+goes to ``DIR/log.txt``. About 6 minutes on an H100 (``torch.compile`` compiles twice a size);
+``--quick`` about 1.
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ import numpy as np
 from .. import bench, device
 from ..problem import check_all
 from ..progress import Log
-from . import anchors, kernels, problems
+from . import anchors, backward, kernels, problems
 
 #: (d, V) of the LM heads compared.
 HEADS = {"llama3_8b": (4096, 128256), "gemma2_2b": (2304, 256000)}
@@ -39,13 +47,24 @@ TOKENS = (4096, 8192, 16384)
 QUICK = {"llama3_8b": (4096,)}
 #: A share of targets set to ignore_index (every variant skips them alike).
 IGNORED = 0.05
+#: The inputs' logits, a trained model's in outline (our model, not one measured from a real
+#: one): z[i, v] = b[v] + NOISE e[i, v] + PEAK [v == target[i]] with e ~ N(0, 1). b[v] = -ln(v + 1):
+#: word v is the (v+1)-th most frequent, its unigram probability ~ 1 / (v + 1) (Zipf's law; word
+#: ids in frequency order, as a BPE vocabulary's roughly are: merges are learned most frequent
+#: first); targets drawn from that unigram. NOISE = 1 and PEAK = 8 give a mean loss near 2 nats
+#: and a softmax of which about 0.15 % of entries reach 2^-12 (measured per size:
+#: :func:`input_stats`), the sparsity Cut Cross-Entropy's filter relies on (arXiv:2411.09009).
+NOISE = 1.0
+PEAK = 8.0
+#: The softmax threshold the statistics count (the filter's, bf16: 2^-12).
+STATS_EPS = backward.FILTER_EPS
 
 
 def _repeats(n: int, quick: bool) -> tuple[int, int]:
     """(warm-up, repeats) of one size: fewer at the big sizes."""
     if quick:
         return 1, 4
-    return (2, 20) if n <= 4096 else (2, 10) if n <= 8192 else (1, 6)
+    return (1, 10) if n <= 4096 else (1, 6) if n <= 8192 else (1, 4)
 
 
 @contextlib.contextmanager
@@ -68,23 +87,80 @@ def torch_world(torch):
         cupy.cuda.set_allocator(cupy.get_default_memory_pool().malloc)
 
 
-def lm_inputs(torch, n: int, d: int, v: int, seed: int):
-    """bf16 h (n, d), w (v, d) with logits of standard deviation problems.LOGIT_STD, and int64
-    targets, :data:`IGNORED` of them ignore_index."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    scale = (problems.LOGIT_STD / d ** 0.5) ** 0.5
-    h = (torch.randn(n, d, device="cuda", generator=g) * scale).to(torch.bfloat16)
-    w = (torch.randn(v, d, device="cuda", generator=g) * scale).to(torch.bfloat16)
-    t = torch.randint(0, v, (n,), device="cuda", generator=g)
-    drop = torch.rand(n, device="cuda", generator=g) < IGNORED
+def lm_inputs(torch, n: int, d: int, v: int, seed: int, dev: str = "cuda"):
+    """bf16 h (n, d), w (v, d) and int64 targets (:data:`IGNORED` of them ignore_index) whose
+    logits h w^T follow the model of :data:`NOISE` and :data:`PEAK`: h[:, 0] = 1 and w[:, 0] = b
+    carry the frequency bias; the other d - 1 columns carry the noise (random h and w scaled so
+    that their products have standard deviation NOISE); each h row moves along its target's
+    row of w so that the target's logit gains PEAK."""
+    g = torch.Generator(device=dev).manual_seed(seed)
+    s = (NOISE ** 2 / (d - 1)) ** 0.25
+    x = torch.randn(v, d - 1, device=dev, generator=g)
+    u = torch.randn(n, d - 1, device=dev, generator=g)
+    zipf = 1.0 / torch.arange(1, v + 1, device=dev, dtype=torch.float64)
+    t = torch.multinomial(zipf / zipf.sum(), n, replacement=True, generator=g)
+    xt = x[t]
+    u += (PEAK / s ** 2) * xt / (xt * xt).sum(dim=1, keepdim=True)
+    h = torch.cat([torch.ones(n, 1, device=dev), u * s], dim=1).to(torch.bfloat16)
+    bias = -torch.log(torch.arange(1, v + 1, device=dev, dtype=torch.float32))
+    w = torch.cat([bias[:, None], x * s], dim=1).to(torch.bfloat16)
+    del x, u, xt
+    drop = torch.rand(n, device=dev, generator=g) < IGNORED
     return h, w, torch.where(drop, torch.full_like(t, kernels.IGNORE_INDEX), t)
+
+
+def input_stats(torch, h, w, t, seed: int = 0, rows: int = 1024) -> dict:
+    """What the inputs' softmax looks like (FP32 logits, ``rows`` tokens at a time): mean loss,
+    entropy and target probability over the tokens not ignored, the share of softmax entries at
+    or above :data:`STATS_EPS`, and the share of the backward's (128-token, 128-word) tiles with
+    one such entry or a target (the tiles a filter keeps), with the vocabulary in its order and
+    in a random order (what the order is worth; Cut Cross-Entropy sorts it itself)."""
+    n, v = h.shape[0], w.shape[0]
+    bm, bn = backward.BM, backward.BN
+    dev = h.device
+    perm = torch.randperm(v, device=dev, generator=torch.Generator(device=dev).manual_seed(seed))
+    keep = t != kernels.IGNORE_INDEX
+    loss = ent = pt = 0.0
+    big = 0
+    kept = kept_perm = 0
+    pad = -(-v // bn) * bn - v
+    for r0 in range(0, n, rows):
+        z = (h[r0:r0 + rows] @ w.T).float()
+        tt, kk = t[r0:r0 + rows], keep[r0:r0 + rows]
+        lse = torch.logsumexp(z, dim=1)
+        p = torch.exp(z - lse[:, None])
+        safe = torch.where(kk, tt, torch.zeros_like(tt))
+        zt = z.gather(1, safe[:, None])[:, 0]
+        loss += float(((lse - zt) * kk).sum())
+        pt += float((torch.exp(zt - lse) * kk).sum())
+        ent += float((-(p * torch.log(p.clamp_min(1e-30))).sum(1) * kk).sum())
+        mark = p >= STATS_EPS
+        mark[kk.nonzero()[:, 0], safe[kk]] = True
+        mark &= kk[:, None]
+        big += int(mark.sum())
+        for m, acc in ((mark, "id"), (mark[:, perm], "perm")):
+            mm = torch.nn.functional.pad(m, (0, pad))
+            rb = -(-mm.shape[0] // bm)
+            mm = torch.nn.functional.pad(mm, (0, 0, 0, rb * bm - mm.shape[0]))
+            tiles = int(mm.view(rb, bm, -1, bn).any(dim=3).any(dim=1).sum())
+            if acc == "id":
+                kept += tiles
+            else:
+                kept_perm += tiles
+        del z, p, mark
+    live = int(keep.sum())
+    total_tiles = -(-n // bm) * -(-v // bn)
+    return {"mean_loss": loss / live, "mean_entropy": ent / live, "mean_p_target": pt / live,
+            "share_at_or_above_eps": big / (live * v), "eps": STATS_EPS,
+            "tiles": total_tiles, "tiles_kept": kept, "tiles_kept_shuffled": kept_perm,
+            "share_tiles_kept": kept / total_tiles, "share_tiles_kept_shuffled": kept_perm / total_tiles}
 
 
 def _train_repeats(n: int, quick: bool) -> tuple[int, int]:
     """(warm-up, repeats) of one training-step size."""
     if quick:
         return 1, 3
-    return (1, 8) if n <= 4096 else (1, 5) if n <= 8192 else (1, 3)
+    return (1, 6) if n <= 4096 else (1, 4) if n <= 8192 else (1, 3)
 
 
 def peak_bytes(torch, fn):
@@ -106,7 +182,10 @@ def one_size(torch, found: dict, head: str, n: int, seed: int, quick: bool, log)
     """Every variant at one size: loss against FP32, peak memory, then the interleaved timing."""
     d, v = HEADS[head]
     rec = {"head": head, "n": n, "d": d, "v": v, "variants": {}, "failures": {}}
+    anchors.fresh_compile(found)
     h, w, t = lm_inputs(torch, n, d, v, seed)
+    rec["inputs"] = input_stats(torch, h, w, t, seed)
+    torch.cuda.empty_cache()
     ref = anchors.fp32_reference(h, w, t, "none").double()
     keep = t != kernels.IGNORE_INDEX
     ref_mean = float(ref.sum() / keep.sum())
@@ -144,6 +223,10 @@ def one_size(torch, found: dict, head: str, n: int, seed: int, quick: bool, log)
         rec["variants"][name].update(median_ms=tm.median_ms, p10_ms=tm.p10_ms, p90_ms=tm.p90_ms,
                                      runs=tm.n, tflops=2 * n * d * v / tm.median_ms / 1e9)
     rec["comparison"] = cmp.to_dict()
+    st = rec["inputs"]
+    log(f"  inputs: mean loss {st['mean_loss']:.2f}, {100 * st['share_at_or_above_eps']:.3f} % of "
+        f"softmax entries >= 2^-12, tiles kept {100 * st['share_tiles_kept']:.1f} % "
+        f"({100 * st['share_tiles_kept_shuffled']:.1f} % with the vocabulary shuffled)")
     log(f"  {head} N={n}: " + ", ".join(
         f"{k} {r['median_ms']:.2f} ms {r['peak_bytes'] / 2**20:.0f} MiB err {r['rel_error_vs_fp32']:.1e}"
         for k, r in rec["variants"].items() if "median_ms" in r)
@@ -158,14 +241,31 @@ def _rel_diff(torch, a, b) -> float:
                  / torch.linalg.vector_norm(b.float().flatten()))
 
 
+def _filter_count(torch, h, w, t) -> dict:
+    """The tiles the course's filter skips on these inputs (the chunked rung, 'mean')."""
+    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    _, lse = backward.forward_with_lse(*conv)
+    stats: dict = {}
+    backward.linear_cross_entropy_backward(*conv, lse, 1.0, filter_eps=backward.FILTER_EPS,
+                                           stats=stats)
+    torch.cuda.synchronize()
+    return {"skipped": stats["skipped"], "tiles": stats["tiles"],
+            "share_skipped": stats["skipped"] / stats["tiles"], "eps": backward.FILTER_EPS}
+
+
 def one_size_train(torch, found: dict, head: str, n: int, seed: int, quick: bool, log) -> dict:
     """Every variant's training step at one size: loss, gradients against the course's, peak
     memory beyond the inputs and the gradients, then the interleaved timing."""
     d, v = HEADS[head]
     rec = {"head": head, "n": n, "d": d, "v": v, "variants": {}, "failures": {}}
+    anchors.fresh_compile(found)
     h, w, t = lm_inputs(torch, n, d, v, seed)
     grad_bytes = h.numel() * h.element_size() + w.numel() * w.element_size()
-    steps = {"course": anchors.forward_backward(anchors.course_autograd, h, w, t)}
+    rec["course_scratch_bytes"] = {k: backward.scratch_bytes(n, v, d, variant)
+                                   for k, (variant, _) in anchors.COURSE_TRAIN.items()}
+    rec["course_filter"] = _filter_count(torch, h, w, t)
+    steps = {k: anchors.forward_backward(anchors.course_train(k), h, w, t)
+             for k in anchors.COURSE_TRAIN}
     steps.update({k: anchors.forward_backward(f, h, w, t) for k, f in found.items()})
     timed, course_grads = {}, None
     for name, step in steps.items():
@@ -217,9 +317,11 @@ def timing(quick: bool, seed: int, log) -> tuple[list, dict]:
     with torch_world(torch):
         sizes = [(hd, n) for hd, ns in (QUICK if quick else {k: TOKENS for k in HEADS}).items()
                  for n in ns]
+        start = time.time()
         for i, (head, n) in enumerate(sizes, 1):
             t0 = time.time()
-            log(f"[{i}/{len(sizes)}] {head} (d, V) = {HEADS[head]}, N = {n} ...")
+            log(f"[{i}/{len(sizes)}] {head} (d, V) = {HEADS[head]}, N = {n} "
+                f"(timing for {t0 - start:.0f} s so far) ...")
             out.append(one_size(torch, found, head, n, seed + i, quick, log))
             train.append(one_size_train(torch, found, head, n, seed + i, quick, log))
             log(f"    ({time.time() - t0:.0f} s)")
@@ -242,7 +344,10 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     log(f"[11_fused_lm_head bench] {device.status_line()}")
     results = {"settings": {"quick": quick, "seed": seed, "heads": HEADS, "tokens": TOKENS,
-                            "ignored": IGNORED, "dtype": "bf16", "reduction": "mean"},
+                            "ignored": IGNORED, "dtype": "bf16", "reduction": "mean",
+                            "logits": {"noise": NOISE, "peak": PEAK, "bias": "-ln(v + 1)",
+                                       "targets": "unigram ~ 1 / (v + 1)"},
+                            "variants": anchors.SETTINGS},
                "errors": {}, "check": check_all(problems.PROBLEMS, rng, log, cases=_cases(quick))}
     if device.gpu_available():
         results["timing"], notes = timing(quick, seed, log)

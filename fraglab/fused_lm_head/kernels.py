@@ -15,6 +15,7 @@ file's ``lmhead_merge``. By default (:func:`default_variant`) a Hopper GPU runs 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -114,6 +115,22 @@ def _from_torch(name: str, x):
     if t.dtype == torch.bfloat16:
         return cupy.from_dlpack(t.view(torch.int16)).view(np.uint16)
     return cupy.from_dlpack(t)
+
+
+@contextlib.contextmanager
+def torch_stream():
+    """On a GPU, CuPy's current stream made torch's current stream for the block, so that the
+    kernels queue behind (and before) torch's work: CuPy keeps one current stream per thread, and
+    torch's autograd engine runs a backward pass on a thread of its own, where CuPy's would
+    otherwise be the legacy default stream, unordered with a non-blocking stream of torch's.
+    Nothing on the interpreter."""
+    if launch.interpreted():
+        yield
+        return
+    import cupy
+    import torch
+    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+        yield
 
 
 def _to_torch(a, like):

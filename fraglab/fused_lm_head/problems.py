@@ -168,14 +168,17 @@ def backward_inputs(rng, n: int = 24, v: int = 200, d: int = 32, dtype: str = "b
                     peaky: bool = False, ignored: float = 0.0,
                     ignore_index: int = kernels.IGNORE_INDEX, reduction: str = "none",
                     softcap: float | None = None, splits: int | None = None,
-                    filter_eps: float | None = None) -> dict:
+                    filter_eps: float | None = None, chunk_bytes: int | None = None) -> dict:
     """:func:`lm_head_inputs` and the loss's gradient ``grad``: N(0, 1) per token for 'none',
-    :data:`GRAD_SCALE` for 'mean' and 'sum'; ``filter_eps`` as the wrapper takes it."""
+    :data:`GRAD_SCALE` for 'mean' and 'sum'; ``filter_eps`` and ``chunk_bytes`` (the chunked
+    rung's budget for G; a small one cuts the vocabulary into several chunks) as the wrapper
+    takes them."""
     inp = lm_head_inputs(rng, n, v, d, dtype, peaky, ignored, ignore_index, reduction, softcap,
                          splits)
     inp["grad"] = (rng.standard_normal(n).astype(np.float32) if reduction == "none"
                    else np.asarray(GRAD_SCALE, np.float32))
     inp["filter_eps"] = filter_eps
+    inp["chunk_bytes"] = chunk_bytes
     return inp
 
 
@@ -204,17 +207,18 @@ def backward_reference(h, w, targets, dtype, ignore_index, reduction, softcap, g
 
 
 def run_backward(h, w, targets, grad, dtype, ignore_index, reduction, softcap, splits,
-                 filter_eps, stats=None, source=None, **_):
+                 filter_eps, chunk_bytes=None, stats=None, source=None, variant="chunked", **_):
     """The course's forward (for lse) then its backward on the Problem's inputs; dh and dw as
     float64 (poison, NaN, stays NaN). ``stats``: receives the skipped tiles; ``source``: another
-    backward kernel file (a mutant)."""
+    kernel file for the rung (a mutant); ``variant``: the backward's rung."""
     from . import backward
     h, w, targets, grad = (launch.to_device(x) for x in (h, w, targets, grad))
     _, lse = backward.forward_with_lse(h, w, targets, ignore_index, reduction, softcap,
                                        splits=splits)
     dh, dw = backward.linear_cross_entropy_backward(
         h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps,
-        stats=stats, source=source)
+        stats=stats, source=source, variant=variant,
+        chunk_bytes=backward.CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     return {"dh": as_float64(launch.to_host(dh), dtype), "dw": as_float64(launch.to_host(dw), dtype)}
 
 
@@ -232,17 +236,42 @@ BWD_CASES = (
     Case("blocks_and_chunks", n=130, v=130, d=144, reduction="sum", edge=True),
     Case("one_word", n=5, v=1, d=16, edge=True),
     Case("mean", ignored=0.2, reduction="mean"),
-    Case("filter", n=4, v=1100, d=32, peaky=True, filter_eps=2.0 ** -12, edge=True),
+    Case("filter", n=4, v=1100, d=32, peaky=True, filter_eps=2.0 ** -12, chunk_bytes=2 * 4 * 128 * 4,
+         edge=True),
+    # the chunked rung with 3 chunks of one tile (the last ragged): dh's FP32 sums across chunks
+    Case("chunks", n=40, v=300, d=32, ignored=0.2, chunk_bytes=2 * 40 * 128, edge=True),
     Case("big", n=1000, v=5003, d=256, peaky=True, reduction="mean", slow=True),
     Case("big_filter", n=1000, v=5003, d=256, peaky=True, reduction="mean",
          filter_eps=2.0 ** -12, slow=True),
+    Case("big_chunks", n=1000, v=5003, d=256, ignored=0.1, chunk_bytes=2 * 1000 * 128 * 7, slow=True),
     Case("big_f16_softcap", n=777, v=4099, d=512, dtype="f16", softcap=30.0, slow=True),
     Case("wide", n=300, v=2000, d=2304, ignored=0.1, reduction="mean", slow=True),
 )
 
 PROBLEMS["linear_cross_entropy_backward"] = Problem(
     "11_fused_lm_head/linear_cross_entropy_backward",
-    "dh = G w and dw = G^T h, G = dloss (softmax(h w^T) - onehot), logits recomputed tile by tile",
+    "dh = G w and dw = G^T h, G = dloss (softmax(h w^T) - onehot), logits recomputed tile by tile; "
+    "the chunked rung (G per vocabulary chunk, two GEMMs)",
     inputs=backward_inputs, reference=backward_reference, run=run_backward, cases=BWD_CASES,
     tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")], requires=requires,
     labels=("row", "col"))
+
+
+def run_backward_atomic(**inp):
+    """:func:`run_backward` with the atomic rung."""
+    return run_backward(**inp, variant="atomic")
+
+
+#: The atomic rung's cases: fewer on the interpreter (the rungs share the G step, which the
+#: chunked rung's cases cover), every one on a GPU.
+ATOMIC_INTERPRETED = ("random", "ragged", "softcap_f16", "all_ignored_mean", "filter")
+ATOMIC_CASES = tuple(c if c.slow or c.name in ATOMIC_INTERPRETED else
+                     Case(c.name, edge=c.edge, slow=True, **c.params)
+                     for c in BWD_CASES if c.name not in ("chunks", "big_chunks"))
+
+PROBLEMS["linear_cross_entropy_backward_atomic"] = Problem(
+    "11_fused_lm_head/linear_cross_entropy_backward_atomic",
+    "the same gradients by the atomic rung (FP32 sums with atomics, a (V, d) FP32 buffer)",
+    inputs=backward_inputs, reference=backward_reference, run=run_backward_atomic,
+    cases=ATOMIC_CASES, tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")],
+    requires=requires, labels=("row", "col"))
