@@ -2,64 +2,123 @@
 a GPU, the small ones on the PTX interpreter), wrong answers that must fail, the skip of negligible
 tiles counted, the kernels' registers, the wrapper's checks, and the autograd Function against
 PyTorch (skipped without torch)."""
+import re
+
 import numpy as np
 import pytest
 
-from fraglab import launch, toolchain
+from fraglab import launch, sass, toolchain
 from fraglab import fused_lm_head as topic
-from fraglab.fused_lm_head import backward, problems
+from fraglab.fused_lm_head import backward, kernels, problems
 
 PROBLEM = topic.PROBLEMS["linear_cross_entropy_backward"]
-BACKWARD = [backward.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
+ATOMIC = topic.PROBLEMS["linear_cross_entropy_backward_atomic"]
+DTYPES = ("f16", "bf16")
+RUNGS = {"atomic": (backward.KERNELS, [backward.kernel_name(t, cap) for t in DTYPES
+                                       for cap in (False, True)]),
+         "chunked": (backward.CHUNKED, [f"lmhead_bwdc_{k}_{t}" for t in DTYPES
+                                        for k in ("g", "dw", "dh")]
+                     + [f"lmhead_bwdc_g_{t}_softcap" for t in DTYPES])}
+TILE_HEADER = '#include "11_fused_lm_head_tile.cuh"'
 
 
 def test_the_wrapper_knows_the_kernel_files_constants():
+    """The chunked rung's GEMM tile; the tile both rungs recompute is the forward's (its one home
+    is kernels/11_fused_lm_head_config.cuh, which test_11_fused_lm_head reads)."""
     cu = backward.cu_constants()
-    assert (cu["LMB_BM"], cu["LMB_BN"], cu["LMB_BK"], cu["LMB_STAGES"]) == \
-        (backward.BM, backward.BN, backward.BK, backward.STAGES)
-    assert 32 * cu["LMB_WARPS_M"] * cu["LMB_WARPS_N"] == backward.THREADS
+    assert (cu["LMC_BN"], cu["LMC_BK"]) == (backward.GEMM_BN, backward.GEMM_BK)
+    assert (backward.BM, backward.BN, backward.THREADS) == (kernels.BM, kernels.BN, kernels.THREADS)
+    for name in (backward.KERNELS, backward.CHUNKED):
+        text = toolchain.kernel_path(name).read_text()
+        assert '#include "11_fused_lm_head_config.cuh"' in text
+        assert not re.search(r"constexpr int LMH_", text), name     # declared once, in the header
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_no_spills_and_no_local_memory(arch):
-    build = toolchain.compile(backward.KERNELS, arch)
-    for k in BACKWARD:
+@pytest.mark.parametrize("rung", sorted(RUNGS))
+def test_no_spills_and_no_local_memory(arch, rung):
+    name, names = RUNGS[rung]
+    build = toolchain.compile(name, arch)
+    for k in names:
         res = build.resources[k]
         assert res["registers"] <= 255 and res["spill_stores"] == res["spill_loads"] == 0, (k, res)
         assert build.classes(k)["local"] == 0, k
 
 
+def _atomics(sass_text: str) -> int:
+    return sum(n for op, n in sass.count_opcodes(sass_text).items() if op.startswith(("RED", "ATOM")))
+
+
+def test_the_chunked_rung_has_no_float_atomics_and_no_vocabulary_buffer():
+    """The chunked rung adds nothing with atomics (its only atomic counts skipped tiles) and
+    allocates no (V, d) buffer: at Llama 3's head and N = 4096 its scratch is G's chunk, the
+    flags and dh's FP32 sums, against the atomic rung's (V, d) and (n, d) FP32 sums."""
+    build = toolchain.compile(backward.CHUNKED, "sm_90")
+    atomic = toolchain.compile(backward.KERNELS, "sm_90")
+    assert _atomics(atomic.sass("lmhead_bwd_bf16")) > 0          # the check can fail
+    for k in ("lmhead_bwdc_dw_bf16", "lmhead_bwdc_dh_bf16"):
+        assert _atomics(build.sass(k)) == 0, k
+    n, v, d = 4096, 128256, 4096
+    chunked = backward.scratch_bytes(n, v, d, "chunked")
+    atomic = backward.scratch_bytes(n, v, d, "atomic")
+    assert atomic == {"dh32": 4 * n * d, "dw32": 4 * v * d}
+    tiles = backward.chunk_tiles(n, v)
+    assert tiles == backward.CHUNK_BYTES // (2 * n * backward.BN) == 64
+    assert chunked == {"G": 2 * n * tiles * 128, "flags": 32 * tiles, "dh32": 4 * n * d}
+    assert sum(chunked.values()) < sum(atomic.values()) / 15
+    assert backward.chunk_tiles(8, 300) == 3 and "dh32" not in backward.scratch_bytes(8, 300, 32)
+
+
 def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    assert len(PROBLEM.interpreter_cases) >= 10
-    for case in PROBLEM.interpreter_cases:
-        PROBLEM.check(case, rng)
+    assert len(PROBLEM.interpreter_cases) >= 12 and len(ATOMIC.interpreter_cases) == 5
+    for p in (PROBLEM, ATOMIC):
+        for case in p.interpreter_cases:
+            p.check(case, rng)
 
 
-def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch):
-    """Peaky rows over 9 vocabulary tiles: the tiles with neither a target nor a peak are skipped
-    (counted) and the gradients stay within tolerance; without the filter none is skipped."""
+@pytest.mark.parametrize("variant", ["chunked", "atomic"])
+def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch, variant):
+    """Peaky rows over 9 vocabulary tiles (the chunked rung: 3 chunks): the tiles with neither a
+    target nor a peak are skipped (counted) and the gradients stay within tolerance; without the
+    filter none is skipped."""
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     case = PROBLEM.case("filter")
     for eps, skipped in ((case.params["filter_eps"], lambda s: s > 0), (None, lambda s: s == 0)):
         stats = {}
-        PROBLEM.check(case.name if eps else "filter", rng,
+        PROBLEM.check("filter", rng,
                       run=lambda **inp: problems.run_backward(**{**inp, "filter_eps": eps},
-                                                              stats=stats))
+                                                              stats=stats, variant=variant))
         assert stats["tiles"] == 9 and skipped(stats["skipped"]), (eps, stats)
 
 
-def test_wrong_answers_fail_the_problem(rng, monkeypatch):
+def _with_header(source: str, old: str, new: str) -> str:
+    """``source`` with the tile header pasted in place of its include, ``old`` replaced by
+    ``new`` in it (a mutant of the step both rungs share)."""
+    header = (toolchain.KERNELS_DIR / "11_fused_lm_head_tile.cuh").read_text()
+    assert header.count(old) == 1 and source.count(TILE_HEADER) == 1
+    return source.replace(TILE_HEADER, header.replace("#pragma once", "").replace(old, new))
+
+
+@pytest.mark.parametrize("variant", ["chunked", "atomic"])
+def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
     """The check can fail: kernel mutants on the interpreter (the target's 1 not subtracted; the
-    soft-cap's derivative left out), and the reference's gradients off by 1 %."""
+    soft-cap's derivative left out; for the chunked rung, dh's earlier chunks dropped and a
+    filtered tile's G read anyway), and the reference's gradients off by 1 %."""
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    source = toolchain.kernel_path(backward.KERNELS).read_text()
-    for old, new, case in [(" - (col == tgt[mi][r] ? 1.0f : 0.0f)", "", "random"),
-                           ("dz = 1.0f - th * th;", "dz = 1.0f;", "softcap_f16")]:
-        mutant = source.replace(old, new)
-        assert mutant != source
+    p = PROBLEM if variant == "chunked" else ATOMIC
+    source = toolchain.kernel_path(RUNGS[variant][0]).read_text()
+    mutants = [(_with_header(source, " - (col == tgt[mi][r] ? 1.0f : 0.0f)", ""), "random"),
+               (_with_header(source, "dz = 1.0f - th * th;", "dz = 1.0f;"), "softcap_f16")]
+    if variant == "chunked":
+        for old, new, case in [("(mode & 1) ? dh32 : nullptr", "nullptr", "chunks"),
+                               ("return flags[", "return 1 || flags[", "filter")]:
+            assert source.count(old) == 1
+            mutants.append((source.replace(old, new), case))
+    for mutant, case in mutants:
         with pytest.raises(AssertionError, match="WRONG"):
-            PROBLEM.check(case, rng, run=lambda **inp: problems.run_backward(**inp, source=mutant))
+            p.check(case, rng, run=lambda **inp: problems.run_backward(**inp, source=mutant,
+                                                                      variant=variant))
 
     def off(**inp):
         return {k: v * 1.01 for k, v in problems.backward_reference(**inp).items()}
@@ -110,10 +169,12 @@ def _torch_on_this_mode():
     return torch, dev
 
 
-@pytest.mark.parametrize("reduction, softcap", [("mean", None), ("sum", 5.0), ("none", None)])
-def test_autograd_matches_pytorch(reduction, softcap):
-    """Loss and gradients of FusedLinearCrossEntropy against F.linear + F.cross_entropy in FP32
-    on the same bf16 inputs (small sizes; on the interpreter without a GPU)."""
+@pytest.mark.parametrize("reduction, softcap, variant", [("mean", None, None), ("sum", 5.0, "atomic"),
+                                                         ("none", None, "chunked")])
+def test_autograd_matches_pytorch(reduction, softcap, variant):
+    """Loss and gradients of FusedLinearCrossEntropy (each backward rung) against F.linear +
+    F.cross_entropy in FP32 on the same bf16 inputs (small sizes; on the interpreter without a
+    GPU)."""
     torch, dev = _torch_on_this_mode()
     from fraglab.fused_lm_head import autograd
     F = torch.nn.functional
@@ -125,7 +186,7 @@ def test_autograd_matches_pytorch(reduction, softcap):
     t[::7] = -100
     up = torch.randn(n, generator=g).to(dev) if reduction == "none" else torch.tensor(0.6).to(dev)
     h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
-    loss = autograd.FusedLinearCrossEntropy.apply(h, w, t, -100, reduction, softcap)
+    loss = autograd.FusedLinearCrossEntropy.apply(h, w, t, -100, reduction, softcap, None, variant)
     (loss * up).sum().backward()
     hr, wr = h0.float().requires_grad_(), w0.float().requires_grad_()
     z = F.linear(hr, wr)
