@@ -22,8 +22,9 @@ Two encodings behind :func:`tensor_map`, chosen by the array it is given:
   arrays, so the map names the array through the registry (:func:`lookup`) and the interpreter
   finds, at each copy, the launch's argument that shares memory with it.
 
-Both run the same checks first (the driver's rules, :func:`tensor_map`), so a bad argument
-raises ``TypeError``/``ValueError`` before anything is encoded. :func:`box_image` is the NumPy
+Both run the same checks first (the driver's rules and one of the course's own, :func:`check`),
+so a bad argument raises ``TypeError``/``ValueError`` before anything is encoded: in particular a
+swizzled box row must be exactly the swizzle span, the only case the PTX ISA defines. :func:`box_image` is the NumPy
 model of what one copy writes to shared memory, written from the PTX ISA's definition of the
 swizzle modes; the interpreter computes its addresses on its own and the tests compare the two.
 
@@ -107,8 +108,19 @@ def _address(array) -> int:
 
 
 def check(array, box, swizzle=128) -> tuple:
-    """The checks of :func:`tensor_map` (the driver's rules for ``cuTensorMapEncodeTiled`` with
-    interleave none and element strides 1), in both modes alike. Returns ``(box, elem_size)``."""
+    """The checks of :func:`tensor_map`, in both modes alike. Returns ``(box, elem_size)``.
+
+    The driver's documented rules for ``cuTensorMapEncodeTiled`` with interleave none and
+    element strides 1 (CUDA Driver API, "Tensor Map Object Management"): 1 to 5 dimensions,
+    sizes 1 to 2^32, a 16-byte aligned address, strides multiples of 16 bytes below 2^40, box
+    sizes 1 to 256, a box row a multiple of 16 bytes and, swizzled, at most the swizzle span.
+    One more driver rule, measured on the H100 (driver 580) and written down by libcu++'s
+    ``cuda::make_tma_descriptor`` ("the full size of box_sizes must fit in shared memory"): a
+    box of more bytes than a block may opt in to is refused. And one rule of the course's own:
+    a swizzled box row must be exactly the swizzle span. The driver accepts narrower rows, but
+    the PTX ISA ("Tensors" > "Swizzling Modes") shows the swizzled layout only for rows of the
+    full span, and on the H100 a 64-byte row under the 128-byte swizzle wrote past the box's
+    bytes in shared memory (compute-sanitizer); the course refuses what it cannot model."""
     if not (isinstance(array, np.ndarray) or _is_cupy(array)):
         raise TypeError(f"tensor_map: array must be a numpy.ndarray (interpreter) or a "
                         f"cupy.ndarray (GPU), got {type(array).__name__}")
@@ -153,7 +165,37 @@ def check(array, box, swizzle=128) -> tuple:
         raise ValueError(f"tensor_map: the box's innermost size is {inner} bytes, more than the "
                          f"{swizzle}-byte swizzle span: with swizzle {swizzle} a box row holds "
                          f"at most {swizzle // es} elements (split the box, or swizzle 0)")
+    if swizzle and inner < swizzle:
+        fits = inner if inner in SWIZZLES else 0
+        raise ValueError(f"tensor_map: the box's innermost size is {inner} bytes, less than the "
+                         f"{swizzle}-byte swizzle span: the driver accepts such a map, but the PTX "
+                         "ISA defines the swizzled shared-memory layout only for box rows of the "
+                         "full span (\"Swizzling Modes\"), and on the H100 such a copy writes past "
+                         "the box's bytes in shared memory; the course refuses it: make a box row "
+                         f"{swizzle // es} elements, or use swizzle {fits}")
+    nbytes = int(np.prod(box)) * es
+    limit = _shared_optin(array)
+    if nbytes > limit:
+        raise ValueError(f"tensor_map: the box {box} x {es} bytes takes {nbytes} bytes, which "
+                         "does not fit in shared memory: cuTensorMapEncodeTiled refuses a box "
+                         f"larger than the {limit} bytes of shared memory a block may opt in to "
+                         "(CUDA_ERROR_INVALID_VALUE; split the box)")
     return box, es
+
+
+#: The shared memory one block may opt in to on sm_90 (227 KB), the largest box the driver
+#: encodes; the interpreter's limit (``fraglab.ptx.program.MAX_SHARED_SM90``, a test keeps them
+#: equal). On a GPU the device's own attribute is asked.
+SM90_SHARED_OPTIN = 227 * 1024
+
+
+def _shared_optin(array) -> int:
+    if not _is_cupy(array):
+        return SM90_SHARED_OPTIN
+    import cupy
+    rt = cupy.cuda.runtime
+    attr = getattr(rt, "cudaDevAttrMaxSharedMemoryPerBlockOptin", 97)
+    return int(rt.deviceGetAttribute(attr, array.device.id))
 
 
 def _ints(what, values) -> tuple:
@@ -306,15 +348,21 @@ def box_image(array, box, coords, swizzle: int = 128) -> np.ndarray:
     to back. Elements outside the tensor are 0. With a swizzle of span S bytes the 16-byte chunk
     at shared-memory byte offset o goes to ``o ^ (((o >> 7) & (S/16 - 1)) << 4)``: address bits
     [4:6] are XORed with bits [7:9] for 128 B, bits [4:5] with [7:8] for 64 B, bit 4 with bit 7
-    for 32 B (PTX ISA, "Tensors" > "Tensor swizzling modes"; the same 128-byte pattern as the
-    wgmma matrix descriptors' swizzle). For a box row of exactly S bytes this XORs the chunk
-    index with (row // (128 / S)) modulo S/16."""
+    for 32 B (PTX ISA, "Tensors" > "Swizzling Modes"; the same 128-byte pattern as the wgmma
+    matrix descriptors' swizzle). The ISA defines it for box rows of exactly S bytes, the only
+    swizzled boxes modelled here (and the only ones :func:`tensor_map` makes): it XORs the
+    chunk index with (row // (128 / S)) modulo S/16."""
     a = np.asarray(array)
     box, coords = _ints("box_image: box", box), _ints("box_image: coords", coords)
     if len(box) != a.ndim or len(coords) != a.ndim:
         raise ValueError(f"box_image: box {box} and coords {coords} need {a.ndim} entries each")
     if swizzle not in SWIZZLES:
         raise ValueError(f"box_image: swizzle must be 0, 32, 64 or 128, got {swizzle!r}")
+    if swizzle and box[-1] * a.itemsize != swizzle:
+        raise ValueError(f"box_image: with swizzle {swizzle} the box's innermost size must be "
+                         f"{swizzle} bytes, got {box[-1] * a.itemsize}: the PTX ISA defines the "
+                         "swizzled layout only for box rows of the full span (tensor_map refuses "
+                         "other boxes)")
     nbytes = int(np.prod(box)) * a.itemsize
     if swizzle and nbytes % 128:
         raise ValueError(f"box_image: a swizzled box of {nbytes} bytes ends inside a 128-byte "

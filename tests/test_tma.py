@@ -31,6 +31,13 @@ BAD = [
     ("inner 20 bytes", _good, (1, 64, 10), {}, ValueError, "multiple of 16 bytes"),
     ("inner over the span", _good, (1, 64, 64), dict(swizzle=64), ValueError,
      "more than the 64-byte swizzle span"),
+    # the driver accepts these, the H100 then writes past the box (course's rule: rows of the span)
+    ("inner under the span", _good, (1, 64, 32), dict(swizzle=128), ValueError,
+     "less than the 128-byte swizzle span"),
+    ("inner under the 64-byte span", lambda: np.zeros((8, 64), np.float32), (8, 8),
+     dict(swizzle=64), ValueError, "less than the 64-byte swizzle span"),
+    ("box over shared memory", lambda: np.zeros((256, 256), np.float32), (256, 256),
+     dict(swizzle=0), ValueError, "does not fit in shared memory"),
     ("strided inner", lambda: np.zeros((8, 128), np.float16)[:, ::2], (8, 16), {}, ValueError,
      "innermost dimension must be contiguous"),
     ("misaligned base", lambda: np.zeros((8, 72), np.float16)[:, 1:65], (8, 16), {}, ValueError,
@@ -59,13 +66,37 @@ def test_good_maps_of_every_rank_type_and_view():
                      (np.zeros((2, 3, 8, 16), np.float64), (1, 2, 8, 16)),
                      (np.zeros((2, 2, 2, 4, 16), np.int8), (1, 1, 2, 4, 16)),
                      (np.zeros((16, 128), np.float16)[:, 32:96], (16, 64))]:
-        m = tma.tensor_map(arr, box, swizzle=128 if box[-1] * arr.itemsize <= 128 else 0)
+        inner = box[-1] * arr.itemsize
+        m = tma.tensor_map(arr, box, swizzle=inner if inner in tma.SWIZZLES else 0)
         assert m.device.dtype == np.uint8 and m.device.shape == (128,)
         assert m.box_bytes == int(np.prod(box)) * arr.itemsize
         d = tma.decode(m.device)
         assert (d.rank, d.elem_size) == (arr.ndim, arr.itemsize)
         assert d.dims == tuple(reversed(arr.shape)) and d.strides == tuple(reversed(arr.strides))
         assert d.box == tuple(reversed(box)) and tma.lookup(d.key) is m
+
+
+def test_narrow_rows_name_the_swizzle_that_fits():
+    a = np.zeros((8, 64), np.float16)
+    with pytest.raises(ValueError, match="box row 64 elements, or use swizzle 32"):
+        tma.tensor_map(a, (8, 16), swizzle=128)                 # 32-byte rows
+    with pytest.raises(ValueError, match="box row 32 elements, or use swizzle 0"):
+        tma.tensor_map(a, (8, 24), swizzle=64)                  # 48-byte rows: no span fits
+    for sw in (32, 64, 128):                                    # rows of exactly the span: fine
+        assert tma.tensor_map(a, (8, sw // 2), swizzle=sw).box == (8, sw // 2)
+    assert tma.tensor_map(a, (8, 8), swizzle=0).box_bytes == 128
+
+
+def test_the_largest_box_is_the_opt_in_shared_memory():
+    """227 KB (sm_90's opt-in shared memory per block, the interpreter's limit too) is accepted,
+    1 KB more is refused; the limit is the interpreter's own number."""
+    from fraglab.ptx import program
+    assert tma.SM90_SHARED_OPTIN == program.MAX_SHARED_SM90
+    a = np.zeros((228, 256), np.float32)
+    assert tma.tensor_map(a[:227], (227, 256), swizzle=0).box_bytes == tma.SM90_SHARED_OPTIN
+    with pytest.raises(ValueError, match=r"takes 233472 bytes, which does not fit in shared "
+                       r"memory.* 232448 bytes"):
+        tma.tensor_map(a, (228, 256), swizzle=0)
 
 
 def test_the_interpreter_encoding_field_by_field():
@@ -139,13 +170,28 @@ def test_box_image_zero_fills_outside_and_rejects_partial_lines():
     assert (img[:, :8] == 0).all() and (img[:, 8:24] == t[6:8]).all() and (img[:, 24:] == 0).all()
     assert not tma.box_image(t, (4, 16), (100, 0), 0).any()
     with pytest.raises(ValueError, match="whole 128-byte lines"):
-        tma.box_image(t, (1, 16), (0, 0), 32)
+        tma.box_image(np.zeros((8, 32), np.uint8), (1, 32), (0, 0), 32)
+
+
+@pytest.mark.parametrize("box, swizzle", [((8, 16), 32), ((8, 32), 64), ((8, 64), 128),
+                                          ((8, 32), 128), ((4, 64), 32)])
+def test_box_image_refuses_rows_other_than_the_span(box, swizzle):
+    """The ISA's swizzled layout is defined for box rows of exactly the span; narrower (what the
+    H100 lays out past the box) and wider (what the driver refuses) rows are not modelled."""
+    t = np.zeros((16, 128), np.uint8)
+    with pytest.raises(ValueError, match=f"innermost size must be {swizzle} bytes, got {box[1]}"):
+        tma.box_image(t, box, (0, 0), swizzle)
+    assert len(tma.box_image(t, (8, swizzle), (0, 0), swizzle)) == 8 * swizzle
 
 
 def test_box_image_detects_a_wrong_swizzle():
     t = _rows_of_chunks(8, 8)
     assert not np.array_equal(tma.box_image(t, (8, 128), (0, 0), 128),
-                              tma.box_image(t, (8, 128), (0, 0), 64))
+                              tma.box_image(t, (8, 128), (0, 0), 0))
+    # the same bytes as 64-byte rows under the 64-byte swizzle land elsewhere than as 128-byte
+    # rows under the 128-byte one
+    assert not np.array_equal(tma.box_image(t.reshape(16, 64), (16, 64), (0, 0), 64),
+                              tma.box_image(t, (8, 128), (0, 0), 128))
 
 
 # ---- the driver's encoding (GPU) ---------------------------------------------------------------
@@ -163,6 +209,21 @@ def test_driver_path_refuses_alike(name, make, box, kw, exc, words):
         a = cupy.asarray(a)
     with pytest.raises(exc, match=_pattern(words)):
         tma.tensor_map(a, box, **kw)
+
+
+@pytest.mark.gpu
+def test_driver_refuses_a_box_over_the_opt_in_shared_memory():
+    """The driver's rule that fraglab.tma.check mirrors, asked directly (check bypassed): a box
+    of exactly the device's opt-in shared memory per block is encoded, 1 KB more is refused."""
+    import cupy
+    limit = tma._shared_optin(cupy.zeros(1, cupy.float32))
+    assert limit == tma.SM90_SHARED_OPTIN, "an sm_90 GPU opts in to 227 KB per block"
+    a = cupy.zeros((228, 256), cupy.float32)
+    ok = tma.TensorMap(a[:227], (227, 256), 0, 4, gpu=True)
+    assert len(tma._driver_encode(ok, 128)) == tma.MAP_BYTES
+    over = tma.TensorMap(a, (228, 256), 0, 4, gpu=True)
+    with pytest.raises(ValueError, match="cuTensorMapEncodeTiled refused the map"):
+        tma._driver_encode(over, 128)
 
 
 @pytest.mark.gpu
