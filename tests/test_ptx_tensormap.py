@@ -4,7 +4,7 @@ model, written independently from the ISA's definition): every swizzle, boxes pa
 (negative coordinates, ragged rows and columns, entirely outside), a 128-aligned destination
 off the 1024-byte pattern, transaction counts (the full box counts; announcing fewer or more
 bytes deadlocks, named), refused maps (not fraglab's, freed, changed in memory, a rank the
-instruction does not have, a tensor that is not an argument), misaligned maps and destinations,
+instruction does not have, a tensor that is not an argument, swizzled rows narrower than the span), misaligned maps and destinations,
 a read before the wait, seeded schedules, and the instruction table. CPU only."""
 from __future__ import annotations
 
@@ -119,8 +119,9 @@ def test_the_comparison_sees_a_wrong_swizzle_or_a_shift():
     m = tma.tensor_map(t, (32, 32), swizzle=64)
     got = copy(m, t, (8, 0))
     assert np.array_equal(got, tma.box_image(t, (32, 32), (8, 0), 64))
-    for wrong in (tma.box_image(t, (32, 32), (8, 0), 32), tma.box_image(t, (32, 32), (8, 0), 0),
-                  tma.box_image(t, (32, 32), (9, 0), 64)):
+    as_32_byte_rows = np.ascontiguousarray(t[8:40, :32]).reshape(64, 16)   # the same bytes
+    for wrong in (tma.box_image(as_32_byte_rows, (64, 16), (0, 0), 32),
+                  tma.box_image(t, (32, 32), (8, 0), 0), tma.box_image(t, (32, 32), (9, 0), 64)):
         assert not np.array_equal(got, wrong)
 
 
@@ -184,6 +185,23 @@ def test_a_map_changed_in_memory_is_refused():
         raw[at] ^= 0x20
         with pytest.raises(TensorMapError, match="disagree"):
             copy(m, t, (0, 0), map_dev=raw)
+
+
+def test_swizzled_rows_narrower_than_the_span_stop_the_launch():
+    """tensor_map refuses such a box; a map whose TensorMap was changed behind its back (box and
+    bytes alike, so that they agree) reaches the copy, which stops and names the rule instead of
+    guessing the layout the H100 writes (past the box's bytes)."""
+    t = _data((64, 64), np.float16)
+    with pytest.raises(ValueError, match="less than the 128-byte swizzle span"):
+        tma.tensor_map(t, (16, 32), swizzle=128)
+    m = tma.tensor_map(t, (16, 64), swizzle=128)
+    m.box = (16, 32)                                             # 64-byte rows, 128-byte swizzle
+    m.device = np.frombuffer(tma.encode(m), np.uint8).copy()
+    with pytest.raises(TensorMapError, match="only for rows of exactly 128 bytes"):
+        copy(m, t, (0, 0))
+    m.box, m.swizzle = (16, 32), 64                              # the same rows, their own span
+    m.device = np.frombuffer(tma.encode(m), np.uint8).copy()
+    assert np.array_equal(copy(m, t, (8, 16)), tma.box_image(t, (16, 32), (8, 16), 64))
 
 
 def test_a_rank_the_map_does_not_have_is_refused():

@@ -17,8 +17,10 @@ each byte at its swizzled address: with a span of S bytes, address bits [4, 4 + 
 XOR bits [7, ...) of the *absolute* shared address. Like a non-tensor bulk copy
 (:func:`.mbarrier.bulk_copy`) it lands lazily, when a warp waits on its mbarrier, and completes
 the FULL box's bytes as transactions, out-of-bound elements included. The destination must be
-128-byte aligned; a swizzled box must fill whole 128-byte lines (the course does not model the
-chunks the swizzle would move past a box's end). ``prefetch.tensormap`` and
+128-byte aligned; a swizzled box must have rows of exactly the swizzle span (the only layout the
+PTX ISA's "Swizzling Modes" defines: the H100 writes past the box's bytes for narrower rows) and
+fill whole 128-byte lines (the course does not model the chunks the swizzle would move past a
+box's end); other boxes stop the launch, named. ``prefetch.tensormap`` and
 ``fence.proxy.tensormap::generic`` are no-ops here (:mod:`.ops_mem`).
 
 Seeded runs (``launch(..., seeds=...)``) run on copies of the arguments: :func:`substitutes`
@@ -146,6 +148,12 @@ def _gather(w, ins, one, spec, origin: int, coords, dst: int) -> np.ndarray:
         raise_at(MemoryAccessError, f"a tensor copy of {nbytes} bytes (box {tuple(box)}, "
                  f"innermost first) to shared address {dst} runs past the block's {sh.size} "
                  "bytes of shared memory", w, ins, lane=lane)
+    if spec.swizzle and box[0] * es != spec.swizzle:
+        raise_at(TensorMapError, f"a tensor copy with swizzle {spec.swizzle} and box rows of "
+                 f"{box[0] * es} bytes (box {tuple(box)}, innermost first): the PTX ISA defines the "
+                 f"swizzled layout only for rows of exactly {spec.swizzle} bytes, so the "
+                 "interpreter does not model it (fraglab.tma.tensor_map refuses such a map)",
+                 w, ins, lane=lane)
     if spec.swizzle and nbytes % 128:
         raise_at(MemoryAccessError, f"a swizzled tensor copy of {nbytes} bytes ends inside a "
                  "128-byte line: the course models swizzled boxes of whole 128-byte lines only",
