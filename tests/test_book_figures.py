@@ -110,6 +110,11 @@ def _ch10():
     return dict(plots=plots, fa3_report=fa3_report, doc=fa3_report.load())
 
 
+def _ch11():
+    from fraglab.fused_lm_head import report as lmh_report
+    return dict(lmh_report=lmh_report, record=lmh_report.load())
+
+
 def _ch06():
     from fraglab import layout_codegen as lc
     kinds = [k for k in lc.KINDS if k != "acc_8x8x4_f64"]
@@ -128,7 +133,8 @@ CHAPTER_NAMES = {"00_hello_warp": _ch00, "01_tracer": _ch01, "02_forward_mapping
                  "03_permutation_and_quad_reduction": _ch03, "04_microbenchmark": _ch04,
                  "05_flash_attention": _ch05, "06_layout_codegen": _ch06, "07_register_reuse": _ch07,
                  "08_register_liveness": _ch08, "09_instruction_diet": _ch09,
-                 "10_fa3_pipelining": _ch10, "appendix_ptx_interpreter": _appendix}
+                 "10_fa3_pipelining": _ch10, "11_fused_lm_head": _ch11,
+                 "appendix_ptx_interpreter": _appendix}
 
 
 @functools.lru_cache(maxsize=None)
