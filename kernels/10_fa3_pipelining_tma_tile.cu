@@ -12,7 +12,9 @@
 // tensor: the array the map describes; the code never reads it (the map holds its address),
 // but the PTX interpreter finds the tensor's global address among the launch's arguments.
 // c0 is the innermost coordinate (elements; any may be negative or past the end). image: nbytes
-// bytes = the box's size, which is what the mbarrier counts whatever the coordinates.
+// bytes = the box's size, which is what the mbarrier counts whatever the coordinates. Swizzled,
+// the box's rows are exactly the swizzle span (fraglab.tma refuses other maps): narrower rows
+// made the H100 write past nbytes of shared memory.
 // Launch (fraglab.fa3_pipelining.tma_tile): grid 1, block 128, dynamic shared memory
 // 1024 + nbytes (the box starts on a 1024-byte boundary: the 128-byte swizzle's XOR reads
 // address bits [7:9]).

@@ -40,17 +40,24 @@ def test_tma_tile_on_the_gpu(rng):
     assert np.array_equal(a, tma.box_image(src.get(), (64, 64), (100, 0), 128))
 
 
-@pytest.mark.gpu
-def test_narrow_box_rows_under_a_wide_swizzle_on_the_gpu(rng):
-    """A box row narrower than the swizzle span (64-byte rows under the 128-byte swizzle): the
-    course's model packs rows densely and XORs by address bits; this checks that reading on
-    the H100 (the interpreter follows the same model)."""
-    if tuple(device.target_cc()) != (9, 0):
-        pytest.skip("needs a Hopper GPU (compute capability 9.0, sm_90a)")
-    import cupy
-    host = rng.standard_normal((64, 64)).astype(np.float16)
-    got = tma_tile(cupy.asarray(host), (32, 32), (8, 16), swizzle=128).get()
-    assert np.array_equal(got, tma.box_image(host, (32, 32), (8, 16), 128))
+def test_narrow_box_rows_under_a_wide_swizzle_are_refused_before_launch(xp, monkeypatch):
+    """A box row narrower than the swizzle span (64-byte rows under the 128-byte swizzle, box
+    (32, 32) f16): the driver accepts the map, but on the H100 the copy wrote past the box-sized
+    destination (compute-sanitizer: out-of-range shared address), and the PTX ISA defines the
+    swizzled layout only for rows of the full span. The course refuses the map before anything
+    is encoded or launched, in both modes; the same rows under their own 64-byte span run."""
+    _hopper_or_skip()
+    src = xp.zeros((64, 64), np.float16)
+
+    def no_launch(*a, **k):
+        raise AssertionError("the kernel must not be launched")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(launch, "launch", no_launch)
+        with pytest.raises(ValueError, match="less than the 128-byte swizzle span"):
+            tma_tile(src, (32, 32), (8, 16), swizzle=128)
+    got = launch.to_host(tma_tile(src, (32, 32), (8, 16), swizzle=64))
+    assert got.shape == (32 * 32 * 2,) and not got.any()
 
 
 def _src(xp, shape=(64, 64), dtype=np.float16):
@@ -70,8 +77,14 @@ BAD = [
     ("box 0", _src, (0, 64), (0, 0), {}, ValueError, "box[0] = 0"),
     ("partial 128-byte line", _src, (1, 16), (0, 0), dict(swizzle=32), ValueError,
      "whole 128-byte lines"),
+    ("narrow rows under the swizzle", _src, (64, 32), (0, 0), {}, ValueError,
+     "less than the 128-byte swizzle span"),
+    # the driver's rule (CUDA_ERROR_INVALID_VALUE on the H100): a box over 227 KB
     ("shared memory", lambda xp: _src(xp, (256, 256), np.float32), (256, 256), (0, 0),
-     dict(swizzle=0), ValueError, "bytes of shared memory"),
+     dict(swizzle=0), ValueError, "does not fit in shared memory"),
+    # the driver's limit less the kernel's 1024 bytes of alignment
+    ("shared memory beside the alignment", lambda xp: _src(xp, (226, 256), np.float32),
+     (226, 256), (0, 0), dict(swizzle=0), ValueError, "fit beside the 1024-byte alignment"),
     ("complex", lambda xp: _src(xp, dtype=np.complex64), (8, 8), (0, 0), {}, TypeError,
      "complex64"),
     ("not contiguous", lambda xp: _src(xp, (64, 128))[:, ::2], (64, 64), (0, 0), {}, ValueError,

@@ -24,7 +24,8 @@ def tma_tile(src, box, coords, swizzle: int = 128) -> np.ndarray:
     ``src`` (2 or 3 dimensions, CuPy on a GPU, NumPy on the interpreter) with a box of ``box``
     elements at ``coords`` (both in NumPy order, outermost first; coordinates may be negative or
     past the end: those elements are 0), landed at a 1024-byte-aligned address with the
-    ``swizzle`` (0, 32, 64, 128 bytes)."""
+    ``swizzle`` (0, 32, 64, 128 bytes). Swizzled, a box row must be exactly the swizzle span
+    (:func:`fraglab.tma.check`: narrower rows made the H100 write past the box's bytes)."""
     require_hopper("tma_tile")
     launch.check_array("src", src)
     if src.ndim not in RANKS:
