@@ -29,7 +29,14 @@ CITED = ("ch10-checks", "ch10-sanitizer", "ch10-best-variant", "ch10-gpu", "ch10
          "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2",
          "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax", "ch10-kv-tbs",
          "ch10-pingpong-gain", "ch10-throttled", "ch10-comparisons", "ch10-sm-mhz-min",
-         "ch10-sm-mhz-max", "ch10-headline-sm-mhz")
+         "ch10-sm-mhz-max", "ch10-headline-sm-mhz",
+         # the tma rung, d = 256, the tuning and the goal (tma_values)
+         "ch10-tma-over-pingpong", "ch10-goal-main-min", "ch10-goal-main-max", "ch10-goal-headline",
+         "ch10-goal-missed", "ch10-goal-points", "ch10-goal-missed-where", "ch10-d64-min",
+         "ch10-d64-max", "ch10-d256-best-tflops", "ch10-d256-best-cudnn", "ch10-d256-best-n",
+         "ch10-tune-points", "ch10-tune-two-stages", "ch10-tune-bc128", "ch10-d256-spill",
+         "ch10-d256-consumer-regs", "ch10-d256-key_tile", "ch10-d256-consumer", "ch10-d256-o", "ch10-d256-s", "ch10-d256-p", "ch10-d256-total",
+         "ch10-d256-sum")
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -170,6 +177,7 @@ def glue_values(doc: dict) -> dict[str, str]:
         if ts:
             out["ch10-threestage-d64-note"] = ", ".join(ts["ptxas_notes"]) or "none"
     out.update(_clock_values(doc))
+    out.update(tma_values(doc, load_tuning() if res else {"results": {}}))
     # a record without a section (an older or a failed run) still gives every name the
     # chapter cites: "n/a" says so in the text, and the book builds
     return {**{k: "n/a" for k in CITED}, **out}
@@ -223,3 +231,148 @@ def check_table(doc: dict):
     if not rows:
         rows = [{"note": "no H100 record yet"}]
     return report.table(rows, caption="Table: every kernel against float64 on the H100.")
+
+
+# ---- the tma rung, d = 256 and the goal against cuDNN (issue: chapter 10 past cuDNN) -----------
+
+#: The goal: the best kernel over cuDNN's SDPA, at d 128 and 256, N >= 4k (both types); at every
+#: other point of the sweep; and at the headline size of the paper's figure (N 16k, d 128, f16).
+GOAL_MAIN, GOAL_ELSEWHERE, GOAL_HEADLINE = 1.0, 0.95, 1.05
+
+
+def load_tuning(path=None) -> dict:
+    """The tuning record (``book/data/10_fa3_pipelining/tma_table.json``), or an empty one."""
+    p = Path(path or kernels.TMA_TABLE)
+    return bench.load_results(p) if p.is_file() else {"results": {}}
+
+
+def goal_points(doc: dict, tune: dict) -> list[dict]:
+    """Every (dtype, d, N, causal) with the tma rung's ratio to cuDNN: f16 from the record's
+    sweep (all rungs interleaved), bf16 from the tuning record (its picks, interleaved with
+    cuDNN). Each point says which goal applies and whether it holds."""
+    out = []
+    rows = [("f16", r) for r in _res(doc).get("sweep") or []] + \
+        [("bf16", r) for r in _res(tune).get("bf16") or []]
+    for dtype, r in rows:
+        tf = tflops_of(r)
+        mine = tf.get("fa3_tma") or max((v for k, v in tf.items() if k.startswith("tma ")),
+                                        default=None)
+        if not mine or not tf.get("cudnn"):
+            continue
+        main = r["d"] in (128, 256) and r["N"] >= 4096
+        headline_pt = dtype == "f16" and r["d"] == 128 and r["N"] == 16384 and not r["causal"]
+        goal = GOAL_HEADLINE if headline_pt else GOAL_MAIN if main else GOAL_ELSEWHERE
+        x = mine / tf["cudnn"]
+        out.append({"dtype": dtype, "d": r["d"], "N": r["N"], "causal": bool(r["causal"]),
+                    "tma": mine, "cudnn": tf["cudnn"], "x": x, "goal": goal, "met": x >= goal})
+    return out
+
+
+def _k(n: int) -> str:
+    return f"{n // 1024}k"
+
+
+def goal_table(doc: dict, tune: dict):
+    """The issue's table for the tma rung: x cuDNN by (dtype, d, causal) and N."""
+    pts = goal_points(doc, tune)
+    if not pts:
+        return report.table([{"note": "no H100 record yet"}], caption="Table: tma over cuDNN.")
+    sizes = sorted({p["N"] for p in pts})
+    rows = []
+    for key in sorted({(p["dtype"], p["d"], p["causal"]) for p in pts},
+                      key=lambda k: (k[0] != "f16", k[1], k[2])):
+        row = {"type": key[0], "d": key[1], "causal": "yes" if key[2] else "no"}
+        for n in sizes:
+            p = next((p for p in pts if (p["dtype"], p["d"], p["causal"], p["N"]) == (*key, n)), None)
+            row[f"N={_k(n)}"] = "" if p is None else f"{p['x']:.2f}" + ("" if p["met"] else " *")
+        rows.append(row)
+    return report.table(rows, caption="Table: the tma rung over cuDNN's SDPA (TFLOP/s ratio, "
+                        "interleaved in one process; B*H = 32). * below its goal: 1.05 at N = 16k, "
+                        "d = 128, f16, non-causal; 1.0 at d = 128 and 256 from N = 4k; 0.95 elsewhere.")
+
+
+def tuning_table(tune: dict):
+    """The tuning sweep's picks (f16): for each (d, causal), the pick at each N and its lead
+    over the best candidate of the other key tile."""
+    rows = []
+    for r in _res(tune).get("f16") or []:
+        tf = {k: v for k, v in tflops_of(r).items() if k.startswith("tma ")}
+        if not tf or not r.get("pick"):
+            continue
+        best = f"tma bc{r['pick']['key_tile']} s{r['pick']['stages']}"
+        other = [v for k, v in tf.items() if not k.startswith(f"tma bc{r['pick']['key_tile']} ")]
+        rows.append({"d": r["d"], "causal": "yes" if r["causal"] else "no", "N": _k(r["N"]),
+                     "key tile": r["pick"]["key_tile"], "stages": r["pick"]["stages"],
+                     "TFLOP/s": f"{tf[best]:.0f}",
+                     "other tile, best": f"{max(other):.0f}" if other else "-",
+                     "x cuDNN": f"{r['x_cudnn']:.2f}" if r.get("x_cudnn") else "-"})
+    if not rows:
+        rows = [{"note": "no tuning record yet (python -m fraglab.fa3_pipelining tune)"}]
+    return report.table(rows, caption="Table: the tuning sweep's pick at each size (f16): key "
+                        "tile and ring depth, its TFLOP/s, the best candidate with the other key "
+                        "tile, and the pick over cuDNN.", wrap_header=True)
+
+
+def d256_budget() -> dict:
+    """Registers a consumer thread needs at d = 256 (from the kernel's constants): O (m64n256 f32
+    over 128 threads), S (m64nBC), the two P fragments (BC x 64 16-bit values as A operands),
+    row max and sum; the setmaxnreg budgets."""
+    bc = kernels.KEY_TILE["tma"][256]
+    o, s, p = 64 * 256 // 128, 64 * bc // 128, 2 * (64 * bc // 2 // 128)
+    return {"o": o, "s": s, "p": p, "ml": 4, "total": o + s + p + 4, "key_tile": bc,
+            "consumer": 240, "producer": 24, "sum": 128 * 24 + 256 * 240}
+
+
+def tma_values(doc: dict, tune: dict) -> dict[str, str]:
+    """The numbers the sections on the tma rung, d = 256 and the tuning cite."""
+    out = {}
+    h = headline(doc)
+    tf = tflops_of(h or {})
+    if tf.get("fa3_tma") and tf.get("fa3_pingpong"):
+        out["ch10-tma-over-pingpong"] = f"{tf['fa3_tma'] / tf['fa3_pingpong']:.2f}x"
+    pts = goal_points(doc, tune)
+    if pts:
+        main = [p for p in pts if p["goal"] == GOAL_MAIN]
+        other = [p for p in pts if p["goal"] == GOAL_ELSEWHERE]
+        head = [p for p in pts if p["goal"] == GOAL_HEADLINE]
+        if main:
+            out["ch10-goal-main-min"] = f"{min(p['x'] for p in main):.2f}x"
+            out["ch10-goal-main-max"] = f"{max(p['x'] for p in main):.2f}x"
+        if head:
+            out["ch10-goal-headline"] = f"{head[0]['x']:.2f}x"
+        missed = [p for p in pts if not p["met"]]
+        out["ch10-goal-missed"] = str(len(missed))
+        out["ch10-goal-points"] = str(len(pts))
+        out["ch10-goal-missed-where"] = ", ".join(sorted({f"d = {p['d']}" for p in missed})) or "none"
+        if other:
+            d64 = [p for p in other if p["d"] == 64]
+            if d64:
+                out["ch10-d64-min"] = f"{min(p['x'] for p in d64):.2f}x"
+                out["ch10-d64-max"] = f"{max(p['x'] for p in d64):.2f}x"
+        d256 = [p for p in pts if p["d"] == 256 and p["dtype"] == "f16"]
+        if d256:
+            best = max(d256, key=lambda p: p["tma"])
+            out["ch10-d256-best-tflops"] = f"{best['tma']:.0f}"
+            out["ch10-d256-best-cudnn"] = f"{best['cudnn']:.0f}"
+            out["ch10-d256-best-n"] = _k(best["N"])
+    picks = [r["pick"] for r in _res(tune).get("f16") or [] if r.get("pick")]
+    if picks:
+        out["ch10-tune-points"] = str(len(picks))
+        out["ch10-tune-two-stages"] = str(sum(p["stages"] == 2 for p in picks))
+        out["ch10-tune-bc128"] = str(sum(p["key_tile"] == 128 for p in picks
+                                         if p is not None))
+    regs = {(r["variant"], r["d"]): r for r in _res(doc).get("variants") or [] if r["dtype"] == "f16"}
+    r = regs.get(("tma", 256))
+    if r:
+        out["ch10-d256-spill"] = str(r["spill_bytes"])
+        out["ch10-d256-consumer-regs"] = str(r.get("consumer_registers", "n/a"))
+    b = d256_budget()
+    out.update({f"ch10-d256-{k}": str(v) for k, v in b.items()})
+    return out
+
+
+def tma_producer_source() -> str:
+    """The TMA producer of ``kernels/10_fa3_pipelining_tma.cu`` (``struct TmaProducer``)."""
+    text = (tools.KERNELS_DIR / "10_fa3_pipelining_tma.cu").read_text()
+    start = text.index("struct TmaProducer")
+    return text[start:text.index("\n};", start) + 3]
