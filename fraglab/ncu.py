@@ -36,11 +36,12 @@ KEEP = ("gpu__time_duration.sum", "sm__warps_active.avg.pct_of_peak_sustained_ac
         "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active")
 
 
-def command(ncu_path, kernel_name: str, module: str, *args: str, metrics: tuple = ()) -> list[str]:
+def command(ncu_path, kernel_name: str, module: str, *args: str, metrics: tuple = (),
+            sections: tuple = SECTIONS) -> list[str]:
     """The ncu command line that profiles the second launch of ``kernel_name`` in a child
-    ``python -m module *args``, collecting :data:`SECTIONS` and ``metrics``."""
+    ``python -m module *args``, collecting ``sections`` (:data:`SECTIONS`) and ``metrics``."""
     return [str(ncu_path), "--csv", "--page", "raw", "--clock-control", "none",
-            *[a for s in SECTIONS for a in ("--section", s)],
+            *[a for s in sections for a in ("--section", s)],
             *(["--metrics", ",".join(metrics)] if metrics else []),
             "--kernel-name", kernel_name, "--launch-skip", "1", "--launch-count", "1",
             *child.python_command(module, *args)]
@@ -98,12 +99,13 @@ def top_stalls(stalls: dict, n: int = 4) -> list[tuple[str, float]]:
 
 
 def stall_breakdown(names, command_of, log=print, *, timeout_s: float = 240.0,
-                    budget_s: float | None = None, metrics: tuple = ()) -> dict:
+                    budget_s: float | None = None, metrics: tuple = (), keep=None) -> dict:
     """Profile each of ``names`` under ncu, one child each: ``command_of(ncu_path, name)`` is its
     command line (:func:`command`). Returns ``{"ncu": path, name: parse_raw_csv's record (with
     ``metrics`` from the raw page and ``wall_s``)}``; a child that fails is recorded with its
     failure and command, a name left when ``budget_s`` (if given) is spent as skipped, and the
-    whole run as skipped when ncu is missing."""
+    whole run as skipped when ncu is missing. ``keep(name)``: also keep every raw column whose
+    metric name it accepts (e.g. the pipe utilizations of a section)."""
     ncu_path = tools.find_tool("ncu", required=False)
     if ncu_path is None:
         log("  ncu not found: stall breakdown skipped")
@@ -122,7 +124,8 @@ def stall_breakdown(names, command_of, log=print, *, timeout_s: float = 240.0,
         try:
             r = child.run(cmd, timeout_s=timeout, check=False)
             rec = parse_raw_csv(r.stdout)
-            rec["metrics"].update({k: v for k, v in raw_columns(r.stdout).items() if k in metrics})
+            rec["metrics"].update({k: v for k, v in raw_columns(r.stdout).items()
+                                   if k in metrics or (keep is not None and keep(k))})
             rec["wall_s"] = r.wall_s
             log(f"  {name}: " + ", ".join(f"{k} {v:.2f}" for k, v in top_stalls(rec["stalls"])))
         except Exception as exc:

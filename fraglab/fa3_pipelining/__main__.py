@@ -1,6 +1,8 @@
 """``python -m fraglab.fa3_pipelining``: chapter 10's command line.
 
     bench --out DIR [--quick]     the H100 run (checks, variants vs cuDNN / SDPA / FA-2) -> DIR/results.json
+    pipes --out DIR               ncu: pipe utilization of the tma rung at d 64/128/256 -> DIR/pipes.json
+    profile --variant V --d D     run one variant twice (the child ncu watches)
     tune --out DIR [--quick]      the tma rung's key tile and ring depth per (d, N, causal) -> DIR/tma_table.json
     sass [--json]                 registers, spills and the SASS overlap evidence of every variant (no GPU)
 """
@@ -15,6 +17,12 @@ from ..cli import bench_options, subcommands
 COMMANDS = {
     "bench": ("the H100 measurement run", bench_options("two sizes, few repeats")),
     "tune": ("the tma rung's tuning sweep (H100)", bench_options("N 1k and 4k only, few repeats")),
+    "pipes": ("ncu: pipe utilization and stalls of the tma rung at d 64/128/256 (H100)", [
+        ("--out", dict(required=True))]),
+    "profile": ("run one variant twice (the child ncu watches)", [
+        ("--variant", dict(required=True)), ("--n", dict(type=int, default=4096)),
+        ("--d", dict(type=int, default=128, choices=(64, 128, 256))),
+        ("--causal", dict(action="store_true"))]),
     "sass": ("registers, spills, HGMMA beside the softmax (no GPU needed)", [
         ("--json", dict(action="store_true"))]),
 }
@@ -27,6 +35,12 @@ def main(argv=None) -> int:
     if args.cmd == "bench":
         from . import bench
         bench.run(args.out, quick=args.quick, seed=args.seed)
+    elif args.cmd == "pipes":
+        from . import bench
+        bench.pipes(args.out)
+    elif args.cmd == "profile":
+        from . import bench
+        bench.profile(args.variant, args.n, args.d, causal=args.causal)
     elif args.cmd == "tune":
         from . import bench
         bench.tune(args.out, quick=args.quick, seed=args.seed)

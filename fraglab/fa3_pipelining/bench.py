@@ -168,6 +168,50 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
     return results
 
 
+# ---- why d = 64 stays below cuDNN: the pipes' utilization under ncu -------------------------
+
+#: (variant, d) pairs profiled by :func:`pipes`, at N = 4096, B*H = 32, f16, non-causal.
+PIPE_CASES = (("tma", 64), ("tma", 128), ("tma", 256), ("pingpong", 64))
+
+
+def profile(variant: str, n: int, d: int, causal: bool = False) -> None:
+    """Run ``variant`` twice at (B, H, n, d), f16 (the child that ncu watches)."""
+    import cupy as cp
+    from ..attention import random_qkv
+    raw, _ = random_qkv(np.random.default_rng(0), (B, H, n, d), "f16")
+    q, k, v = (cp.asarray(a) for a in raw)
+    run, _ = kernels.attention_launcher(q, k, v, variant=variant, causal=causal)
+    for _ in range(2):
+        run()
+    cp.cuda.get_current_stream().synchronize()
+
+
+def pipes(out_dir, n: int = 4096) -> dict:
+    """ncu on each of :data:`PIPE_CASES` (one child each: the stall reasons and the compute
+    workload section's pipe utilizations) -> ``out_dir/pipes.json``."""
+    from .. import ncu
+    os.makedirs(out_dir, exist_ok=True)
+    log = Log(os.path.join(out_dir, "pipes_log.txt"))
+    names = [f"{v} d{d}" for v, d in PIPE_CASES]
+
+    def command_of(path, name):
+        v, d = name.split(" d")
+        return ncu.command(path, kernels.kernel_name(v, "f16", int(d)), "fraglab.fa3_pipelining",
+                           "profile", "--variant", v, "--n", str(n), "--d", d,
+                           sections=(*ncu.SECTIONS, "ComputeWorkloadAnalysis", "InstructionStats"))
+    res = ncu.stall_breakdown(names, command_of, log, timeout_s=120.0,
+                              keep=lambda k: "pipe" in k or "issue_active" in k or "inst_executed" in k)
+    res = {"N": n, "B": B, "H": H, **res}
+    timing.save_results(os.path.join(out_dir, "pipes.json"), res, device=timing.device_info())
+    return res
+
+
+def pipe_utilization(rec: dict) -> dict:
+    """The pipe metrics of one :func:`pipes` record: name -> percent."""
+    return {k: v for k, v in (rec.get("metrics") or {}).items()
+            if isinstance(v, float) and ("pipe" in k or "issue_active" in k) and "pct" in k}
+
+
 # ---- the tma rung's tuning sweep (tuning.py keeps the table it writes) ----------------------
 
 def tune_sweep(base, rng, log, *, sizes=SIZES, dims=(64, 128, 256), dtype="f16",
