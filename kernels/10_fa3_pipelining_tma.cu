@@ -40,13 +40,13 @@ struct TmaProducer {
         }
         const u32 full = is_k ? t.fullK : t.fullV, empty = is_k ? t.emptyK : t.emptyV;
         const u32 ring = t.base + (is_k ? C::K_OFF : C::V_OFF);
-        for (int j = 0; j < t.tiles; ++j) {
+        for (int j = 0; j < t.tiles; ++j) {          // BEGIN PRODUCER (lab 10, exercise 3)
             const int s = j % C::STAGES, u = j / C::STAGES;
             if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);     // the stage's last readers
             mbar_arrive_expect_tx(full + 8 * s, C::KV_BYTES);
             for (int p = 0; p < D / 64; ++p)
                 tma_load_3d(ring + s * C::KV_BYTES + p * BC * 128, map, 64 * p, j * BC, t.bh,
-                            full + 8 * s);
+                            full + 8 * s);            // END PRODUCER
         }
     }
 };
