@@ -142,9 +142,10 @@ NOTES: dict[str, Notes] = {
         h100="every kernel on a GPU: `wgmma` and `setmaxnreg` exist only on `sm_90a` (H100, "
              "H200); and the timings beside cuDNN (the record).",
         lab_cpu="every check runs: exercise 1 in Python, exercise 2 compiled for `sm_90a` with "
-                "its SASS read and run on the PTX interpreter on small sequences.",
-        lab_gpu="exercise 2 runs on an H100 or H200 over all of the chapter's cases, then once "
-                "more on the interpreter."),
+                "its SASS read and run on the PTX interpreter on small sequences, exercise 3 "
+                "(the TMA producer) on the interpreter on small sequences of d = 64, 128 and 256.",
+        lab_gpu="exercises 2 and 3 run on the PTX interpreter on small sequences first, then on "
+                "an H100 or H200 over all of the chapter's cases."),
     "11_fused_lm_head": Notes(
         cpu="the forward kernel runs on the PTX interpreter on small heads; its registers and "
             "SASS are compiled here; the comparison with the anchors is the record's.",
@@ -184,7 +185,7 @@ LAB_PROBLEMS: dict[str, dict[str, str]] = {
     "07_register_reuse": {"exercise 1": "tile1d"},
     "08_register_liveness": {"exercise 2": "qreload"},
     "09_instruction_diet": {"exercise 2": "pointer_loads"},
-    "10_fa3_pipelining": {"exercise 2": "attention_twostage"},
+    "10_fa3_pipelining": {"exercise 2": "attention_twostage", "exercise 3": "attention_tma"},
     "11_fused_lm_head": {"exercise 1": "fused_linear_cross_entropy"},
 }
 
@@ -371,7 +372,7 @@ def lab_box(topic: str) -> str:
              f"**On a GPU:** {said.lab_gpu} By target:"]
     lines += [_lab_gpu_line(topic, arch, cc, who) for arch, cc, who in GPUS]
     lines += ["", "**Needs an H100:** nothing to pass the lab"
-              + ("; a Hopper GPU (H100, H200) to run exercise 2 on a GPU at all." if
+              + ("; a Hopper GPU (H100, H200) to run exercises 2 and 3 on a GPU at all." if
                  topic == "10_fa3_pipelining" else "."), ":::"]
     return "\n".join(lines)
 

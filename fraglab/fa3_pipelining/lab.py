@@ -5,10 +5,18 @@ the two-stage main loop (``TwoStage::step`` between ``// BEGIN MAINLOOP`` and ``
 MAINLOOP`` in ``kernels/10_fa3_pipelining_twostage.cu``): what to wait on, and when.
 :func:`step_source` puts a learner's body into that file; :func:`check_step` compiles it for
 sm_90a, reads ptxas's notes and the SASS overlap, and runs the attention Problem's cases.
+Exercise 3 (CUDA): the TMA producer's tile loop (the body of ``TmaProducer::run``'s loop over
+key tiles, between ``// BEGIN PRODUCER`` and ``// END PRODUCER`` in
+``kernels/10_fa3_pipelining_tma.cu``): the free stage, the transaction bytes, one tensor copy
+per 64-column panel. :func:`producer_source` and :func:`check_producer` grade it.
 """
 from __future__ import annotations
 
-from .. import grade, tools
+import re
+
+from .. import device, grade, launch, tools
+from ..attention import as_float
+from ..problem import Case
 from . import kernels, problems, sass_evidence
 
 BEGIN, END = "// BEGIN MAINLOOP", "// END MAINLOOP"
@@ -86,3 +94,109 @@ def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
                                       first_cta=first_cta, source=src)
     return checks.check_cases(exercise, p, run_mine, rng, repeats=1,
                               cases=cases)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: the TMA producer's tile loop
+# --------------------------------------------------------------------------------------------
+
+P_BEGIN, P_END = "// BEGIN PRODUCER", "// END PRODUCER"
+TMA_FILE = "10_fa3_pipelining_tma"
+
+
+def _producer_span(text: str) -> tuple[int, int]:
+    """Where the loop body lies in the tma file: from the line after ``// BEGIN PRODUCER`` (a
+    comment at the end of the loop's ``for`` line) to ``// END PRODUCER`` (at the end of its
+    last line). The markers share lines with code, so the course's PTX, line numbers included,
+    is the same with and without them."""
+    begin = text.index("\n", text.index(P_BEGIN)) + 1
+    return begin, text.index(P_END)
+
+
+def course_producer() -> str:
+    """The course's body of the tma producer's tile loop (between the markers)."""
+    text = (tools.KERNELS_DIR / f"{TMA_FILE}.cu").read_text()
+    begin, end = _producer_span(text)
+    return text[begin:end].rstrip() + "\n"
+
+
+def producer_source(body: str) -> str:
+    """``kernels/10_fa3_pipelining_tma.cu`` with ``body`` as the producer's tile loop body."""
+    if not isinstance(body, str):
+        raise TypeError(f"the loop body must be a str of CUDA code, got {type(body).__name__}")
+    text = (tools.KERNELS_DIR / f"{TMA_FILE}.cu").read_text()
+    begin, end = _producer_span(text)
+    return text[:begin] + body.rstrip() + "\n" + " " * 12 + text[end:]
+
+
+#: One more small case for the interpreter: two panels (d = 128) and a ragged key tile, which
+#: the Problem's small cases (d 64 and 256) leave out. A GPU runs every d, so the interpreter
+#: vets every d before the GPU runs: a wrong byte count hangs a GPU (the phase never completes).
+D128_CASE = Case("small f16 d128 N=160 (two panels, ragged)", shape=(1, 1, 160, 128),
+                 dtype="f16", edge=True)
+
+
+def producer_cases() -> tuple:
+    """The tma Problem's small cases with :data:`D128_CASE`, in the order that fails a wrong
+    answer soonest and most clearly: one key tile of one panel first (d = 64, N <= 128: a wrong
+    byte count can only deadlock there, with the mbarrier's count in the message), then most
+    panels first (d = 256's four catch a wrong panel coordinate or offset), the rings'
+    wrap-around, the rest."""
+    small = [c for c in problems.ATTENTION["tma"].cases if not c.slow] + [D128_CASE]
+
+    def order(c):
+        _, _, n, d = c.params["shape"]
+        wrap = c.params.get("first_cta", False)
+        return (d > 64 or n > kernels.BR or wrap, -d, not wrap)
+    return tuple(sorted(small, key=order))
+
+
+def _code(body: str) -> str:
+    """CUDA text without its comments."""
+    return re.sub(r"//[^\n]*|/\*.*?\*/", " ", body, flags=re.S)
+
+
+def check_producer(exercise: str, body: str, rng) -> str:
+    """Grade the tma producer's tile loop: it calls ``mbar_arrive_expect_tx`` and ``tma_load_3d``
+    and copies nothing else (the build has no ``cp.async`` but ``cp.async.bulk.tensor``); the
+    kernel compiles for sm_90a; and it matches float64 attention (outputs poisoned) on the tma
+    Problem's cases. Without a GPU the small cases (:func:`producer_cases`) run on the PTX
+    interpreter, with the kernel file's own key tile and ring depth (one build of the learner's
+    source): a byte count that differs from the box's bytes leaves the stage's phase
+    incomplete, which the interpreter reports as a deadlock naming the mbarrier (on a GPU the
+    kernel would hang); a wrong coordinate or destination gives a wrong O or a read of a stage
+    before its copy landed. On a GPU the same small cases run on the interpreter first, and only
+    then the GPU's cases (the tuned tiles and depths). Returns the cases line."""
+    from ..grading import checks
+    from .. import toolchain
+    code = _code(body)
+    for call in ("mbar_arrive_expect_tx", "tma_load_3d"):
+        if not re.search(rf"\b{call}\s*\(", code):
+            grade.fail(exercise, f"the loop body never calls {call}(...): the producer announces "
+                       "each stage's bytes with mbar_arrive_expect_tx and copies each panel "
+                       "with tma_load_3d")
+    src = producer_source(body)
+    try:
+        b = toolchain.compile(f"{TMA_FILE}_lab", kernels.ARCH, source=src)
+    except toolchain.CompileError as e:
+        grade.fail(exercise, f"the kernel does not compile for sm_90a:\n{e.log[-1500:]}")
+    other = sorted(set(re.findall(r"\bcp\.async(?!\.bulk\.tensor)[\w.:]*", b.ptx)))
+    if other:
+        grade.fail(exercise, f"the kernel copies with {', '.join(other)}: the tma producer "
+                   "moves K and V with tensor copies only (tma_load_3d)")
+    p = problems.ATTENTION["tma"]
+
+    def run_mine(q, k, v, dtype, causal, scale, first_cta=False, **_):
+        if first_cta or not launch.interpreted():
+            return problems.run_attention(q, k, v, dtype, causal, scale, variant="tma",
+                                          first_cta=first_cta, source=src)
+        d = q.shape[3]          # the interpreter: the file's own tile and depth (one build)
+        go, out = kernels.attention_launcher(*map(launch.to_device, (q, k, v)), causal=causal,
+                                             variant="tma", scale=scale, source=src,
+                                             **kernels.tma_default_config(d))
+        go()
+        return as_float(out, dtype)
+    small = producer_cases()
+    return checks.check_cases(exercise, p, run_mine, rng, repeats=1,
+                              cases=None if device.gpu_available() else small,
+                              interpreter_cases=small)
