@@ -36,7 +36,9 @@ CITED = ("ch10-checks", "ch10-sanitizer", "ch10-best-variant", "ch10-gpu", "ch10
          "ch10-d64-max", "ch10-d256-best-tflops", "ch10-d256-best-cudnn", "ch10-d256-best-n",
          "ch10-tune-points", "ch10-tune-two-stages", "ch10-tune-bc128", "ch10-d256-spill",
          "ch10-d256-consumer-regs", "ch10-d256-key_tile", "ch10-d256-consumer", "ch10-d256-o", "ch10-d256-s", "ch10-d256-p", "ch10-d256-total",
-         "ch10-d256-sum")
+         "ch10-d256-sum",
+         *(f"ch10-pipe-{k}-d{d}" for k in ("tensor", "xu") for d in (64, 128, 256)),
+         "ch10-pipe-issue-d64")
 
 
 def load(path: str | Path = RESULTS) -> dict:
@@ -178,6 +180,8 @@ def glue_values(doc: dict) -> dict[str, str]:
             out["ch10-threestage-d64-note"] = ", ".join(ts["ptxas_notes"]) or "none"
     out.update(_clock_values(doc))
     out.update(tma_values(doc, load_tuning() if res else {"results": {}}))
+    if res:
+        out.update(pipes_values())
     # a record without a section (an older or a failed run) still gives every name the
     # chapter cites: "n/a" says so in the text, and the book builds
     return {**{k: "n/a" for k in CITED}, **out}
@@ -376,3 +380,26 @@ def tma_producer_source() -> str:
     text = (tools.KERNELS_DIR / "10_fa3_pipelining_tma.cu").read_text()
     start = text.index("struct TmaProducer")
     return text[start:text.index("\n};", start) + 3]
+
+
+PIPES = tools.REPO_ROOT / "book" / "data" / "10_fa3_pipelining" / "pipes.json"
+#: ncu's names for the three utilizations the chapter cites.
+PIPE_METRICS = {"tensor": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+                "xu": "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
+                "issue": "sm__issue_active.avg.pct_of_peak_sustained_elapsed"}
+
+
+def pipes_values(path=None) -> dict[str, str]:
+    """The tensor pipe's, the MUFU (XU) pipe's and the issue slots' utilization of the tma rung
+    at d 64, 128, 256 under ncu (``python -m fraglab.fa3_pipelining pipes``)."""
+    p = Path(path or PIPES)
+    if not p.is_file():
+        return {}
+    res = _res(bench.load_results(p))
+    out = {}
+    for d in (64, 128, 256):
+        m = (res.get(f"tma d{d}") or {}).get("metrics") or {}
+        for key, name in PIPE_METRICS.items():
+            if isinstance(m.get(name), float) and (key != "issue" or d == 64):
+                out[f"ch10-pipe-{key}-d{d}"] = f"{m[name]:.0f} %"
+    return out
