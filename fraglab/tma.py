@@ -177,14 +177,15 @@ def check(array, box, swizzle=128) -> tuple:
     limit = _shared_optin(array)
     if nbytes > limit:
         raise ValueError(f"tensor_map: the box {box} x {es} bytes takes {nbytes} bytes, which "
-                         "does not fit in shared memory: cuTensorMapEncodeTiled refuses a box "
-                         f"larger than the {limit} bytes of shared memory a block may opt in to "
-                         "(CUDA_ERROR_INVALID_VALUE; split the box)")
+                         f"does not fit in shared memory: a block may opt in to {limit} bytes, so "
+                         "no kernel can receive such a box (the course's rule, stricter than the "
+                         "driver, which on the H100 encodes boxes of up to at least 228 KB and "
+                         "refused one of 256 KB); split the box")
     return box, es
 
 
-#: The shared memory one block may opt in to on sm_90 (227 KB), the largest box the driver
-#: encodes; the interpreter's limit (``fraglab.ptx.program.MAX_SHARED_SM90``, a test keeps them
+#: The shared memory one block may opt in to on sm_90 (227 KB), the largest box the course
+#: encodes (the driver's own limit is looser: tests/test_tma.py records it); the interpreter's limit (``fraglab.ptx.program.MAX_SHARED_SM90``, a test keeps them
 #: equal). On a GPU the device's own attribute is asked.
 SM90_SHARED_OPTIN = 227 * 1024
 

@@ -78,7 +78,7 @@ def run_events(variant: str, tiles: int, stages: int = S) -> dict:
     q, k, v = (rng.standard_normal((1, 1, n, D)).astype(np.float16) for _ in range(3))
     o = np.zeros_like(q)
     ptx.launch(prog, kernels.kernel_name(variant, "f16", D), grid=(1, 1), block=(kernels.THREADS,),
-               args=(q, k, v, o, np.int32(n), np.float32(0.18), np.int32(0)),
+               args=(q, k, v, o, np.int32(n), np.float32(0.18), np.int32(0), *kernels.map_arguments(())),
                shared_mem=kernels.smem_bytes(variant, D, stages), hook=hook, blocks=[(0, 0, 0)])
     assert names
     base = min(e[1] for evs in raw.values() for _, e in evs if e[0] in ("wait", "arrive"))
