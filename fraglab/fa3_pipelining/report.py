@@ -288,7 +288,7 @@ def goal_table(doc: dict, tune: dict):
         row = {"type": key[0], "d": key[1], "causal": "yes" if key[2] else "no"}
         for n in sizes:
             p = next((p for p in pts if (p["dtype"], p["d"], p["causal"], p["N"]) == (*key, n)), None)
-            row[f"N={_k(n)}"] = "" if p is None else f"{p['x']:.2f}" + ("" if p["met"] else " *")
+            row[f"N={_k(n)}"] = "" if p is None else f"{p['x']:.3f}" + ("" if p["met"] else " *")
         rows.append(row)
     return report.table(rows, caption="Table: the tma rung over cuDNN's SDPA (TFLOP/s ratio, "
                         "interleaved in one process; B*H = 32). * below its goal: 1.05 at N = 16k, "
