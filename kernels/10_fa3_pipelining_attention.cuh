@@ -1,6 +1,7 @@
 // 10_fa3_pipelining: the attention kernel every variant shares, less its consumer main loop.
 //
-// One CTA = 3 warpgroups (384 threads) and 128 query rows of one head:
+// One CTA = 3 warpgroups (384 threads) and 128 query rows of one head (the tma rung's tuning also
+// builds -DFA3_CONSUMERS=3: 4 warpgroups, 512 threads, 192 rows):
 //   warpgroup 0, the producer: gives registers away (setmaxnreg.dec), then copies Q once and
 //     the K tiles (warps 0-1) and V tiles (warps 2-3) of BC keys with cp.async into two rings
 //     of STAGES = 3 shared-memory stages, each copy signalled on an mbarrier "full" once it
@@ -14,14 +15,19 @@
 // the softmax runs (FlashAttention-3, section 3.2 and Algorithm 2).
 //
 // Arguments (the FA-2 kernel's): q, k, v, o (B, H, N, D) contiguous f16/bf16 bit patterns, n,
-// scale * log2(e), causal. Grid (ceil(N / 128), B * H); block 384; dynamic shared memory
+// scale * log2(e), causal, and three tensor maps (the tma rung). Grid (ceil(N / FA3_BR), B * H);
+// block FA3_THREADS; dynamic shared memory
 // Fa3Config<D, BC>::SMEM (fraglab.fa3_pipelining.kernels.smem_bytes computes the same).
 // Rows past N: K and V rows are zero-filled by the copy and their keys masked to -inf; query
 // rows are computed on zeros and not stored.
 #pragma once
 #include "10_fa3_pipelining.cuh"
 
-constexpr int FA3_BR = 128;               // query rows per CTA (two consumer warpgroups x 64)
+#ifndef FA3_CONSUMERS
+#define FA3_CONSUMERS 2                    // consumer warpgroups (-DFA3_CONSUMERS=3: the tma rung's
+#endif                                     // tuning builds three, 192 query rows a CTA)
+constexpr int FA3_NC = FA3_CONSUMERS;
+constexpr int FA3_BR = 64 * FA3_NC;       // query rows per CTA (64 per consumer warpgroup)
 #ifndef FA3_ONE_SOFTMAX
 #define FA3_ONE_SOFTMAX 0
 #endif
@@ -29,12 +35,12 @@ constexpr int FA3_BR = 128;               // query rows per CTA (two consumer wa
 #define FA3_STAGES_DEF 3                   // -DFA3_STAGES_DEF=2: the bench's shallower ring
 #endif
 constexpr int FA3_STAGES = FA3_STAGES_DEF; // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
-constexpr int FA3_THREADS = 384;
+constexpr int FA3_THREADS = 128 * (1 + FA3_NC);   // the producer warpgroup and the consumers
 #ifndef FA3_PRODUCER_REGS_DEF
 #define FA3_PRODUCER_REGS_DEF 24           // register budgets after setmaxnreg (-D to try others;
 #endif                                     // 40/232 measured 3-6% slower for the overlapped loops)
-#ifndef FA3_CONSUMER_REGS_DEF
-#define FA3_CONSUMER_REGS_DEF 240
+#ifndef FA3_CONSUMER_REGS_DEF               // three consumers: 128 x 24 + 384 x 160 = 64512
+#define FA3_CONSUMER_REGS_DEF (FA3_NC == 3 ? 160 : 240)
 #endif
 constexpr int FA3_PRODUCER_REGS = FA3_PRODUCER_REGS_DEF;  // 128 x 24 + 256 x 240 = 64512 <= 65536
 constexpr int FA3_CONSUMER_REGS = FA3_CONSUMER_REGS_DEF;
@@ -189,7 +195,9 @@ template <int D, int BC, bool BF16> struct Consumer {
     // Ping-pong: the two consumer warpgroups take turns issuing their wgmma (named barriers 1, 2;
     // 256 threads: one warpgroup waits, the other arrives).
     __device__ __forceinline__ void turn_wait() const { named_sync(1 + wg, 256); }
-    __device__ __forceinline__ void turn_pass() const { named_arrive(2 - wg, 256); }
+    __device__ __forceinline__ void turn_pass() const {     // to the next warpgroup's barrier
+        named_arrive(FA3_NC == 2 ? 2 - wg : 1 + (wg + 1) % FA3_NC, 256);
+    }
 
     // Epilogue: O / l, as 16-bit values, staged in this warpgroup's own 64 rows of the Q tile
     // (no wgmma of the warpgroup is in flight any more, and the other warpgroup never reads
@@ -212,7 +220,7 @@ template <int D, int BC, bool BF16> struct Consumer {
             for (int h = 0; h < 2; ++h)
                 st_shared_u32(qtile + sw128_offset(r0 + 8 * h, i, FA3_BR) + 4 * quad,
                               pack2<BF16>(o[4 * i + 2 * h] * inv[h], o[4 * i + 2 * h + 1] * inv[h]));
-        named_sync(3 + wg, 128);                            // this warpgroup's rows are staged
+        named_sync(1 + FA3_NC + wg, 128);                   // this warpgroup's rows are staged
         const int ct = (threadIdx.x - 128) & 127;
 #pragma unroll 4
         for (int idx = ct; idx < 64 * D / 8; idx += 128) {
@@ -290,7 +298,8 @@ __device__ void fa3_attention(const Fa3Args a) {
         for (int s = 0; s < C::STAGES; ++s) {
             mbar_init(fullK + 8 * s, Producer::KV_ARRIVALS);                // its producer
             mbar_init(fullV + 8 * s, Producer::KV_ARRIVALS);
-            mbar_init(emptyK + 8 * s, 8); mbar_init(emptyV + 8 * s, 8);     // every consumer warp
+            mbar_init(emptyK + 8 * s, 4 * FA3_NC);                          // every consumer warp
+            mbar_init(emptyV + 8 * s, 4 * FA3_NC);
         }
         mbar_init_fence();
     }

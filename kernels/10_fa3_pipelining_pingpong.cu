@@ -1,11 +1,12 @@
 // 10_fa3_pipelining, variant "pingpong": Algorithm 2 in each consumer warpgroup (the twostage
 // step), and the two consumer warpgroups take turns at the tensor cores (FlashAttention-3,
-// section 3.1): a warpgroup issues its wgmma only once the other has passed it the turn, so
-// while one runs its softmax the other's multiplies have the tensor cores to themselves. A turn
-// is a named barrier of 256 threads (turn_wait: bar.sync on its own barrier; turn_pass:
-// bar.arrive on the other's). Warpgroup 0 starts. Each warpgroup waits T+1 times (the first
-// multiply, T-1 steps, the last multiply), so warpgroup 1 passes once before it starts and skips
-// its very last pass: every bar.sync meets exactly one bar.arrive.
+// section 3.1): a warpgroup issues its wgmma only once the previous one has passed it the turn,
+// so while one runs its softmax the other's multiplies have the tensor cores to themselves. A
+// turn is a named barrier of 256 threads (turn_wait: bar.sync on its own barrier; turn_pass:
+// bar.arrive on the next one's, round the FA3_NC consumers). Warpgroup 0 starts. Each warpgroup
+// waits T+1 times (the first multiply, T-1 steps, the last multiply), so the last warpgroup
+// passes once before it starts and skips its very last pass: every bar.sync meets exactly one
+// bar.arrive.
 //
 //   fa3_pingpong_<f16|bf16>_d<64|128>(q, k, v, o, n, scale_log2, causal)
 #include "10_fa3_pipelining_attention.cuh"
@@ -27,13 +28,14 @@ struct PingPong {
         c.wait_v(c.tiles - 1);
         c.turn_wait();
         c.issue_pv(p, c.tiles - 1);
-        if (c.wg == 0) c.turn_pass();           // warpgroup 1's last pass would find no taker
+        if (FA3_NC == 2 ? c.wg == 0 : c.wg != FA3_NC - 1)
+            c.turn_pass();                      // the last warpgroup's last pass would find no taker
         wgmma_wait<0>(); pin(c.o);
         c.release_v(c.tiles - 1);
     }
     template <class C> __device__ static void run(C& c) {
         typename C::S s; typename C::P pa, pb; float corr[2];
-        if (c.wg == 1) c.turn_pass();           // warpgroup 0 goes first
+        if (c.wg == FA3_NC - 1) c.turn_pass();  // warpgroup 0 goes first
         c.wait_k(0);
         c.turn_wait();
         c.issue_qk(s, 0);

@@ -63,4 +63,6 @@ struct TmaProducer {
 #undef FA3_PRODUCER
 #define FA3_PRODUCER TmaProducer
 FA3_KERNELS(tma, PingPong, FA3_TMA_BC64, FA3_TMA_BC128)
+#if FA3_CONSUMERS == 2                     // three consumers' 160 registers cannot hold O at d = 256
 FA3_KERNELS_D256(tma, PingPong, 64)
+#endif

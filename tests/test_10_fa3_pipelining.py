@@ -285,8 +285,8 @@ def test_tune_sweep_picks_and_table(monkeypatch):
 
     launched = []
 
-    def fake_launcher(q, k, v, *, causal, variant, key_tile, stages):
-        launched.append((key_tile, stages))
+    def fake_launcher(q, k, v, *, causal, variant, key_tile, stages, consumers):
+        launched.append((key_tile, stages, consumers))
         return (lambda: None), None
     monkeypatch.setattr(kernels, "attention_launcher", fake_launcher)
 
@@ -308,9 +308,27 @@ def test_tune_sweep_picks_and_table(monkeypatch):
                             for k in runs}
     monkeypatch.setattr(bench.timing, "compare", lambda runs, **kw: Cmp(runs))
     rows = bench.tune_sweep(Base(), None, lambda *a: None, sizes=(1024,), dims=(128,), quick=True)
-    assert launched == [(c["key_tile"], c["stages"]) for c in tuning.candidates(128)] * 2
-    assert [r["pick"] for r in rows] == [{"key_tile": 64, "stages": 2}] * 2
+    assert launched == [(c["key_tile"], c["stages"], c["consumers"])
+                        for c in tuning.candidates(128)] * 2
+    assert [r["pick"] for r in rows] == [{"key_tile": 64, "stages": 2, "consumers": 2}] * 2
     assert rows[0]["x_cudnn"] == pytest.approx(2.0)
     tab = tuning.table_of(rows)
-    assert kernels.tma_config_for(128, 3000, True, tab) == {"key_tile": 64, "stages": 2}
+    assert kernels.tma_config_for(128, 3000, True, tab) == {"key_tile": 64, "stages": 2,
+                                                             "consumers": 2}
     assert kernels.tma_config_for(64, 3000, True, tab) == kernels.tma_default_config(64)
+
+
+def test_three_consumers_only_where_their_registers_hold():
+    """-DFA3_CONSUMERS=3: 64-key tiles at d 64 and 128; refused elsewhere, and for other rungs."""
+    assert kernels.build_config("tma", 64, 1000, False, 2, 64, 3)[2:] == (
+        3, {"FA3_STAGES_DEF": 2, "FA3_TMA_BC64": 64, "FA3_CONSUMERS": 3})
+    with pytest.raises(ValueError, match="64-key tiles"):
+        kernels.build_config("tma", 64, 1000, False, 2, 128, 3)
+    with pytest.raises(ValueError, match="64-key tiles"):
+        kernels.build_config("tma", 256, 1000, False, 2, 64, 3)
+    with pytest.raises(ValueError, match="only the tma rung"):
+        kernels.build_config("pingpong", 64, 1000, False, 3, None, 3)
+    assert kernels.smem_bytes("tma", 128, 4, 64, 3) == 1024 + 192 * 128 * 2 + 8 * 64 * 128 * 2 + 8 * 17
+    from fraglab.fa3_pipelining import tuning
+    assert {"key_tile": 64, "stages": 4, "consumers": 3} in tuning.candidates(128)
+    assert all(c["consumers"] == 2 for c in tuning.candidates(256))

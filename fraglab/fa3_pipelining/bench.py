@@ -293,7 +293,8 @@ def tune(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
             res["errors"]["f16"] = f"{type(exc).__name__}: {exc}"[:1000]
         save()
         if "table" in res:
-            picks = {(e["d"], e["N"], e["causal"]): {"key_tile": e["key_tile"], "stages": e["stages"]}
+            picks = {(e["d"], e["N"], e["causal"]): {"key_tile": e["key_tile"], "stages": e["stages"],
+                                                     "consumers": e.get("consumers", 2)}
                      for e in res["table"]["entries"]}
             try:
                 res["bf16"] = tune_sweep(base, rng, log, sizes=[n for n in sizes if n >= 4096],

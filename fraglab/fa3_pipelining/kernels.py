@@ -104,7 +104,8 @@ def kernel_name(variant: str, dtype: str, d: int) -> str:
     return f"fa3_{variant}_{dtype}_d{d}"
 
 
-def smem_bytes(variant: str, d: int, stages: int = STAGES, key_tile: int | None = None) -> int:
+def smem_bytes(variant: str, d: int, stages: int = STAGES, key_tile: int | None = None,
+               consumers: int = 2) -> int:
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``): 1 KB of alignment slack,
     Q (128 x d), ``stages`` K and V tiles (BC x d; at most 2 stages at d = 256:
     :func:`stages_for`), 16-bit values, and 1 + 4 x stages mbarriers.
@@ -118,7 +119,17 @@ def smem_bytes(variant: str, d: int, stages: int = STAGES, key_tile: int | None 
     :data:`BR`, :data:`THREADS` and :data:`STAGES`."""
     bc = KEY_TILE[variant][d] if key_tile is None else key_tile
     stages = stages_for(d, stages)
-    return 1024 + BR * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
+    return 1024 + rows_per_cta(consumers) * d * 2 + 2 * stages * bc * d * 2 + 8 * (1 + 4 * stages)
+
+
+def rows_per_cta(consumers: int = 2) -> int:
+    """Query rows of a CTA (``FA3_BR``): 64 per consumer warpgroup."""
+    return 64 * consumers
+
+
+def threads_per_cta(consumers: int = 2) -> int:
+    """Threads of a CTA (``FA3_THREADS``): the producer warpgroup and the consumers."""
+    return 128 * (1 + consumers)
 
 
 def require_hopper(what: str = "this kernel") -> None:
@@ -148,6 +159,10 @@ def _kernel(name: str, kernel: str, source: str | None = None, defines: dict | N
 #: Key tiles and ring depths the tma rung can be built with, by d (the tuning sweep's candidates).
 TMA_KEY_TILES = {64: (64, 128), 128: (64, 128), 256: (64,)}
 TMA_STAGES = (2, 3, 4)
+#: Consumer warpgroups (``-DFA3_CONSUMERS``): three only at d 64 and 128 with 64-key tiles, where
+#: their 160 registers (128 x 24 + 384 x 160 = 64512) hold O, S and P; with 128-key tiles ptxas
+#: serializes the wgmma (d = 64, C7512) or spills (d = 128), and d = 256 does not compile.
+TMA_CONSUMERS = (2, 3)
 SMEM_LIMIT = 227 * 1024           # dynamic shared memory a CTA may have on sm_90
 
 
@@ -158,7 +173,7 @@ _TMA_TABLE_CACHE: dict = {}
 
 def tma_default_config(d: int) -> dict:
     """The kernel file's own tile and ring depth (what runs without a table)."""
-    return {"key_tile": KEY_TILE["tma"][d], "stages": stages_for(d)}
+    return {"key_tile": KEY_TILE["tma"][d], "stages": stages_for(d), "consumers": 2}
 
 
 def tma_table(path=None) -> dict:
@@ -184,29 +199,39 @@ def tma_config_for(d: int, n: int, causal: bool, tab: dict | None = None) -> dic
     if not entries:
         return tma_default_config(d)
     e = min(entries, key=lambda e: abs(math.log2(max(n, 1) / e["N"])))
-    return {"key_tile": e["key_tile"], "stages": e["stages"]}
+    return {"key_tile": e["key_tile"], "stages": e["stages"], "consumers": e.get("consumers", 2)}
 
 
 def build_config(variant: str, d: int, n: int, causal: bool, stages: int | None = None,
-                 key_tile: int | None = None) -> tuple[int, int, dict]:
-    """``(stages, key_tile, defines)`` of a launch: checked, with the tma rung's defaults from the
+                 key_tile: int | None = None, consumers: int | None = None) -> tuple[int, int, int, dict]:
+    """``(stages, key_tile, consumers, defines)`` of a launch: checked, with the tma rung's defaults from the
     measured tuning table (:func:`tma_config_for`), and the -D
     definitions that build it (none for the file's own tile and ring depth)."""
     if variant in TMA_VARIANTS:
-        if stages is None or key_tile is None:
+        if stages is None or key_tile is None or consumers is None:
             pick = tma_config_for(d, n, causal)
             stages = pick["stages"] if stages is None else stages
             key_tile = pick["key_tile"] if key_tile is None else key_tile
+            consumers = pick.get("consumers", 2) if consumers is None else consumers
         launch.check_choice(f"key_tile at d = {d}", key_tile, TMA_KEY_TILES[d])
         launch.check_choice("stages", stages, TMA_STAGES)
+        launch.check_choice("consumers", consumers, TMA_CONSUMERS)
+        if consumers == 3 and (d == 256 or key_tile != 64):
+            raise ValueError(f"three consumer warpgroups (160 registers each) need 64-key tiles at "
+                             f"d = 64 or 128 (got key_tile={key_tile} at d = {d}): with more, ptxas "
+                             "serializes the wgmma or spills")
         stages = stages_for(d, stages)
-        if smem_bytes(variant, d, stages, key_tile) > SMEM_LIMIT:
+        if smem_bytes(variant, d, stages, key_tile, consumers) > SMEM_LIMIT:
             raise ValueError(f"{stages} stages of {key_tile}-key tiles at d = {d} need "
-                             f"{smem_bytes(variant, d, stages, key_tile)} bytes of shared memory; "
-                             f"a CTA may have {SMEM_LIMIT}")
+                             f"{smem_bytes(variant, d, stages, key_tile, consumers)} bytes of shared "
+                             f"memory; a CTA may have {SMEM_LIMIT}")
     else:
         stages = STAGES if stages is None else stages
         launch.check_choice("stages", stages, (2, 3))
+        if consumers not in (None, 2):
+            raise ValueError(f"consumers: variant {variant!r} has two consumer warpgroups; only "
+                             "the tma rung takes three")
+        consumers = 2
         if key_tile is not None and key_tile != KEY_TILE[variant][d]:
             raise ValueError(f"key_tile: variant {variant!r} is built with {KEY_TILE[variant][d]}-key "
                              f"tiles at d = {d}; only the tma rung takes others")
@@ -214,19 +239,23 @@ def build_config(variant: str, d: int, n: int, causal: bool, stages: int | None 
     defines = {} if stages_for(d, stages) == stages_for(d) else {"FA3_STAGES_DEF": stages}
     if key_tile != KEY_TILE[variant][d]:
         defines[f"FA3_TMA_BC{d}"] = key_tile
-    return stages, key_tile, defines
+    if consumers != 2:
+        defines["FA3_CONSUMERS"] = consumers
+    return stages, key_tile, consumers, defines
 
 
 def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostage",
                        scale: float | None = None, out=None, source: str | None = None,
                        stages: int | None = None, key_tile: int | None = None,
-                       one_softmax: bool = False, defines: dict | None = None):
+                       consumers: int | None = None, one_softmax: bool = False,
+                       defines: dict | None = None):
     """Check the arguments of :func:`attention`, allocate the (poisoned) output, and return
     ``(launch, out)``: ``launch()`` runs the kernel once on the current stream (for
     :mod:`fraglab.bench`). ``source``: a replacement for the variant's .cu text (the lab);
     ``stages``: the K/V ring depth, 2 or 3 (the tma rung: 2-4 where shared memory holds them);
-    ``key_tile``: keys per K/V tile (the tma rung only: :data:`TMA_KEY_TILES`); for the tma rung
-    both default to the measured tuning table's pick for (d, N, causal)
+    ``key_tile``: keys per K/V tile (the tma rung only: :data:`TMA_KEY_TILES`); ``consumers``:
+    consumer warpgroups, 2 or 3 (the tma rung only: :data:`TMA_CONSUMERS`); for the tma rung
+    all three default to the measured tuning table's pick for (d, N, causal)
     (:func:`tma_config_for`), for the others to :data:`STAGES` and
     the file's tile; ``one_softmax``: one masked softmax instead of a masked and an unmasked
     copy (the bench compares them); ``defines``: more -D tuning knobs (``FA3_FAST_LOAD``,
@@ -234,19 +263,21 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
     launch.check_choice("variant", variant, VARIANTS)
     require_hopper(f"the FA-3 kernel {variant!r}")
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, head_dims(variant))
-    stages, key_tile, tile_defines = build_config(variant, d, n, causal, stages, key_tile)
+    stages, key_tile, consumers, tile_defines = build_config(variant, d, n, causal, stages,
+                                                             key_tile, consumers)
     out = fa2_output(q, out, "the epilogue stores 4 bytes per pair")
     name = kernel_file(variant) if source is None else f"{kernel_file(variant)}_lab"
     defines = {**tile_defines, **({"FA3_ONE_SOFTMAX": 1} if one_softmax else {}), **(defines or {})}
     fn = _kernel(name, kernel_name(variant, dtype, d), source, defines or None)
-    maps = tensor_maps(variant, q, k, v, key_tile)
+    maps = tensor_maps(variant, q, k, v, key_tile, consumers)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)),
             *map_arguments(maps))
-    grid = (-(-n // BR), b * h)
-    smem = smem_bytes(variant, d, stages, key_tile)
+    br, threads = rows_per_cta(consumers), threads_per_cta(consumers)
+    grid = (-(-n // br), b * h)
+    smem = smem_bytes(variant, d, stages, key_tile, consumers)
 
     def run():
-        launch.launch(fn, grid, THREADS, args, shared_mem=smem)
+        launch.launch(fn, grid, threads, args, shared_mem=smem)
     run.tensor_maps = maps          # alive as long as the launcher (their bytes point at q, k, v)
     return run, out
 
@@ -255,9 +286,9 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
 TMA_VARIANTS = ("tma",)
 
 
-def tensor_maps(variant: str, q, k, v, key_tile: int | None = None) -> tuple:
+def tensor_maps(variant: str, q, k, v, key_tile: int | None = None, consumers: int = 2) -> tuple:
     """For the tma rung, three tensor maps (:func:`fraglab.tma.tensor_map`) over q, k and v seen
-    as 3-d (B*H, N, d) tensors, boxes of 1 x rows x 64 (rows: 128 query rows for Q, the key tile
+    as 3-d (B*H, N, d) tensors, boxes of 1 x rows x 64 (rows: the CTA's query rows for Q, the key tile
     for K and V), 128-byte swizzle; for the others, ``()``. The maps hold the arrays' addresses:
     build them for the arrays the launch reads (:func:`attention_launcher` does), and keep them
     while the kernel may run."""
@@ -267,7 +298,7 @@ def tensor_maps(variant: str, q, k, v, key_tile: int | None = None) -> tuple:
     b, h, n, d = q.shape
     bc = KEY_TILE[variant][d] if key_tile is None else key_tile
     return tuple(tma.tensor_map(x.reshape(b * h, n, d), (1, rows, 64), swizzle=128)
-                 for x, rows in ((q, BR), (k, bc), (v, bc)))
+                 for x, rows in ((q, rows_per_cta(consumers)), (k, bc), (v, bc)))
 
 
 def map_arguments(maps: tuple) -> tuple:

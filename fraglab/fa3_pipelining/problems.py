@@ -47,11 +47,11 @@ def run_attention(q, k, v, dtype, causal, scale, *, variant: str, first_cta: boo
 def _kernel(variant: str):
     """The variant's O for device arrays (with ``first_cta`` on the interpreter: that CTA's rows
     only, the others left poisoned)."""
-    def kernel(q, k, v, *, causal, scale, first_cta=False, source=None):
+    def kernel(q, k, v, *, causal, scale, first_cta=False, source=None, **config):
         if first_cta and launch.interpreted():
             return _first_cta_on_interpreter(q, k, v, causal, variant, scale, source)
         run, out = kernels.attention_launcher(q, k, v, causal=causal, variant=variant,
-                                              scale=scale, source=source)
+                                              scale=scale, source=source, **config)
         run()
         return out
     return kernel
@@ -86,6 +86,11 @@ def attention_cases(variant: str) -> tuple:
     grid = [Case(f"{t} d{d} {'causal' if c else 'full'}", shape=(2, 3, 300, d), dtype=t,
                  causal=c, slow=True)
             for t in ("f16", "bf16") for d in dims for c in (False, True)]
+    wg3 = [] if variant not in kernels.TMA_VARIANTS else [
+        Case("small f16 d64 causal N=130, three consumers", shape=(1, 1, 130, 64), dtype="f16",
+             causal=True, edge=True, consumers=3, key_tile=64, stages=2),
+        Case("bf16 d128 N=700 peaky, three consumers", shape=(1, 2, 700, 128), dtype="bf16",
+             q_scale=8.0, edge=True, slow=True, consumers=3, key_tile=64, stages=3)]
     d256 = [] if 256 not in dims else [
         Case("N=1000 causal peaky d256", edge=True, slow=True, shape=(1, 2, 1000, 256),
              dtype="bf16", causal=True, q_scale=12.0),
@@ -105,7 +110,7 @@ def attention_cases(variant: str) -> tuple:
              # more tiles than stages, so every K and V stage is released and refilled
              Case("f16 d64 N=640 peaky, first CTA (rings wrap)", shape=(1, 1, 640, 64),
                   dtype="f16", q_scale=4.0, first_cta=True, edge=True)]
-    return (*grid, *edges, *small, *d256, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
+    return (*grid, *edges, *small, *d256, *wg3, Case("scale 0.5", shape=(1, 2, 200, 64), dtype="f16",
                                                 scale=0.5, slow=True))
 
 

@@ -17,19 +17,23 @@ SIZES = (1024, 2048, 4096, 8192, 16384)
 
 
 def candidates(d: int) -> list[dict]:
-    """Every (key tile, stages) the tma rung can be built with at head dimension ``d``."""
+    """Every (key tile, stages, consumer warpgroups) the tma rung can be built with at head
+    dimension ``d`` (:func:`kernels.build_config` accepts each)."""
     out = []
     for bc in kernels.TMA_KEY_TILES[d]:
-        for st in kernels.TMA_STAGES:
-            st = kernels.stages_for(d, st)
-            c = {"key_tile": bc, "stages": st}
-            if kernels.smem_bytes("tma", d, st, bc) <= kernels.SMEM_LIMIT and c not in out:
-                out.append(c)
+        for nc in kernels.TMA_CONSUMERS:
+            if nc == 3 and (d == 256 or bc != 64):
+                continue
+            for st in kernels.TMA_STAGES:
+                st = kernels.stages_for(d, st)
+                c = {"key_tile": bc, "stages": st, "consumers": nc}
+                if kernels.smem_bytes("tma", d, st, bc, nc) <= kernels.SMEM_LIMIT and c not in out:
+                    out.append(c)
     return out
 
 
 def label(c: dict) -> str:
-    return f"tma bc{c['key_tile']} s{c['stages']}"
+    return f"tma bc{c['key_tile']} s{c['stages']}" + (" wg3" if c.get("consumers", 2) == 3 else "")
 
 
 def table_of(rows: list[dict]) -> dict:
