@@ -300,22 +300,25 @@ def goal_table(doc: dict, tune: dict):
 def tuning_table(tune: dict):
     """The tuning sweep's picks (f16): for each (d, causal), the pick at each N and its lead
     over the best candidate of the other key tile."""
+    from .tuning import label
     rows = []
     for r in _res(tune).get("f16") or []:
         tf = {k: v for k, v in tflops_of(r).items() if k.startswith("tma ")}
         if not tf or not r.get("pick"):
             continue
-        best = f"tma bc{r['pick']['key_tile']} s{r['pick']['stages']}"
+        best = label(r["pick"])
         other = [v for k, v in tf.items() if not k.startswith(f"tma bc{r['pick']['key_tile']} ")]
         rows.append({"d": r["d"], "causal": "yes" if r["causal"] else "no", "N": _k(r["N"]),
                      "key tile": r["pick"]["key_tile"], "stages": r["pick"]["stages"],
+                     "consumers": r["pick"].get("consumers", 2),
                      "TFLOP/s": f"{tf[best]:.0f}",
                      "other tile, best": f"{max(other):.0f}" if other else "-",
                      "x cuDNN": f"{r['x_cudnn']:.2f}" if r.get("x_cudnn") else "-"})
     if not rows:
         rows = [{"note": "no tuning record yet (python -m fraglab.fa3_pipelining tune)"}]
     return report.table(rows, caption="Table: the tuning sweep's pick at each size (f16): key "
-                        "tile and ring depth, its TFLOP/s, the best candidate with the other key "
+                        "tile, ring depth and consumer warpgroups, its TFLOP/s, the best "
+                        "candidate with the other key "
                         "tile, and the pick over cuDNN.", wrap_header=True)
 
 
