@@ -33,7 +33,7 @@ struct TmaProducer {
         const bool is_k = warp == 0;
         const void* map = is_k ? a.kmap : a.vmap;
         tma_prefetch(map);
-        if (is_k) {                                  // Q: 128 rows, D / 64 panels of R x 128 B
+        if (is_k) {                                  // Q: FA3_BR rows, D / 64 panels of R x 128 B
             mbar_arrive_expect_tx(t.fullQ, C::Q_BYTES);
             for (int p = 0; p < D / 64; ++p)
                 tma_load_3d(t.base + p * FA3_BR * 128, a.qmap, 64 * p, t.q0, t.bh, t.fullQ);
