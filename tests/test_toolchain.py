@@ -177,3 +177,70 @@ def test_compile_check_builds_the_compile_only_targets_fast():
         assert b.kernels == toolchain.compile("00_hello_warp", arch).kernels
         if not fast:                                  # the course's own build, shared
             assert b is toolchain.compile("00_hello_warp", arch)
+
+
+# --- two steps: NVRTC's PTX, then ptxas (the interpreter needs the PTX alone) -----------------
+
+TWO_STEP_SRC = ('extern "C" __global__ void k(float* p, int n) {\n'
+                '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                '  if (i < n) p[i] = p[i] * 2.0f + __shfl_xor_sync(0xffffffffu, p[i], 1); }\n'
+                'extern "C" __global__ void k2(float* p) { p[threadIdx.x] += 1.0f; }\n')
+
+
+@pytest.mark.parametrize("arch, options", [("sm_80", ()), ("sm_90", ("--maxrregcount=32",)),
+                                           ("sm_90a", ())])
+def test_the_two_step_build_is_nvrtcs_own_byte_for_byte(arch, options):
+    """ptxas on NVRTC's PTX for compute_XX gives the cubin, PTX and report of one NVRTC run for
+    sm_XX (the ptxas program is NVRTC's own build: tools.ptxas_is_nvrtcs)."""
+    assert tools.ptxas_is_nvrtcs(), (tools.nvrtc_build(), tools.ptxas_build())
+    arch, label, source, opts, key = toolchain._request("two.cu", arch, TWO_STEP_SRC, None, options)
+    assert toolchain._two_step(opts)
+    one = toolchain._nvrtc_compile(label, arch, source, opts, key)
+    front = toolchain._front_end(label, arch, source, opts, key)
+    two = toolchain._assemble(front)
+    assert (two.ptx, two.cubin, two.resources) == (one.ptx, one.cubin, one.resources)
+    assert front.kernels == one.kernels == ["k", "k2"]
+
+
+def test_compile_ptx_runs_no_ptxas_and_compile_reuses_its_ptx(tmp_path, monkeypatch):
+    import json
+    monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("FRAGLAB_COMPILE_LOG", str(tmp_path / "log.jsonl"))
+    src = TWO_STEP_SRC.replace("2.0f", "3.0f")
+    p = toolchain.compile_ptx("ptx_only.cu", "sm_80", source=src)
+    assert isinstance(p, toolchain.PtxBuild) and p.kernels == ["k", "k2"]
+    assert not (tmp_path / "cache" / p.key / "kernel.cubin").exists()      # ptxas never ran
+    toolchain._ptx_cache.clear()                   # another process: the PTX from the disk
+    b = toolchain.compile("ptx_only.cu", "sm_80", source=src)
+    assert (b.key, b.ptx, b.kernels) == (p.key, p.ptx, p.kernels) and b.resources["k"]["registers"]
+    assert (tmp_path / "cache" / b.key / "kernel.cubin").is_file()
+    where = [json.loads(l)["where"] for l in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert where == ["nvrtc-ptx", "ptxas"]
+    toolchain._memory_cache.clear()
+    toolchain._ptx_cache.clear()
+    assert toolchain._load_cached(b.key).cubin == b.cubin                 # stored whole
+    again = toolchain.compile_ptx("ptx_only.cu", "sm_80", source=src)    # from the whole build
+    assert (again.key, again.ptx, again.options, again.kernels) == (p.key, p.ptx, p.options, p.kernels)
+
+
+def test_a_ptxas_error_fails_compile_but_not_compile_ptx():
+    """What only ptxas rejects (here an instruction that does not exist, in inline PTX) is a
+    CompileError of compile(), worded as NVRTC words it; compile_ptx() runs no ptxas."""
+    src = 'extern "C" __global__ void k(float* a) { asm volatile("bogus.op.f32 %0, %0;" : "+f"(a[0])); }\n'
+    with pytest.raises(CompileError) as e:
+        toolchain.compile("labs/bad_asm.cu", "sm_80", source=src)
+    assert "ptxas application ptx input, line" in e.value.log and "bogus" in e.value.log
+    assert "bogus.op.f32" in toolchain.compile_ptx("labs/bad_asm.cu", "sm_80", source=src).ptx
+
+
+def test_without_nvrtcs_own_ptxas_a_build_is_one_nvrtc_run(monkeypatch):
+    # a ptxas of another build could make another cubin: then NVRTC makes the whole build, and
+    # compile_ptx hands out that build's PTX
+    monkeypatch.setattr(tools, "ptxas_build", lambda: "cuda_0.0.r0.0/compiler.0_0")
+    arch, label, source, opts, key = toolchain._request("two.cu", "sm_80", TWO_STEP_SRC, None, ())
+    assert not toolchain._two_step(opts)
+    assert not toolchain._two_step(toolchain._request("two.cu", "sm_75", TWO_STEP_SRC, None,
+                                                      toolchain.FAST_BUILD)[3])
+    src = TWO_STEP_SRC.replace("1.0f", "4.0f")
+    p = toolchain.compile_ptx("one_run.cu", "sm_80", source=src)
+    assert toolchain._memory_cache[p.key].ptx == p.ptx           # the whole build was made
