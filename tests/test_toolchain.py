@@ -192,8 +192,7 @@ TWO_STEP_SRC = ('extern "C" __global__ void k(float* p, int n) {\n'
 def test_the_two_step_build_is_nvrtcs_own_byte_for_byte(arch, options):
     """ptxas on NVRTC's PTX for compute_XX gives the cubin, PTX and report of one NVRTC run for
     sm_XX (the ptxas program is NVRTC's own build: tools.ptxas_is_nvrtcs)."""
-    if not tools.ptxas_is_nvrtcs():          # then every build is one NVRTC run (next tests)
-        pytest.skip(f"ptxas ({tools.ptxas_build()}) is not NVRTC's build ({tools.nvrtc_build()})")
+    assert tools.ptxas_is_nvrtcs(), (tools.nvrtc_build(), tools.ptxas_build())
     arch, label, source, opts, key = toolchain._request("two.cu", arch, TWO_STEP_SRC, None, options)
     assert toolchain._two_step(opts)
     one = toolchain._nvrtc_compile(label, arch, source, opts, key)
@@ -205,8 +204,6 @@ def test_the_two_step_build_is_nvrtcs_own_byte_for_byte(arch, options):
 
 def test_compile_ptx_runs_no_ptxas_and_compile_reuses_its_ptx(tmp_path, monkeypatch):
     import json
-    if not tools.ptxas_is_nvrtcs():
-        pytest.skip("ptxas is not NVRTC's build: builds are one NVRTC run")
     monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("FRAGLAB_COMPILE_LOG", str(tmp_path / "log.jsonl"))
     src = TWO_STEP_SRC.replace("2.0f", "3.0f")
@@ -233,8 +230,7 @@ def test_a_ptxas_error_fails_compile_but_not_compile_ptx():
     with pytest.raises(CompileError) as e:
         toolchain.compile("labs/bad_asm.cu", "sm_80", source=src)
     assert "ptxas application ptx input, line" in e.value.log and "bogus" in e.value.log
-    if tools.ptxas_is_nvrtcs():
-        assert "bogus.op.f32" in toolchain.compile_ptx("labs/bad_asm.cu", "sm_80", source=src).ptx
+    assert "bogus.op.f32" in toolchain.compile_ptx("labs/bad_asm.cu", "sm_80", source=src).ptx
 
 
 def test_without_nvrtcs_own_ptxas_a_build_is_one_nvrtc_run(monkeypatch):
