@@ -20,9 +20,8 @@ def pytest_configure(config):
 #: Under ``--dist loadgroup`` (the Makefile's), each test file is one unit of work for a worker,
 #: except these, split by one parameter whose value the test id shows (the pattern finds it):
 #: their work per value is large and independent (one lab's grading runs once, in the worker
-#: that holds its unit, cached by ``graded(lab)``). test_labs.py stays whole: one nbval process
-#: runs every solution (``_nbval_all``).
-SPLIT_BY = {"test_grading_fixtures.py": r"\d\d_[a-z0-9_]*[a-z0-9]",
+#: that holds its unit, cached by ``graded(lab)``).
+SPLIT_BY = {"test_grading_fixtures.py": r"\d\d_[a-z0-9_]*[a-z0-9]", "test_labs.py": r"\d\d_[a-z0-9_]*[a-z0-9]",
             "test_toolchain.py": r"sm_\d+a?", "test_ptx_differential.py": r"^[a-z0-9_]+"}
 #: Handed out first, in this order: the units that take minutes on the 2-core CI machine, so that
 #: no long one starts last while the other worker idles.

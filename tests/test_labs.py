@@ -1,6 +1,5 @@
 """Labs are solutions with exercise regions cut out; unsolved labs fail nbval, solutions pass."""
 import difflib
-import functools
 import json
 import tempfile
 from pathlib import Path
@@ -9,7 +8,7 @@ import pytest
 
 from fraglab import labs
 from fraglab.labs import LabFormatError, cut, make_lab
-from nbval_run import ROOT, graded_cells, run_nbval, run_nbval_many
+from nbval_run import ROOT, graded_cells, run_nbval
 
 SOLUTIONS = sorted((ROOT / "solutions").glob("*.ipynb"))
 NOTEBOOKS = sorted([*SOLUTIONS, *(ROOT / "labs").glob("*.ipynb"), *(ROOT / "book").glob("*.ipynb")])
@@ -111,21 +110,9 @@ def test_each_solution_has_graded_cells_with_stored_pass_lines(solution):
         assert "PASS " in text, f"graded code cell {i} stores no PASS line"
 
 
-@functools.lru_cache(maxsize=None)
-def _nbval_all(mode):
-    """nbval on every solution in ``mode``, in one process (one start-up instead of one a lab;
-    nbval gives each notebook a fresh kernel, as before): (return code, ``{solution: (cells
-    run, failed cells)}``, output). The test file is one unit of work for pytest-xdist
-    (tests/conftest.py), so that one worker runs it once."""
-    return run_nbval_many(SOLUTIONS, mode)
-
-
 def _check_nbval(solution, mode):
-    rc, cells, out = _nbval_all(mode)
-    ran, failed = cells[solution.resolve()]
-    # a failure nbval does not pin on a cell of one notebook fails them all
-    stray = rc != 0 and not any(f for _, f in cells.values())
-    assert ran and not failed and not stray, f"solution fails nbval in {mode} mode:\n{out[-3000:]}"
+    rc, failed, out = run_nbval(solution, mode)
+    assert rc == 0 and not failed, f"solution fails nbval in {mode} mode:\n{out[-3000:]}"
     # the unsolved lab (no stored outputs) is graded by fraglab.grading, which fails every
     # exercise of it: tests/test_grading_fixtures.py (test_solution_passes_and_unsolved_lab_fails...)
 
