@@ -42,8 +42,8 @@ def get_kernel(name: str, kernel: str, *, source: str | None = None,
         if target not in device.INTERPRETER_ARCHES:
             raise ValueError(f"the PTX interpreter runs {', '.join(device.INTERPRETER_ARCHES)} "
                              f"code, not {target}")
-        build = toolchain.compile_ptx(name, target, source=source, defines=defines,
-                                      options=tuple(options))      # the PTX alone: no ptxas
+        build = toolchain.compile(name, target, source=source, defines=defines,
+                                  options=tuple(options))
         _require_kernel(build, kernel)
         return ptx.load(name, target, source=source, defines=defines,
                         options=tuple(options)).function(kernel)

@@ -9,12 +9,6 @@ with or without a GPU: NVRTC and the disassembler are libraries and programs, no
 
 Results are cached on disk (:func:`fraglab.tools.cache_dir`, bounded; ``make clean`` empties it), keyed by the source, every
 header in ``kernels/``, the options and the NVRTC version, so a re-run does not recompile.
-
-A build is made in two steps where the ``ptxas`` program is the build NVRTC carries inside
-(:func:`fraglab.tools.ptxas_is_nvrtcs`): NVRTC writes the PTX for the virtual target, then
-``ptxas`` assembles it, giving NVRTC's own cubin byte for byte. The PTX interpreter needs the
-PTX alone: :func:`compile_ptx` stops after the first step, and a later :func:`compile` of the same
-build runs only ``ptxas`` on that PTX.
 """
 from __future__ import annotations
 
@@ -24,12 +18,11 @@ import json
 import os
 import re
 import shutil
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import sass
-from . import tools
-from .elf import _complete_elf, elf_kernels, elf_sections, elf_sm  # noqa: F401
 from .tools import (KERNELS_DIR, REPO_ROOT, ToolchainError, cache_dir, find_tool,  # noqa: F401
                     include_dirs, nvrtc, nvrtc_version, prune_cache)
 
@@ -159,36 +152,17 @@ class Build:
         return {**self.resources[kernel], **{f"sass_{k}": v for k, v in self.classes(kernel).items()}}
 
 
-_ENTRY = re.compile(r"^[ \t]*(?:\.visible[ \t]+|\.weak[ \t]+)?\.entry[ \t]+([\w$]+)", re.M)
-
-
-@dataclass
-class PtxBuild:
-    """A build's PTX, without its cubin (:func:`compile_ptx`): what the PTX interpreter runs."""
-    name: str
-    arch: str
-    options: tuple[str, ...]
-    ptx: str
-    log: str                       # NVRTC's log (ptxas's report only if a whole build was made)
-    key: str                       # the key of the whole build (:func:`compile` of the same)
-
-    @property
-    def kernels(self) -> list[str]:
-        """The PTX's entry points: the kernels of the cubin it assembles into."""
-        return sorted(set(_ENTRY.findall(self.ptx)))
-
-    @classmethod
-    def of(cls, b) -> "PtxBuild":
-        return b if isinstance(b, cls) else cls(b.name, b.arch, tuple(b.options), b.ptx, b.log,
-                                                 b.key)
-
-
 _memory_cache: dict[str, Build] = {}
-_ptx_cache: dict[str, PtxBuild] = {}
 
 
-def _request(name, arch, source, defines, options) -> tuple[str, str, str, list[str], str]:
-    """``(arch, label, source, NVRTC options, key)`` of a build."""
+def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: str | None = None,
+            defines: dict | None = None, options: tuple[str, ...] | list[str] = ()) -> Build:
+    """Compile a kernel file (``kernels/NAME.cu``) or a ``source`` string for ``arch``.
+
+    ``arch`` defaults to the GPU in use (an error without one). ``defines`` become ``-DKEY=VALUE``.
+    Kernels should be ``extern "C"`` so their names are plain. Raises :class:`CompileError` with
+    NVRTC's log (file and line of each error) when the source does not compile.
+    """
     arch = _normalize_arch(arch)
     if source is None:
         path = kernel_path(name)
@@ -203,19 +177,6 @@ def _request(name, arch, source, defines, options) -> tuple[str, str, str, list[
     # anchored at the repository carry another directory in their line info
     key = hashlib.sha256(json.dumps([_nvrtc_name(label), source, _headers_digest(), opts,
                                      list(nvrtc_version())]).encode()).hexdigest()[:24]
-    return arch, label, source, opts, key
-
-
-def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: str | None = None,
-            defines: dict | None = None, options: tuple[str, ...] | list[str] = ()) -> Build:
-    """Compile a kernel file (``kernels/NAME.cu``) or a ``source`` string for ``arch``.
-
-    ``arch`` defaults to the GPU in use (an error without one). ``defines`` become ``-DKEY=VALUE``.
-    Kernels should be ``extern "C"`` so their names are plain. Raises :class:`CompileError` with
-    NVRTC's log (file and line of each error) when the source does not compile (ptxas's errors
-    included: the whole build is made here).
-    """
-    arch, label, source, opts, key = _request(name, arch, source, defines, options)
     if key in _memory_cache:
         return _memory_cache[key]
     t0, where = _clock(), "disk"
@@ -225,57 +186,21 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             build = _load_cached(key)
             if build is None:
                 t0, where = _clock(), "nvrtc"
-                if _two_step(opts):
-                    front = _ptx_cache.get(key) or _load_ptx_cached(key)
-                    where = "ptxas" if front else where
-                    front = front or _front_end(label, arch, source, opts, key)
-                    build = _assemble(front)
-                else:
-                    build = _nvrtc_compile(label, arch, source, opts, key)
+                build = _nvrtc_compile(label, arch, source, opts, key)
                 _store_cached(build)
     _memory_cache[key] = build
     _log_compile(build, where, t0)
     return build
 
 
-def compile_ptx(name: str | os.PathLike, arch: str | int | None = None, *,
-                source: str | None = None, defines: dict | None = None,
-                options: tuple[str, ...] | list[str] = ()) -> PtxBuild:
-    """The PTX of :func:`compile`'s build (same arguments), without running ``ptxas``: what the
-    PTX interpreter needs. Raises :class:`CompileError` when NVRTC rejects the source; what only
-    ``ptxas`` rejects is found by :func:`compile` (a claim on the cubin, its SASS or resources,
-    and every launch on a GPU). Where the build cannot be made in two steps, the whole build."""
-    arch, label, source, opts, key = _request(name, arch, source, defines, options)
-    got = _memory_cache.get(key) or _ptx_cache.get(key)
-    if got is not None:
-        return PtxBuild.of(got)
-    t0, where = _clock(), "disk"
-    front = _load_cached(key) or _load_ptx_cached(key)
-    if front is None and not _two_step(opts):
-        return PtxBuild.of(compile(name, arch, source=source, defines=defines, options=options))
-    if front is None:
-        with _compile_lock(key):
-            front = _load_cached(key) or _load_ptx_cached(key)
-            if front is None:
-                t0, where = _clock(), "nvrtc-ptx"
-                front = _front_end(label, arch, source, opts, key)
-                _store_ptx_cached(front)
-    front = _ptx_cache[key] = PtxBuild.of(front)
-    _log_compile(front, where, t0)
-    return front
-
-
 def _clock() -> tuple[float, float]:
-    """Wall seconds and CPU seconds: this process's and its finished children's (ptxas)."""
     import time
-    t = os.times()
-    return time.perf_counter(), t.user + t.system + t.children_user + t.children_system
+    return time.perf_counter(), time.process_time()
 
 
 def _log_compile(build: Build, where: str, t0: tuple[float, float]) -> None:
     """With ``FRAGLAB_COMPILE_LOG=file``, one JSON line per build this process did not hold yet:
-    where it came from (``nvrtc``: compiled here; ``nvrtc-ptx``: its PTX only, :func:`compile_ptx`;
-    ``ptxas``: assembled here from PTX compiled before; ``disk``: the compile cache, perhaps after
+    where it came from (``nvrtc``: compiled here; ``disk``: the compile cache, perhaps after
     waiting for another process's compile), its wall and CPU seconds, the PTX's size and
     ``FRAGLAB_COMPILE_LOG_TAG`` (what asked, e.g. the test). Appended whole lines, so that the
     processes of a test run (workers, graded notebooks' kernels) can share one file."""
@@ -318,7 +243,7 @@ def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str
     build it serves from there comes without ptxas's ``-v`` report. ``fraglab`` asks for that
     cache to be off (``CUDA_CACHE_DISABLE=1``, set on import), and where a report is missing all
     the same, it is made by running ``ptxas -v`` on the build's own PTX."""
-    build = _nvrtc_build(label, arch, source, opts, key)
+    build = _nvrtc_run(label, arch, source, opts, key)
     missing = sorted(set(build.kernels) - set(build.resources))
     if missing:
         log = _ptxas_report(build.ptx, arch, opts)
@@ -329,51 +254,6 @@ def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str
         raise ToolchainError(
             f"NVRTC compiled {label} for {arch} but neither it nor ptxas reported the resources "
             f"of {', '.join(missing[:5])}. The log was:\n{build.log[-1500:]}")
-    return build
-
-
-#: NVRTC options of a build made in two steps: the front end's, ``-lineinfo`` (ptxas's too) and
-#: ptxas's register cap, for which NVRTC writes the same PTX for ``compute_XX`` as for ``sm_XX``
-#: and ``ptxas`` makes NVRTC's cubin from it. Others (FAST_BUILD's level changes the PTX): one
-#: NVRTC run.
-_TWO_STEP = re.compile(r"-arch=sm_\d+a?|-std=\S+|-lineinfo|--ptxas-options=-v|-I.+|-D.+|"
-                       r"--maxrregcount=\d+")
-
-
-def _two_step(opts: list[str]) -> bool:
-    return all(_TWO_STEP.fullmatch(o) for o in opts) and tools.ptxas_is_nvrtcs()
-
-
-def _front_end(label: str, arch: str, source: str, opts: list[str], key: str) -> PtxBuild:
-    """Step one: NVRTC's PTX for the virtual target (``compute_XX``), no ptxas."""
-    front = [f"-arch=compute_{arch[3:]}" if o.startswith("-arch=") else o for o in opts
-             if o != "--ptxas-options=-v"]
-    ptx, _, log = _nvrtc_run(label, arch, source, front, cubin=False)
-    return PtxBuild(label, arch, tuple(opts), ptx, log, key)
-
-
-def _assemble(front: PtxBuild) -> Build:
-    """Step two: ``ptxas -v`` on the PTX, as NVRTC runs it (its messages name the PTX as NVRTC's
-    do, "application ptx input"). A ptxas error is a :class:`CompileError`."""
-    import subprocess
-    import tempfile
-    extra = [o for o in front.options if o == "-lineinfo" or o.startswith("--maxrregcount")]
-    with tempfile.TemporaryDirectory() as tmp:
-        src, out = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        src.write_text(front.ptx)
-        r = subprocess.run([str(find_tool("ptxas")), f"-arch={front.arch}", "-v", *extra, str(src),
-                            "-o", str(out)], capture_output=True, text=True)
-        log = (r.stdout + r.stderr).replace(f"ptxas {src}", "ptxas application ptx input")
-        if r.returncode != 0:
-            raise CompileError(front.name, front.arch, (front.log + "\n" + log).strip())
-        cubin = _complete_elf(out.read_bytes())
-    build = Build(name=front.name, arch=front.arch, options=front.options, ptx=front.ptx,
-                  cubin=cubin, log=(front.log + "\n" + log).strip(), key=front.key,
-                  resources=parse_ptxas_log(log))
-    missing = sorted(set(build.kernels) - set(build.resources))
-    if missing:
-        raise ToolchainError(f"ptxas assembled {front.name} for {front.arch} without reporting the "
-                             f"resources of {', '.join(missing[:5])}. Its log was:\n{log[-1500:]}")
     return build
 
 
@@ -397,15 +277,7 @@ def _nvrtc_name(label: str) -> str:
     return label if os.path.isabs(label) else str(REPO_ROOT / label)
 
 
-def _nvrtc_build(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
-    ptx, cubin, log = _nvrtc_run(label, arch, source, opts)
-    return Build(name=label, arch=arch, options=tuple(opts), ptx=ptx, cubin=cubin, log=log,
-                 key=key, resources=parse_ptxas_log(log))
-
-
-def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], cubin: bool = True
-               ) -> tuple[str, bytes | None, str]:
-    """One NVRTC run: ``(PTX, cubin or None, log)``."""
+def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
     # NVRTC makes a relative name absolute with the process's working directory and writes it
     # into the PTX's .file lines (hence into the SASS's line info): anchor it at the repository
     # instead, so that one key gives one build wherever it is compiled from (a grading notebook
@@ -423,11 +295,101 @@ def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], cubin: bool 
             raise CompileError(label, arch, program_log()) from None
         log = program_log()
         ptx = lib.getPTX(prog)
-        code = lib.getCUBIN(prog) if cubin else None
+        cubin = lib.getCUBIN(prog)
     finally:
         lib.destroyProgram(prog)
     ptx = ptx.decode() if isinstance(ptx, bytes) else ptx
-    return ptx.rstrip("\x00"), None if code is None else _complete_elf(bytes(code)), log
+    cubin = _complete_elf(bytes(cubin))
+    return Build(name=label, arch=arch, options=tuple(opts), ptx=ptx.rstrip("\x00"),
+                 cubin=bytes(cubin), log=log, key=key, resources=parse_ptxas_log(log))
+
+
+def _complete_elf(data: bytes) -> bytes:
+    """Pad a cubin to the length its own ELF headers give.
+
+    CuPy's ``getCUBIN`` returns the buffer one byte short (it treats the size as a C string's and
+    drops the last byte), and nvdisasm then calls the file invalid. Rather than assume how many
+    bytes are missing, read the ELF64 section and program header tables and pad with zeros to their end.
+    """
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ToolchainError("NVRTC returned something that is not a 64-bit ELF cubin")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
+    for i in range(shnum):
+        off = shoff + i * shentsize
+        if off + shentsize > len(data):
+            break
+        sh_type, = struct.unpack_from("<I", data, off + 4)
+        sh_offset, sh_size = struct.unpack_from("<QQ", data, off + 24)
+        if sh_type != 8:  # SHT_NOBITS occupies no file space
+            end = max(end, sh_offset + sh_size)
+    return data + b"\x00" * max(0, end - len(data))
+
+
+def _section_headers(cubin: bytes):
+    """The ELF64 section headers of a cubin: ``(name offset, type, file offset, size, link,
+    entry size)`` each, in order."""
+    shoff, = struct.unpack_from("<Q", cubin, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
+    for i in range(shnum):
+        sh = shoff + i * shentsize
+        name_off, sh_type = struct.unpack_from("<II", cubin, sh)
+        offset, size = struct.unpack_from("<QQ", cubin, sh + 24)
+        link, = struct.unpack_from("<I", cubin, sh + 40)
+        entsize, = struct.unpack_from("<Q", cubin, sh + 56)
+        yield name_off, sh_type, offset, size, link, entsize
+
+
+def _string(cubin: bytes, start: int) -> str:
+    return cubin[start:cubin.index(b"\0", start)].decode()
+
+
+def elf_sections(cubin: bytes) -> dict[str, int]:
+    """``{section name: size in bytes}`` of a cubin, from its ELF section headers."""
+    headers = list(_section_headers(cubin))
+    shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
+    names = headers[shstrndx][2]
+    return {_string(cubin, names + h[0]): h[3] for h in headers}
+
+
+#: ``st_other`` bit of a kernel's symbol in a cubin (nvdisasm prints it as ``STO_CUDA_ENTRY``).
+_STO_CUDA_ENTRY = 0x10
+_SHT_SYMTAB, _STT_FUNC = 2, 2
+
+
+def elf_kernels(cubin: bytes) -> list[str]:
+    """Names of the kernels (entry points) in a cubin: its function symbols marked
+    ``STO_CUDA_ENTRY``. Device functions that were not inlined (a :data:`FAST_BUILD` keeps
+    many) have code sections too, but are no kernels."""
+    headers = list(_section_headers(cubin))
+    out = []
+    for _, sh_type, offset, size, link, entsize in headers:
+        if sh_type != _SHT_SYMTAB:
+            continue
+        strtab = headers[link][2]
+        for j in range(size // entsize):
+            name_off, info, other = struct.unpack_from("<IBB", cubin, offset + j * entsize)
+            if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY:
+                out.append(_string(cubin, strtab + name_off))
+    return sorted(out)
+
+
+def elf_sm(cubin: bytes) -> int:
+    """The SM a cubin is for (75, 80, 90, 120), from its ELF header: the CUDA ELF ABI 7 keeps it
+    in the low byte of ``e_flags``, ABI 8 (sm_100 on) in the next one. What nvdisasm prints as
+    ``EF_CUDA_SM<n>``, without starting nvdisasm (about 0.6 s of CPU a run)."""
+    if cubin[:4] != b"\x7fELF":
+        raise ToolchainError("not an ELF cubin")
+    flags, = struct.unpack_from("<I", cubin, 0x30)
+    abi = cubin[8]
+    if abi == 7:
+        return flags & 0xFF
+    if abi == 8:
+        return (flags >> 8) & 0xFF
+    raise ToolchainError(f"a cubin of CUDA ELF ABI version {abi}, which fraglab does not read")
 
 
 def _load_cached(key: str) -> Build | None:
@@ -442,45 +404,17 @@ def _load_cached(key: str) -> Build | None:
     return build if set(build.kernels) <= set(build.resources) else None
 
 
-def _load_ptx_cached(key: str) -> PtxBuild | None:
-    """A build's first step, stored by :func:`compile_ptx` (``front.json`` beside its PTX)."""
-    d = cache_dir() / key
-    try:
-        meta = json.loads((d / "front.json").read_text())
-        meta["options"] = tuple(meta["options"])
-        return PtxBuild(ptx=(d / "kernel.ptx").read_text(), **meta)
-    except (OSError, ValueError, TypeError, KeyError):
-        return None
-
-
 def _store_cached(b: Build) -> None:
-    files = {"kernel.ptx": b.ptx, "kernel.cubin": b.cubin, "meta.json": json.dumps(dict(
-        name=b.name, arch=b.arch, options=list(b.options), log=b.log, key=b.key,
-        resources=b.resources))}
-    _store_files(b.key, files)
-
-
-def _store_ptx_cached(b: PtxBuild) -> None:
-    _store_files(b.key, {"kernel.ptx": b.ptx, "front.json": json.dumps(dict(
-        name=b.name, arch=b.arch, options=list(b.options), log=b.log, key=b.key))})
-
-
-def _store_files(key: str, files: dict) -> None:
-    """Write a build's files into its folder of the cache: a new folder whole (written aside,
-    then renamed), or into the folder of its first step one file at a time, ``meta.json`` last
-    (what :func:`_load_cached` reads first)."""
-    d = cache_dir() / key
+    d = cache_dir() / b.key
     tmp = d.with_name(d.name + f".tmp{os.getpid()}")
     try:
         tmp.mkdir(parents=True, exist_ok=True)
-        for name, data in files.items():
-            (tmp / name).write_bytes(data if isinstance(data, bytes) else data.encode())
-        if not d.exists():
-            os.replace(tmp, d)
-        elif not (d / "meta.json").exists():
-            for name in sorted(files, key=lambda n: n == "meta.json"):
-                os.replace(tmp / name, d / name)
-        shutil.rmtree(tmp, ignore_errors=True)
+        (tmp / "kernel.ptx").write_text(b.ptx)
+        (tmp / "kernel.cubin").write_bytes(b.cubin)
+        meta = dict(name=b.name, arch=b.arch, options=list(b.options), log=b.log, key=b.key,
+                    resources=b.resources)
+        (tmp / "meta.json").write_text(json.dumps(meta))
+        os.replace(tmp, d) if not d.exists() else shutil.rmtree(tmp)
         prune_cache()
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)  # a read-only cache only costs a recompile

@@ -135,53 +135,6 @@ def find_tool(name: str, *, required: bool = True) -> Path | None:
                          + _HOW_TO_GET.get(name, "put a CUDA toolkit's bin/ on PATH"))
 
 
-_BUILD_ID = re.compile(rb"Build (cuda_[\w.]+/compiler\.\d+_\d+)")
-
-
-def _build_of(path) -> str | None:
-    """The compiler build a CUDA binary or library names (``Build cuda_.../compiler.N_M``, as
-    ``--version`` prints it), read from the file: None where it names none, or several."""
-    import mmap
-    try:
-        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            found, i = set(), mm.find(b"Build cuda_")
-            while i >= 0 and len(found) < 2:
-                m = _BUILD_ID.match(mm[i:i + 100])
-                found.add(m.group(1).decode() if m else None)
-                i = mm.find(b"Build cuda_", i + 1)
-    except (OSError, ValueError):
-        return None
-    return found.pop() if len(found) == 1 else None
-
-
-@lru_cache(maxsize=None)
-def nvrtc_build() -> str | None:
-    """The compiler build NVRTC's library comes from (``cuda_12.9.r12.9/compiler.36037853_0``),
-    read from the library this process loaded (Linux); None where it cannot be read."""
-    nvrtc_version()                       # loads the library
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:
-        return None
-    libs = {f[5] for f in (l.split(None, 5) for l in maps.splitlines())
-            if len(f) == 6 and Path(f[5]).name.startswith("libnvrtc.so")}
-    builds = {_build_of(lib) for lib in libs}
-    return builds.pop() if len(builds) == 1 else None
-
-
-@lru_cache(maxsize=None)
-def ptxas_build() -> str | None:
-    """The compiler build of the ``ptxas`` :func:`find_tool` finds; None without one."""
-    ptxas = find_tool("ptxas", required=False)
-    return None if ptxas is None else _build_of(ptxas)
-
-
-def ptxas_is_nvrtcs() -> bool:
-    """Is the ``ptxas`` program the very build NVRTC carries inside? Then ptxas on NVRTC's PTX
-    makes NVRTC's cubin byte for byte, and :mod:`fraglab.toolchain` may build in two steps."""
-    return nvrtc_build() is not None and nvrtc_build() == ptxas_build()
-
-
 def cache_dir() -> Path:
     """The on-disk compile cache: ``$FRAGLAB_CACHE`` or ``~/.cache/fraglab``."""
     d = Path(os.environ.get("FRAGLAB_CACHE", Path.home() / ".cache" / "fraglab"))

@@ -460,11 +460,10 @@ _CACHE: dict[str, Program] = {}
 
 def load(name, arch: str = "sm_80", *, source: str | None = None, defines: dict | None = None,
          options=()) -> Program:
-    """Compile ``kernels/<name>.cu`` (or ``source``) to PTX with the course's toolchain
-    (:func:`fraglab.toolchain.compile_ptx`: no ptxas) and return its :class:`Program`, parsed once
-    and cached by the build's key."""
+    """Compile ``kernels/<name>.cu`` (or ``source``) with the course's toolchain and return its
+    :class:`Program`, parsed once and cached by the build's key."""
     from .. import toolchain
-    b = toolchain.compile_ptx(name, arch, source=source, defines=defines, options=tuple(options))
+    b = toolchain.compile(name, arch, source=source, defines=defines, options=tuple(options))
     prog = _CACHE.get(b.key)
     if prog is None:
         prog = _CACHE[b.key] = Program(b.ptx)
