@@ -46,6 +46,9 @@ constexpr int LMW_STAGE_BYTES = LMW_H_BYTES + LMW_W_BYTES;
 constexpr int LMW_BAR_OFF = LMW_STAGES * LMW_STAGE_BYTES;
 // + 1 KB to align the ring on 1024 bytes, + a full and an empty mbarrier a stage
 constexpr int LMW_SMEM_BYTES = 1024 + LMW_BAR_OFF + 16 * LMW_STAGES;
+// the G kernel: + its consumers' votes, one word per 128-word block of a tile
+constexpr int LMW_VOTE_OFF = LMW_BAR_OFF + 16 * LMW_STAGES;
+constexpr int LMW_G_SMEM_BYTES = LMW_SMEM_BYTES + 4 * (LMW_BN / 128);
 static_assert(LMW_BN == 128 || LMW_BN == 256, "wgmma m64n128 or m64n256");
 static_assert(LMW_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
 static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start on swizzle atoms");
@@ -58,6 +61,7 @@ constexpr int LMH_MT = 1, LMH_NT = LMW_BN / 8;
 constexpr float LMH_LOG2E = 1.4426950408889634f;
 using fa2mma::fast_exp2;
 #include "11_fused_lm_head_lse.cuh"
+#include "11_fused_lm_head_grad.cuh"   // grad_of_logits, the G kernel's step
 
 typedef float Acc[LMH_MT][LMH_NT][4];
 typedef float AccFlat[LMW_BN / 2];
@@ -122,27 +126,26 @@ __device__ __forceinline__ void tile_epilogue(Acc& acc, float (&m)[LMH_MT][2], f
     lse_tile(acc, m, l);
 }
 
-template <bool BF16, bool SOFTCAP>
-__device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, const u16* __restrict__ w,
-                                                 const int* __restrict__ targets, float* __restrict__ part,
-                                                 int n, int v, int d, int tiles_per_split, float cap)
+// The mainloop both kernels of this file share: a CTA's LMW_BM tokens m0 .. against the words
+// w0 .. w1 - 1 of the vocabulary (w1 - w0 a multiple of LMW_BN), a tile of LMW_BN words at a time.
+// Epi says which (Epi::range, from blockIdx) and what a finished tile becomes: Epi::setup runs in
+// thread 0 before the block's first barrier (`ring`: the 1024-aligned start of shared memory),
+// Epi's constructor in each consumer thread after its setmaxnreg (each role computes what it needs
+// after its setmaxnreg: values live across it are spilled), Epi::tile once a tile's logits are complete (no wgmma in flight), Epi::finish last.
+template <bool BF16, class Epi>
+__device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u16* __restrict__ w,
+                                             int n, int v, int d, const typename Epi::Args& args)
 {
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
+    unsigned char* ring = smem_raw + (base - smem_u32(smem_raw));
     const u32 full = base + LMW_BAR_OFF, empty = full + 8 * LMW_STAGES;
-    // The block's tokens m0 .., its tiles t0 .. t1 - 1, and its (tile, chunk) steps: computed by
-    // each role after its setmaxnreg (values live across it are spilled).
-#define LMW_STEPS                                                                                 \
-    const int m0 = blockIdx.x * LMW_BM, split = blockIdx.y, splits = gridDim.y;                  \
-    const int n_tiles = (v + LMW_BN - 1) / LMW_BN;                                              \
-    const int t0 = split * tiles_per_split, t1 = min(t0 + tiles_per_split, n_tiles);            \
-    const int chunks = (d + LMW_BK - 1) / LMW_BK;                                               \
-    const int steps = (t1 - t0) * chunks;
     if (threadIdx.x == 0) {
         for (int s = 0; s < LMW_STAGES; ++s) {
             mbar_init(full + 8 * s, 1);       // lane 0 of the producer warp that filled it
             mbar_init(empty + 8 * s, 256);    // every consumer thread, once its wgmma read it
         }
+        Epi::setup(ring);
         mbar_init_fence();
     }
     __syncthreads();
@@ -150,15 +153,16 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
         // ---- producer: warp p fills steps p, p + 4, ..., each with one cp.async group that
         // it waits for before announcing it (its other warps' steps are in flight meanwhile).
         regs_dealloc<LMW_PRODUCER_REGS>();
-        LMW_STEPS
-        (void)splits;
+        int m0, w0, w1;
+        Epi::range(args, v, m0, w0, w1);
+        const int chunks = (d + LMW_BK - 1) / LMW_BK, steps = (w1 - w0) / LMW_BN * chunks;
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         for (int i = warp; i < steps; i += 4) {
             const int s = i % LMW_STAGES, u = i / LMW_STAGES;
             if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);
-            const int tile = t0 + i / chunks, k0 = (i % chunks) * LMW_BK;
+            const int n0 = w0 + i / chunks * LMW_BN, k0 = (i % chunks) * LMW_BK;
             const u32 st = base + s * LMW_STAGE_BYTES;
-            load_stage(st, h, w, m0, n, tile * LMW_BN, v, k0, d, lane);
+            load_stage(st, h, w, m0, n, n0, v, k0, d, lane);
             cp_async_commit();
             cp_async_wait<0>();
             fence_proxy_async();
@@ -168,20 +172,12 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
     } else {
         // ---- consumers: warpgroup wg owns tokens m0 + 64 wg ..; warp wr of it 16 of them.
         regs_alloc<LMW_CONSUMER_REGS>();
-        LMW_STEPS
-        (void)steps;
+        int m0, w0, w1;
+        Epi::range(args, v, m0, w0, w1);
+        const int chunks = (d + LMW_BK - 1) / LMW_BK;
         const int ct = threadIdx.x - 128, wg = ct >> 7, wr = (ct >> 5) & 3, lane = ct & 31;
-        const int g = lane >> 2, c4 = lane & 3;
-        const int row0 = m0 + 64 * wg + 16 * wr + g;            // rows row0 and row0 + 8
-        const float inv_cap = SOFTCAP ? 1.0f / cap : 0.0f;
-        int tgt[2];
-        float m[LMH_MT][2], l[LMH_MT][2], zt[LMH_MT][2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            tgt[r] = row0 + 8 * r < n ? targets[row0 + 8 * r] : -1;
-            m[0][r] = FA2MMA_NEG_INF;
-            l[0][r] = zt[0][r] = 0.0f;
-        }
+        const int row0 = m0 + 64 * wg + 16 * wr + (lane >> 2);     // rows row0 and row0 + 8
+        Epi epi(args, ring, n, v, row0, lane);
         Acc acc;
         AccFlat& af = reinterpret_cast<AccFlat&>(acc);
 #pragma unroll
@@ -212,7 +208,7 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
         // waited for (one group always queued behind the running one) and its stage released;
         // the accumulators stay in flight only inside the chunk loop, whose every path issues
         // and waits alike (ptxas injects waits where paths that differ meet: C7517).
-        for (int n0 = t0 * LMW_BN; n0 < t1 * LMW_BN; n0 += LMW_BN) {
+        for (int n0 = w0; n0 < w1; n0 += LMW_BN) {
             issue(0);
             for (int kc = 1; kc < chunks; ++kc) {
                 const int prev = stage;
@@ -225,11 +221,45 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
             pin(af);
             release(stage);
             advance();
-            tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
+            epi.tile(acc, n0);
         }
+        epi.finish();
+    }
+}
 
-        // The quad's shares of l and of the target logit (m is the quad's already); the warp saw
-        // whole rows, so lane c4 = 0 writes its two rows' partials.
+// ---- the forward: each tile's online log-sum-exp; per token and split the partials -------------
+
+template <bool SOFTCAP>
+struct LseEpi {
+    struct Args { const int* targets; float* part; int tiles_per_split; float cap; };
+    // The split's tiles t0 .. t1 - 1 (none when t0 is past the last tile).
+    static __device__ __forceinline__ void setup(unsigned char*) {}
+    static __device__ __forceinline__ void range(const Args& a, int v, int& m0, int& w0, int& w1) {
+        const int n_tiles = (v + LMW_BN - 1) / LMW_BN, t0 = blockIdx.y * a.tiles_per_split;
+        m0 = blockIdx.x * LMW_BM;
+        w0 = t0 * LMW_BN;
+        w1 = min(t0 + a.tiles_per_split, n_tiles) * LMW_BN;
+    }
+    float* part;
+    int n, v, row0, c4, tgt[2];
+    float cap, inv_cap, m[LMH_MT][2], l[LMH_MT][2], zt[LMH_MT][2];
+    __device__ __forceinline__ LseEpi(const Args& a, unsigned char*, int n_, int v_, int row0_, int lane)
+        : part(a.part), n(n_), v(v_), row0(row0_), c4(lane & 3), cap(a.cap),
+          inv_cap(SOFTCAP ? 1.0f / a.cap : 0.0f) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            tgt[r] = row0 + 8 * r < n ? a.targets[row0 + 8 * r] : -1;
+            m[0][r] = FA2MMA_NEG_INF;
+            l[0][r] = zt[0][r] = 0.0f;
+        }
+    }
+    __device__ __forceinline__ void tile(Acc& acc, int n0) {
+        tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
+    }
+    // The quad's shares of l and of the target logit (m is the quad's already); the warp saw
+    // whole rows, so lane c4 = 0 writes its two rows' partials.
+    __device__ __forceinline__ void finish() {
+        const int split = blockIdx.y, splits = gridDim.y;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             l[0][r] += __shfl_xor_sync(FULL_MASK, l[0][r], 1);
@@ -245,19 +275,116 @@ __device__ __forceinline__ void lmhead_wgmma_fwd(const u16* __restrict__ h, cons
             }
         }
     }
-}
+};
 
-#undef LMW_STEPS
+// ---- the backward's G kernel: one tile a CTA, its logits turned into G ---------------------------
+//
+// As lmhead_bwdc_g_* of kernels/11_fused_lm_head_bwd_chunked.cu computes it (grad_of_logits), in
+// 128-word blocks (that file's LMH_BN, the unit of its flags and of its GEMMs' k steps): a tile of
+// LMW_BN words is LMW_BN / 128 of them. A block counts when filter_eps <= 0 or any |softmax -
+// onehot| of its 128 x 128 is at least filter_eps: each consumer warp votes, lane 0 of a warp
+// with a vote ORs a flag in shared memory, and after the consumers' named barrier every thread
+// reads it. Blocks past the chunk's nt are neither computed into G nor flagged.
+template <bool BF16, bool SOFTCAP>
+struct GradEpi {
+    struct Args {
+        const int* targets; const float* lse; const float* dl; u16* G; int ldg;
+        unsigned char* flags; unsigned* skipped; int v0, nt, ignore_index; float cap, filter_eps;
+    };
+    static constexpr int BLOCKS = LMW_BN / 128, NTB = LMH_NT / BLOCKS;   // 128-word blocks a tile
+    static __device__ __forceinline__ void setup(unsigned char* ring) {
+        unsigned* vote = reinterpret_cast<unsigned*>(ring + LMW_VOTE_OFF);
+        for (int b = 0; b < BLOCKS; ++b) vote[b] = 0;
+    }
+    static __device__ __forceinline__ void range(const Args& a, int, int& m0, int& w0, int& w1) {
+        m0 = blockIdx.x * LMW_BM;
+        w0 = a.v0 + blockIdx.y * LMW_BN;
+        w1 = w0 + LMW_BN;
+    }
+    const Args a;
+    unsigned* vote;
+    int n, v, row0, lane, tgt[1][2];
+    float lse2[1][2], scale[1][2];
+    __device__ __forceinline__ GradEpi(const Args& a_, unsigned char* ring, int n_, int v_, int row0_,
+                                       int lane_)
+        : a(a_), vote(reinterpret_cast<unsigned*>(ring + LMW_VOTE_OFF)), n(n_), v(v_), row0(row0_),
+          lane(lane_) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = row0 + 8 * r;
+            const int t = row < n ? a.targets[row] : a.ignore_index;
+            const bool live = row < n && t != a.ignore_index;
+            tgt[0][r] = live ? t : -1;
+            lse2[0][r] = live ? a.lse[row] * LMH_LOG2E : 0.0f;
+            scale[0][r] = live ? a.dl[row] : 0.0f;
+        }
+    }
+    __device__ __forceinline__ void tile(Acc& acc, int n0) {
+        typedef float Block[1][NTB][4];
+        const int c4 = lane & 3, first = (n0 - a.v0) / 128;     // the tile's first block of the chunk
+        bool keep[BLOCKS];
+#pragma unroll
+        for (int b = 0; b < BLOCKS; ++b) {
+            Block& blk = *reinterpret_cast<Block*>(&acc[0][b * NTB][0]);
+            const bool big = grad_of_logits<SOFTCAP>(blk, tgt, lse2, scale, n0 + 128 * b + 2 * c4,
+                                                     v, a.cap, a.filter_eps);
+            if (__any_sync(FULL_MASK, big) && lane == 0) atomicOr(&vote[b], 1u);
+        }
+        named_sync(1, 256);                     // the consumers' votes are in
+#pragma unroll
+        for (int b = 0; b < BLOCKS; ++b) keep[b] = a.filter_eps <= 0.0f || vote[b] != 0;
+        const bool first_thread = threadIdx.x == 128;
+#pragma unroll
+        for (int b = 0; b < BLOCKS; ++b) {
+            const int blk = first + b;
+            if (blk >= a.nt) continue;          // past the chunk (its last tile, half used)
+            if (first_thread) {
+                a.flags[(size_t)blockIdx.x * a.nt + blk] = keep[b] ? 1 : 0;
+                if (!keep[b]) atomicAdd(a.skipped, 1u);
+            }
+            if (!keep[b]) continue;
+            // lane (g, c4) holds two neighbouring columns of rows row0 and row0 + 8
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int row = row0 + 8 * r;
+                if (row < n) {
+                    unsigned* dst = reinterpret_cast<unsigned*>(a.G + (size_t)row * a.ldg + 128 * blk + 2 * c4);
+#pragma unroll
+                    for (int j = 0; j < NTB; ++j)
+                        dst[4 * j] = fa2mma::pack2<BF16>(acc[0][b * NTB + j][2 * r], acc[0][b * NTB + j][2 * r + 1]);
+                }
+            }
+        }
+    }
+    __device__ __forceinline__ void finish() {}
+};
+
 #endif  // FRAGLAB_SM90A
 
 #define LMW_KERNEL(NAME, BF16, SOFTCAP)                                                             \
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
          int v, int d, int tiles_per_split, float softcap)                                          \
-    { SM90A_ONLY((lmhead_wgmma_fwd<BF16, SOFTCAP>(h, w, targets, part, n, v, d, tiles_per_split,    \
-                                                  softcap))); }
+    { SM90A_ONLY((lmw_mainloop<BF16, LseEpi<SOFTCAP>>(h, w, n, v, d,                                \
+                                                      {targets, part, tiles_per_split, softcap}))); }
 
 LMW_KERNEL(lmhead_wgmma_fwd_f16, false, false)
 LMW_KERNEL(lmhead_wgmma_fwd_bf16, true, false)
 LMW_KERNEL(lmhead_wgmma_fwd_f16_softcap, false, true)
 LMW_KERNEL(lmhead_wgmma_fwd_bf16_softcap, true, true)
+
+// The backward's G kernel (the chunked rung's lmhead_bwdc_g_* on wgmma): grid (ceil(n / LMW_BM),
+// ceil(nt * 128 / LMW_BN)), block LMW_THREADS, dynamic shared memory LMW_G_SMEM_BYTES; the chunk's
+// nt blocks of 128 words from v0, flags (ceil(n / LMW_BM), nt) as that kernel writes them.
+#define LMW_G_KERNEL(NAME, BF16, SOFTCAP)                                                           \
+    extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
+    NAME(const unsigned short* h, const unsigned short* w, const int* targets, const float* lse,    \
+         const float* dl, unsigned short* G, int ldg, unsigned char* flags, unsigned* skipped,       \
+         int n, int v, int d, int v0, int nt, int ignore_index, float softcap, float filter_eps)     \
+    { SM90A_ONLY((lmw_mainloop<BF16, GradEpi<BF16, SOFTCAP>>(h, w, n, v, d,                         \
+          {targets, lse, dl, G, ldg, flags, skipped, v0, nt, ignore_index, softcap, filter_eps}))); }
+
+LMW_G_KERNEL(lmhead_wgmma_g_f16, false, false)
+LMW_G_KERNEL(lmhead_wgmma_g_bf16, true, false)
+LMW_G_KERNEL(lmhead_wgmma_g_f16_softcap, false, true)
+LMW_G_KERNEL(lmhead_wgmma_g_bf16_softcap, true, true)

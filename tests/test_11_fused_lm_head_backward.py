@@ -13,6 +13,7 @@ from fraglab.fused_lm_head import backward, kernels, problems
 
 PROBLEM = topic.PROBLEMS["linear_cross_entropy_backward"]
 ATOMIC = topic.PROBLEMS["linear_cross_entropy_backward_atomic"]
+WGMMA = topic.PROBLEMS["linear_cross_entropy_backward_wgmma"]
 DTYPES = ("f16", "bf16")
 RUNGS = {"atomic": (backward.KERNELS, [backward.kernel_name(t, cap) for t in DTYPES
                                        for cap in (False, True)]),
@@ -20,6 +21,7 @@ RUNGS = {"atomic": (backward.KERNELS, [backward.kernel_name(t, cap) for t in DTY
                                         for k in ("g", "dw", "dh")]
                      + [f"lmhead_bwdc_g_{t}_softcap" for t in DTYPES])}
 TILE_HEADER = '#include "11_fused_lm_head_tile.cuh"'
+GRAD_HEADER = '#include "11_fused_lm_head_grad.cuh"'
 
 
 def test_the_wrapper_knows_the_kernel_files_constants():
@@ -72,12 +74,13 @@ def test_the_chunked_rung_has_no_float_atomics_and_no_vocabulary_buffer():
 def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     assert len(PROBLEM.interpreter_cases) >= 12 and len(ATOMIC.interpreter_cases) == 5
-    for p in (PROBLEM, ATOMIC):
+    assert len(WGMMA.interpreter_cases) == 8 and len(WGMMA.cases) == len(PROBLEM.cases)
+    for p in (PROBLEM, ATOMIC, WGMMA):
         for case in p.interpreter_cases:
             p.check(case, rng)
 
 
-@pytest.mark.parametrize("variant", ["chunked", "atomic"])
+@pytest.mark.parametrize("variant", ["chunked", "atomic", "wgmma"])
 def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch, variant):
     """Peaky rows over 9 vocabulary tiles (the chunked rung: 3 chunks): the tiles with neither a
     target nor a peak are skipped (counted) and the gradients stay within tolerance; without the
@@ -93,11 +96,18 @@ def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch, variant):
 
 
 def _with_header(source: str, old: str, new: str) -> str:
-    """``source`` with the tile header pasted in place of its include, ``old`` replaced by
-    ``new`` in it (a mutant of the step both rungs share)."""
-    header = (toolchain.KERNELS_DIR / "11_fused_lm_head_tile.cuh").read_text()
-    assert header.count(old) == 1 and source.count(TILE_HEADER) == 1
-    return source.replace(TILE_HEADER, header.replace("#pragma once", "").replace(old, new))
+    """``source`` with G's step (11_fused_lm_head_grad.cuh, which the tile header includes) pasted
+    in place of its include, ``old`` replaced by ``new`` in it (a mutant of the step every rung
+    shares)."""
+    grad = (toolchain.KERNELS_DIR / "11_fused_lm_head_grad.cuh").read_text()
+    assert grad.count(old) == 1
+    grad = grad.replace("#pragma once", "").replace(old, new)
+    if source.count(TILE_HEADER) == 1:
+        tile = (toolchain.KERNELS_DIR / "11_fused_lm_head_tile.cuh").read_text()
+        assert tile.count(GRAD_HEADER) == 1
+        source = source.replace(TILE_HEADER, tile.replace("#pragma once", ""))
+    assert source.count(GRAD_HEADER) == 1
+    return source.replace(GRAD_HEADER, grad)
 
 
 @pytest.mark.parametrize("variant", ["chunked", "atomic"])
@@ -124,6 +134,48 @@ def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
         return {k: v * 1.01 for k, v in problems.backward_reference(**inp).items()}
     with pytest.raises(AssertionError, match="WRONG"):
         PROBLEM.check("random", rng, run=off)
+
+
+@pytest.mark.parametrize("case, old, new", [
+    ("random", " - (col == tgt[mi][r] ? 1.0f : 0.0f)", ""),      # in G's step: the target's 1 kept
+    # G's columns from the block's place in its tile, not in the chunk (wrong past the first tile)
+    ("filter", "128 * blk + 2 * c4", "128 * b + 2 * c4"),
+    # a tile's half past the chunk written anyway (over the next row's columns)
+    ("chunks", "if (blk >= a.nt) continue;", ""),
+    # a kept block's G left unwritten (the GEMMs read the poison)
+    ("blocks_and_chunks", "if (!keep[b]) continue;", "if (keep[b]) continue;"),
+    # every block's vote cast for the tile's first block: second blocks that count skipped
+    ("filter", "atomicOr(&vote[b], 1u)", "atomicOr(&vote[0], 1u)"),
+])
+def test_wrong_g_kernels_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new):
+    """Mutants of the wgmma rung's G kernel (kernels/11_fused_lm_head_wgmma.cu) on the
+    interpreter: each gives wrong gradients, or the interpreter stops it."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    from fraglab.fused_lm_head import wgmma
+    source = toolchain.kernel_path(wgmma.FILE).read_text()
+    if "tgt[mi]" in old:
+        mutant = _with_header(source, old, new)
+    else:
+        assert source.count(old) == 1, old
+        mutant = source.replace(old, new)
+    with pytest.raises(Exception, match="WRONG|race|hazard|out-of-bounds"):
+        WGMMA.check(case, rng, run=lambda **inp: problems.run_backward_wgmma(**inp, source=mutant))
+
+
+def test_the_backward_picks_its_rung(rng, monkeypatch):
+    """Without ``variant=`` the backward runs "wgmma" where the forward runs its wgmma rung
+    (Hopper), "chunked" elsewhere (the interpreter too, which runs "wgmma" when asked); a GPU
+    other than Hopper is refused "wgmma" before any launch, with the reason."""
+    from fraglab import runs_where
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    assert backward.default_variant() == "chunked"
+    monkeypatch.delenv("FRAGLAB_MODE")
+    for cc, want in (((8, 0), "chunked"), ((9, 0), "wgmma"), ((12, 0), "chunked")):
+        with runs_where.simulated_gpu(cc):
+            assert backward.default_variant() == want, cc
+    with runs_where.simulated_gpu((8, 0)):
+        ok, why = WGMMA.supported(WGMMA.case("random"))
+        assert not ok and "Hopper" in why
 
 
 def _inputs(xp, n=8, v=20, d=32):

@@ -15,6 +15,10 @@ from fraglab.fused_lm_head import kernels, problems, wgmma
 
 PROBLEM = topic.PROBLEMS["fused_linear_cross_entropy_wgmma"]
 FORWARD = [wgmma.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
+#: The backward's G kernels (the "wgmma" rung of fraglab.fused_lm_head.backward): the same
+#: mainloop, G's epilogue; their Problem and mutants are in test_11_fused_lm_head_backward.py.
+GRAD = [f"lmhead_wgmma_g_{t}" + ("_softcap" if cap else "") for t in ("f16", "bf16")
+        for cap in (False, True)]
 
 
 @lru_cache(maxsize=None)
@@ -28,6 +32,7 @@ def test_the_wrapper_knows_the_kernel_files_constants():
         (wgmma.BM, wgmma.BN, wgmma.BK, wgmma.STAGES, wgmma.THREADS)
     ring = cu["LMW_STAGES"] * (cu["LMW_BM"] + cu["LMW_BN"]) * cu["LMW_BK"] * 2
     assert wgmma.SMEM_BYTES == 1024 + ring + 16 * cu["LMW_STAGES"] <= 227 * 1024
+    assert wgmma.G_SMEM_BYTES == wgmma.SMEM_BYTES + 4 * (cu["LMW_BN"] // 128) <= 227 * 1024
     # the registers setmaxnreg hands out fit the register file
     assert 128 * cu["LMW_PRODUCER_REGS"] + 256 * cu["LMW_CONSUMER_REGS"] <= 65536
     assert kernels.VARIANTS == ("mma", "wgmma") and kernels.FINAL == "wgmma"
@@ -39,8 +44,8 @@ def test_builds_for_sm90a_without_spills_or_serialized_wgmma():
     'wgmma serialized' note: a lane-0-only mbarrier arrival while a wgmma is in flight gives
     C7518)."""
     b = _build()
-    assert sorted(b.kernels) == sorted(FORWARD)
-    for k in FORWARD:
+    assert sorted(b.kernels) == sorted(FORWARD + GRAD)
+    for k in FORWARD + GRAD:
         r = b.resources[k]
         assert r["spill_stores"] == r["spill_loads"] == r["stack_frame"] == 0, (k, r)
         assert r["registers"] <= 168, (k, r)
@@ -62,7 +67,7 @@ def _consumer_and_producer_registers(listing: str) -> tuple[int, int]:
 
 def test_each_role_stays_within_its_setmaxnreg():
     cu = wgmma.cu_constants()
-    for k in FORWARD:
+    for k in FORWARD + GRAD:
         consumer, producer = _consumer_and_producer_registers(_build().sass(k))
         assert 128 + 16 < consumer <= cu["LMW_CONSUMER_REGS"], (k, consumer)   # 128 accumulators
         assert producer <= cu["LMW_PRODUCER_REGS"], (k, producer)
@@ -94,10 +99,25 @@ def test_main_loops_are_hgmma_and_the_row_reduction_stays_in_registers(kernel):
     assert not (memory | {"HMMA"}) & (set(tile) | set(chunk)), kernel
 
 
+@pytest.mark.parametrize("kernel", GRAD)
+def test_the_g_kernels_main_loop_is_the_forwards(kernel):
+    """The G kernel's chunk loop is the forward's (whole steps of 4 HGMMA, nothing else of
+    note), and G leaves the registers only after it: its stores (STG) and the votes' shared
+    atomic follow the last HGMMA."""
+    b = _build()
+    loops = _loops(b.sass(kernel))
+    chunk = min((x for x in loops if "HGMMA" in x), key=len)
+    assert chunk.count("HGMMA") % 4 == 0 and chunk.count("HGMMA") >= 4, kernel
+    assert not {"SHFL", "MUFU", "STG", "STS", "ATOMS", "HMMA"} & set(chunk), kernel
+    ops = [sass.base_opcode(t) for t in sass.listing(b.sass(kernel), padding=True)]
+    last = max(i for i, o in enumerate(ops) if o == "HGMMA")
+    assert "STG" in ops[last:] and "STG" not in ops[:last], kernel
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_bodies_trap_off_sm90a(arch):
     b = toolchain.compile(wgmma.FILE, arch)
-    for k in FORWARD:
+    for k in FORWARD + GRAD:
         ops = b.opcodes(k)
         assert "HGMMA" not in ops and ops.get("BPT", 0) + ops.get("EXIT", 0) >= 1, (k, ops)
 
@@ -124,8 +144,8 @@ def _mutant(old: str, new: str) -> str:
 
 @pytest.mark.parametrize("case, old, new, error", [
     # each split's last tile left out
-    ("tiles_and_chunks", "t1 = min(t0 + tiles_per_split, n_tiles)",
-     "t1 = min(t0 + tiles_per_split, n_tiles - 1)", "WRONG"),
+    ("tiles_and_chunks", "min(t0 + a.tiles_per_split, n_tiles)",
+     "min(t0 + a.tiles_per_split, n_tiles - 1)", "WRONG"),
     # the last k-step of every chunk left out
     ("random", "for (int ks = 0; ks < LMW_BK / 16; ++ks)", "for (int ks = 0; ks < LMW_BK / 16 - 1; ++ks)",
      "WRONG"),

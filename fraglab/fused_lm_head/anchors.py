@@ -17,7 +17,8 @@ torch tensors (h (N, d), w (V, d) bf16, targets (N,) int64) returning the loss:
 * ``course``: :func:`fraglab.fused_lm_head.kernels.launcher` on the same memory through DLPack,
   its checks done once, so that a call is the two kernels and the reduction; for a training
   step, its ``torch.autograd.Function`` (:func:`course_autograd`), in the rungs of
-  :data:`COURSE_TRAIN` (the backward's two rungs, the filter off and on).
+  :data:`COURSE_TRAIN` (the backward's default rung with the filter off and on, and its other
+  rungs).
 
 :func:`forward_backward` makes a training step (loss, then both gradients) of any of them.
 :data:`SETTINGS` says what each is run with (the record keeps it).
@@ -34,15 +35,19 @@ from . import backward, kernels
 #: In the order of the comparison's table; the first is the ratios' baseline.
 VARIANTS = ("course", "eager", "compile", "liger", "cce")
 #: The course's training steps: name -> (backward rung, filter_eps); "course" is the default rung.
-COURSE_TRAIN = {"course": (backward.DEFAULT, None),
-                "course_filter": (backward.DEFAULT, backward.FILTER_EPS),
+#: None: the default rung (``backward.default_variant``: "wgmma" on Hopper).
+COURSE_TRAIN = {"course": (None, None),
+                "course_filter": (None, backward.FILTER_EPS),
+                "course_chunked": ("chunked", None),
                 "course_atomic": ("atomic", None)}
 #: What each variant runs with, for the record.
 SETTINGS = {
-    "course": f"forward: default rung (wgmma on Hopper); backward: rung {backward.DEFAULT!r}, "
-              f"G budget {backward.CHUNK_BYTES >> 20} MiB, filter off",
+    "course": "forward: default rung (wgmma on Hopper); backward: default rung ('wgmma' on "
+              f"Hopper: G on warpgroup MMA, mma.sync GEMMs), G budget "
+              f"{backward.CHUNK_BYTES >> 20} MiB, filter off",
     "course_filter": f"as course, filter_eps = 2^-12 (tiles whose every |softmax - onehot| is below "
                      "it skipped)",
+    "course_chunked": "as course, backward rung 'chunked' (G on mma.sync too)",
     "course_atomic": "as course, backward rung 'atomic' (FP32 atomics, (V, d) FP32 buffer)",
     "eager": "F.linear (bf16, cuBLAS), .float(), F.cross_entropy",
     "compile": "torch.compile(eager, dynamic=False), default mode, recompiled per size",

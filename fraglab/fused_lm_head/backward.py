@@ -7,8 +7,12 @@ from h, w and the forward's per-token log-sum-exp. Two rungs (:data:`VARIANTS`, 
 * ``"chunked"`` (``kernels/11_fused_lm_head_bwd_chunked.cu``, the default): the vocabulary in
   chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's rows of the chunk
   by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across chunks when there are
-  several): no atomics, no (V, d) buffer, the same bits every run. :func:`scratch_bytes` says what
-  each rung allocates beyond the gradients.
+  several): no atomics, no (V, d) buffer, the same bits every run;
+* ``"wgmma"`` (the default on Hopper): the chunked rung with its G kernel on Hopper's warpgroup
+  MMA, the forward's wgmma mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``,
+  sm_90a); the same G, flags and GEMMs.
+
+:func:`scratch_bytes` says what each rung allocates beyond the gradients.
 
     loss, lse = forward_with_lse(h, w, targets)                  # the forward, keeping lse
     dh, dw = linear_cross_entropy_backward(h, w, targets, lse, grad)
@@ -26,12 +30,14 @@ import re
 import numpy as np
 
 from .. import launch, toolchain
-from . import kernels
+from . import kernels, wgmma
 
 KERNELS = "11_fused_lm_head_bwd"
 CHUNKED = "11_fused_lm_head_bwd_chunked"
-#: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`).
-VARIANTS = ("atomic", "chunked")
+#: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
+#: and for "wgmma" ``wgmma.FILE``'s G kernel with :data:`CHUNKED`'s GEMMs).
+VARIANTS = ("atomic", "chunked", "wgmma")
+#: The rung without ``variant=`` where Hopper's is not run (:func:`default_variant`).
 DEFAULT = "chunked"
 #: The tile both rungs recompute: the forward's (``kernels/11_fused_lm_head_config.cuh``).
 BM, BN, BK, STAGES, THREADS = kernels.BM, kernels.BN, kernels.BK, kernels.STAGES, kernels.THREADS
@@ -49,6 +55,12 @@ CAST_THREADS = 256
 FILTER_EPS = 2.0 ** -12
 #: gridDim.y's limit: vocabulary tiles of one launch.
 MAX_VOCAB_TILES = 65535
+
+
+def default_variant(dtype: str = "bf16") -> str:
+    """The rung a call without ``variant=`` runs: ``"wgmma"`` where the forward's default is its
+    wgmma rung (a Hopper GPU), else :data:`DEFAULT` (the interpreter runs "wgmma" when asked)."""
+    return "wgmma" if kernels.default_variant(dtype) == "wgmma" else DEFAULT
 
 
 def kernel_name(dtype: str, softcap: bool) -> str:
@@ -129,14 +141,17 @@ def chunk_tiles(n: int, v: int, chunk_bytes: int = CHUNK_BYTES) -> int:
     return max(1, min(fit, -(-int(v) // BN)))
 
 
-def scratch_bytes(n: int, v: int, d: int, variant: str = DEFAULT,
+def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
                   chunk_bytes: int = CHUNK_BYTES) -> dict[str, int]:
-    """What ``variant`` allocates beyond the gradients, by buffer (bytes): the atomic rung's FP32
-    sums of dh and dw; the chunked rung's G (one chunk), its tiles' flags and, with more than one
-    chunk, dh's FP32 sums. Counters and the dl and gscale vectors (n + 2 floats) left out."""
+    """What ``variant`` (None: :func:`default_variant`) allocates beyond the gradients, by buffer
+    (bytes): the atomic rung's FP32 sums of dh and dw; the chunked rungs' G (one chunk), its
+    tiles' flags and, with more than one chunk, dh's FP32 sums. Counters and the dl and gscale
+    vectors (n + 2 floats) left out."""
+    variant = default_variant() if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
     if variant == "atomic":
         return {"dh32": 4 * n * d, "dw32": 4 * v * d}
+    # "chunked" and "wgmma": the same buffers
     tiles = chunk_tiles(n, v, chunk_bytes)
     out = {"G": 2 * n * tiles * BN, "flags": -(-n // BM) * tiles}
     if tiles < -(-v // BN):
@@ -152,12 +167,17 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
     ``out``: ``(dh, dw)`` arrays to write into (the autograd Function's tensors), poisoned here
-    first. ``source``: another kernel file for the rung (a mutant). ``variant``:
-    :data:`VARIANTS` (default :data:`DEFAULT`); ``chunk_bytes``: the chunked rung's budget for G."""
+    first. ``source``: another kernel file for the rung (a mutant; for "wgmma", of the G kernel's
+    file). ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
+    chunked rungs' budget for G."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
                                                         reduction, softcap, filter_eps)
-    variant = DEFAULT if variant is None else variant
+    variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
+    if variant == "wgmma":
+        ok, why = wgmma.requires(dtype)
+        if not ok:
+            raise RuntimeError(why.replace("variant='mma'", "variant='chunked'"))
     if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
             or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
@@ -192,7 +212,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
                       cap, eps, source)
     else:
         run = _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d),
-                       ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes))
+                       ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes),
+                       on_wgmma=variant == "wgmma")
     return run, res
 
 
@@ -222,8 +243,9 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
 
 
 def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
-             source, tiles):
-    """The chunked rung's ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh."""
+             source, tiles, on_wgmma=False):
+    """The chunked rungs' ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh;
+    ``on_wgmma``: G by the wgmma rung's kernel (``source`` then replaces its file)."""
     n, v, d = nvd
     xp = _xp()
     n_tiles, row_blocks = -(-v // BN), -(-n // BM)
@@ -232,8 +254,12 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     G = launch.poisoned((n, ldg), h.dtype)
     flags = xp.zeros((row_blocks, tiles), xp.uint8)
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
-    gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + dtype + ("_softcap" if cap is not None else ""),
-                           source=source)
+    suffix = dtype + ("_softcap" if cap is not None else "")
+    if on_wgmma:
+        gk = launch.get_kernel(wgmma.FILE, "lmhead_wgmma_g_" + suffix, source=source, arch=wgmma.ARCH)
+        source = None                     # the GEMMs are the chunked rung's
+    else:
+        gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
     dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
     dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
     col_blocks = -(-d // GEMM_BN)
@@ -244,10 +270,18 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
             t0 = c * tiles
             nt = min(tiles, n_tiles - t0)
             v0 = t0 * BN
-            launch.launch(gk, (row_blocks, nt), THREADS,
-                          (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
-                           np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
-                           np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
+            if on_wgmma:                  # votes OR into the flags: zeros first
+                flags[...] = 0
+                launch.launch(gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
+                              (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
+                               np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
+                               np.int32(ignore_index), np.float32(cap or 0.0), eps),
+                              shared_mem=wgmma.G_SMEM_BYTES)
+            else:
+                launch.launch(gk, (row_blocks, nt), THREADS,
+                              (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
+                               np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
+                               np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
             launch.launch(dwk, (nt, col_blocks), THREADS,
                           (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
                            np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
@@ -274,8 +308,8 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
     ``filter_eps``: leave out the vocabulary tiles whose every ``|softmax - onehot|`` is below it
     (e.g. :data:`FILTER_EPS`); None (default): none left out. ``stats``: a dict that receives
     ``skipped``, how many tiles were left out. ``source``: another kernel file for the rung (a
-    mutant). ``variant``: the rung, :data:`VARIANTS` (default :data:`DEFAULT`); ``chunk_bytes``:
-    the chunked rung's budget for G (a small one makes several chunks)."""
+    mutant). ``variant``: the rung, :data:`VARIANTS` (default :func:`default_variant`);
+    ``chunk_bytes``: the chunked rungs' budget for G (a small one makes several chunks)."""
     run, res = backward_launcher(h, w, targets, lse, grad, ignore_index, reduction, softcap,
                                  filter_eps=filter_eps, source=source, variant=variant,
                                  chunk_bytes=chunk_bytes)

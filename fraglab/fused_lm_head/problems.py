@@ -275,3 +275,25 @@ PROBLEMS["linear_cross_entropy_backward_atomic"] = Problem(
     inputs=backward_inputs, reference=backward_reference, run=run_backward_atomic,
     cases=ATOMIC_CASES, tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")],
     requires=requires, labels=("row", "col"))
+
+
+def run_backward_wgmma(**inp):
+    """:func:`run_backward` with the wgmma rung (G on Hopper's warpgroup MMA; ``source``: a mutant
+    of ``kernels/11_fused_lm_head_wgmma.cu``)."""
+    return run_backward(**inp, variant="wgmma")
+
+
+#: The wgmma rung's cases: on the interpreter those that reach each path of its G kernel (ragged
+#: rows and words, a chunk of one block, so the tile's second half lies past it, several tiles a
+#: chunk, the filter's votes, the soft-cap, no word at all kept); every one on Hopper.
+WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "chunks", "blocks_and_chunks",
+                     "all_ignored_mean", "one_word")
+WGMMA_BWD_CASES = tuple(c if c.slow or c.name in WGMMA_INTERPRETED else
+                        Case(c.name, edge=c.edge, slow=True, **c.params) for c in BWD_CASES)
+
+PROBLEMS["linear_cross_entropy_backward_wgmma"] = Problem(
+    "11_fused_lm_head/linear_cross_entropy_backward_wgmma",
+    "the same gradients by the wgmma rung (the chunked rung, its G kernel on warpgroup MMA, sm_90a)",
+    inputs=backward_inputs, reference=backward_reference, run=run_backward_wgmma,
+    cases=WGMMA_BWD_CASES, tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")],
+    requires=requires_wgmma, labels=("row", "col"))

@@ -21,6 +21,9 @@ ARCH = "sm_90a"
 BM, BN, BK, STAGES, THREADS = 128, 256, 64, 4, 384
 #: 1 KB to align the ring on the 128-byte swizzle's 1024-byte atoms, the ring, two mbarriers a stage.
 SMEM_BYTES = 1024 + STAGES * (BM + BN) * BK * 2 + 16 * STAGES
+#: The backward's G kernel (``lmhead_wgmma_g_*``): the same, and its consumers' votes (a word per
+#: 128-word block of a tile).
+G_SMEM_BYTES = SMEM_BYTES + 4 * (BN // 128)
 
 
 def kernel_name(dtype: str, softcap: bool) -> str:
