@@ -162,14 +162,17 @@ def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
 def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                       reduction: str = "mean", softcap: float | None = None, *,
                       filter_eps: float | None = None, out=None, source: str | None = None,
-                      variant: str | None = None, chunk_bytes: int = CHUNK_BYTES):
+                      variant: str | None = None, chunk_bytes: int = CHUNK_BYTES,
+                      events: dict | None = None):
     """Check everything, allocate, and return ``(run, res)``: ``run()`` launches the rung's
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
     ``out``: ``(dh, dw)`` arrays to write into (the autograd Function's tensors), poisoned here
     first. ``source``: another kernel file for the rung (a mutant; for "wgmma", of the G kernel's
     file). ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
-    chunked rungs' budget for G."""
+    chunked rungs' budget for G. ``events`` (a GPU, the chunked rungs): a dict that each ``run()``
+    fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
+    caller can add up where the time goes (:func:`kernel_ms`)."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
                                                         reduction, softcap, filter_eps)
     variant = default_variant(dtype) if variant is None else variant
@@ -213,7 +216,7 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     else:
         run = _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d),
                        ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes),
-                       on_wgmma=variant == "wgmma")
+                       on_wgmma=variant == "wgmma", events=events)
     return run, res
 
 
@@ -243,7 +246,7 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
 
 
 def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
-             source, tiles, on_wgmma=False):
+             source, tiles, on_wgmma=False, events=None):
     """The chunked rungs' ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh;
     ``on_wgmma``: G by the wgmma rung's kernel (``source`` then replaces its file)."""
     n, v, d = nvd
@@ -263,36 +266,60 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
     dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
     col_blocks = -(-d // GEMM_BN)
+    if events is not None and launch.interpreted():
+        raise ValueError("events= times launches on a GPU; the interpreter has no CUDA events")
+
+    def timed(kind, *args, **kw):
+        if events is None:
+            return launch.launch(*args, **kw)
+        import cupy
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        launch.launch(*args, **kw)
+        end.record()
+        events.setdefault(kind, []).append((start, end))
 
     def run():
         skipped[...] = 0
+        if events is not None:
+            events.clear()
         for c in range(chunks):
             t0 = c * tiles
             nt = min(tiles, n_tiles - t0)
             v0 = t0 * BN
             if on_wgmma:                  # votes OR into the flags: zeros first
                 flags[...] = 0
-                launch.launch(gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
-                              (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
-                               np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
-                               np.int32(ignore_index), np.float32(cap or 0.0), eps),
-                              shared_mem=wgmma.G_SMEM_BYTES)
+                timed("g", gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
+                      (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
+                       np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
+                       np.int32(ignore_index), np.float32(cap or 0.0), eps),
+                      shared_mem=wgmma.G_SMEM_BYTES)
             else:
-                launch.launch(gk, (row_blocks, nt), THREADS,
-                              (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
-                               np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
-                               np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
-            launch.launch(dwk, (nt, col_blocks), THREADS,
-                          (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
-                           np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
-                          shared_mem=GEMM_SMEM_BYTES)
+                timed("g", gk, (row_blocks, nt), THREADS,
+                      (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
+                       np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
+                       np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
+            timed("dw", dwk, (nt, col_blocks), THREADS,
+                  (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
+                   np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
+                  shared_mem=GEMM_SMEM_BYTES)
             mode = (1 if c > 0 else 0) | (2 if c == chunks - 1 else 0)
-            launch.launch(dhk, (row_blocks, col_blocks), THREADS,
-                          (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
-                           np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode)),
-                          shared_mem=GEMM_SMEM_BYTES)
+            timed("dh", dhk, (row_blocks, col_blocks), THREADS,
+                  (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
+                   np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode)),
+                  shared_mem=GEMM_SMEM_BYTES)
         return dh, dw
     return run
+
+
+def kernel_ms(events: dict) -> dict[str, float]:
+    """Milliseconds each kind of launch took in a run that filled ``events``
+    (:func:`backward_launcher`), summed over the chunks; synchronises on the last event."""
+    out = {}
+    for kind, pairs in events.items():
+        pairs[-1][1].synchronize()
+        out[kind] = sum(__import__("cupy").cuda.get_elapsed_time(s, e) for s, e in pairs)
+    return out
 
 
 def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,

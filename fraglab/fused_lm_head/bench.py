@@ -13,11 +13,12 @@ b. ``timing`` (GPU and torch only): the forward loss ('mean') of the course's ke
    interleaved by :func:`fraglab.bench.compare`. ``--quick``: Llama 3 8B's head at N = 4096 only;
 c. ``train`` (GPU and torch only): the same sizes, a training step each (the 'mean' loss, then
    the gradients for h and w by ``torch.autograd.grad``: :func:`.anchors.forward_backward`), the
-   course's through its autograd Function in three settings (:data:`.anchors.COURSE_TRAIN`: the
-   chunked backward with the filter off and on, the atomic one); per variant its peak memory
-   beyond the inputs and the two gradients it returns, its gradients' relative difference from
-   the course's (the float64 checks of section a hold the course's to its reference), then all
-   timed interleaved. The course's filter: the tiles it skipped, counted once per size.
+   course's through its autograd Function in four settings (:data:`.anchors.COURSE_TRAIN`: the
+   default backward rung with the filter off and on, the chunked and the atomic rungs); per
+   variant its peak memory beyond the inputs and the two gradients it returns, its gradients'
+   relative difference from the course's (the float64 checks of section a hold the course's to
+   its reference), then all timed interleaved. The course's filter: the tiles it skipped,
+   counted once per size; the backward's kernels: G, dw and dh timed apart (:func:`_breakdown`).
 
 Every step of a variant is what a training loop pays: host synchronisations (Liger-Kernel's
 count of targets, the course's argument checks) and Python included, each timed from the GPU's
@@ -253,6 +254,36 @@ def _filter_count(torch, h, w, t) -> dict:
             "share_skipped": stats["skipped"] / stats["tiles"], "eps": backward.FILTER_EPS}
 
 
+#: The backward settings whose kernels :func:`_breakdown` times: name -> (rung, filter_eps).
+BREAKDOWN = {"wgmma": ("wgmma", None), "wgmma_filter": ("wgmma", backward.FILTER_EPS),
+             "chunked": ("chunked", None)}
+
+
+def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
+    """Where the backward's time goes: per :data:`BREAKDOWN` setting, the median over ``runs``
+    (after one warm-up) of the milliseconds its G kernels, dw GEMMs and dh GEMMs took, each
+    summed over the chunks (CUDA events around every launch, ``backward.kernel_ms``), and the
+    FLOPs of one of the three products unfiltered (2 N V d)."""
+    import statistics
+    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    _, lse = backward.forward_with_lse(*conv)
+    out = {"flop_each": 2.0 * h.shape[0] * w.shape[0] * h.shape[1]}
+    for name, (variant, eps) in BREAKDOWN.items():
+        if variant == "wgmma" and not backward.wgmma.requires("bf16")[0]:
+            continue
+        events: dict = {}
+        run, res = backward.backward_launcher(*conv, lse, 1.0, filter_eps=eps, variant=variant,
+                                              events=events)
+        samples = []
+        for _ in range(runs + 1):
+            run()
+            samples.append(backward.kernel_ms(events))
+        out[name] = {k: statistics.median(s[k] for s in samples[1:]) for k in samples[0]}
+        del run, res
+        torch.cuda.empty_cache()
+    return out
+
+
 def one_size_train(torch, found: dict, head: str, n: int, seed: int, quick: bool, log) -> dict:
     """Every variant's training step at one size: loss, gradients against the course's, peak
     memory beyond the inputs and the gradients, then the interleaved timing."""
@@ -264,6 +295,10 @@ def one_size_train(torch, found: dict, head: str, n: int, seed: int, quick: bool
     rec["course_scratch_bytes"] = {k: backward.scratch_bytes(n, v, d, variant)
                                    for k, (variant, _) in anchors.COURSE_TRAIN.items()}
     rec["course_filter"] = _filter_count(torch, h, w, t)
+    rec["breakdown"] = _breakdown(torch, h, w, t)
+    log(f"  backward kernels {head} N={n}: " + "; ".join(
+        f"{k} " + ", ".join(f"{kind} {ms:.1f} ms" for kind, ms in r.items())
+        for k, r in rec["breakdown"].items() if isinstance(r, dict)))
     steps = {k: anchors.forward_backward(anchors.course_train(k), h, w, t)
              for k in anchors.COURSE_TRAIN}
     steps.update({k: anchors.forward_backward(f, h, w, t) for k, f in found.items()})

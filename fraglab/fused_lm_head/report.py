@@ -20,7 +20,8 @@ CITED = ("ch11-checks", "ch11-course-8k", "ch11-eager-8k", "ch11-fastest-8k",
          "ch11-train-atomic-8k",
          "ch11-train-fastest-8k", "ch11-train-cce-8k", "ch11-skipped-8k", "ch11-inputs-loss-8k",
          "ch11-inputs-share-8k", "ch11-inputs-tiles-8k", "ch11-inputs-shuffled-8k",
-         "ch11-goal-time", "ch11-goal-memory")
+         "ch11-goal-time", "ch11-goal-memory", "ch11-bwd-wgmma-8k", "ch11-bwd-chunked-8k",
+         "ch11-bwd-filter-gemms-8k")
 NOT_YET = "not measured yet"
 #: The size the prose cites: Llama 3 8B's head at N = 8192.
 CITED_SIZE = ("llama3_8b", 8192)
@@ -122,6 +123,7 @@ def glue_values(doc: dict) -> dict[str, str]:
                       ("chunked", "course_chunked"), ("atomic", "course_atomic"), ("cce", "cce")):
         out[f"ch11-train-{key}-8k"] = _ms_mib(tt[name]) if name in tt else NOT_YET
     out.update(goals(doc))
+    out.update(breakdown_values(doc))
     return out
 
 
@@ -176,6 +178,53 @@ def inputs_table(doc: dict):
     return report.table(rows, caption="The inputs' softmax (FP32), and the course's filter"
                         + ("" if (doc.get("results") or {}).get("timing") else f": {NOT_YET}"),
                         wrap=["entries >= 2^-12", "kept, shuffled ids", "filter skipped"])
+
+
+#: The backward settings of the breakdown (``bench.BREAKDOWN``), as the table names them.
+BREAKDOWN_NAMES = {"wgmma": "wgmma G", "wgmma_filter": "wgmma G + filter",
+                   "chunked": "chunked (mma.sync G)"}
+
+
+def _kernels_cell(ms: float | None, flop: float) -> str:
+    return "-" if ms is None else f"{ms:.1f} ms ({flop / ms / 1e9:,.0f})"
+
+
+def breakdown_table(doc: dict):
+    """Per size and backward setting: the milliseconds of its G kernels, dw GEMMs and dh GEMMs
+    (each summed over the chunks), with the TFLOP/s of an unfiltered product of 2 N V d in
+    parentheses (dashes before the first GPU run)."""
+    rows = []
+    for rec in (doc.get("results") or {}).get("train") or []:
+        br = rec.get("breakdown") or {}
+        for key, label in BREAKDOWN_NAMES.items():
+            if key not in br:
+                continue
+            r = br[key]
+            rows.append({"head": rec["head"], "N": f"{rec['n']:,}", "backward": label,
+                         **{col: _kernels_cell(r.get(kind), br["flop_each"])
+                            for kind, col in (("g", "G"), ("dw", "dw GEMM"), ("dh", "dh GEMM"))},
+                         "sum": f"{sum(r.values()):.1f} ms"})
+    if not rows:
+        rows = [{"head": "-", "N": "-", "backward": "-", "G": "-", "dw GEMM": "-", "dh GEMM": "-",
+                 "sum": "-"}]
+    name = (doc.get("device") or {}).get("name") or NOT_YET
+    return report.table(rows, caption="The backward's kernels: ms summed over the chunks (TFLOP/s "
+                        f"of an unfiltered 2 N V d product), median of 5 runs, on {name}",
+                        wrap=["backward"])
+
+
+def breakdown_values(doc: dict) -> dict[str, str]:
+    """The breakdown at the cited size, for the prose."""
+    rec = size_record(doc, *CITED_SIZE, section="train")
+    br = rec.get("breakdown") or {}
+    out = {}
+    for key, name in (("wgmma", "ch11-bwd-wgmma-8k"), ("chunked", "ch11-bwd-chunked-8k")):
+        r = br.get(key)
+        cell = (lambda kind: _kernels_cell(r[kind], br["flop_each"])) if r else None
+        out[name] = (f"G {cell('g')}, dw {cell('dw')}, dh {cell('dh')}" if r else NOT_YET)
+    r = br.get("wgmma_filter")
+    out["ch11-bwd-filter-gemms-8k"] = f"{r['dw'] + r['dh']:.1f} ms" if r else NOT_YET
+    return out
 
 
 def scratch_rows(n: int = 8192) -> list[dict]:
