@@ -185,8 +185,12 @@ BREAKDOWN_NAMES = {"wgmma": "wgmma G", "wgmma_filter": "wgmma G + filter",
                    "chunked": "chunked (mma.sync G)"}
 
 
-def _kernels_cell(ms: float | None, flop: float) -> str:
-    return "-" if ms is None else f"{ms:.1f} ms ({flop / ms / 1e9:,.0f})"
+def _kernels_cell(ms: float | None, flop: float | None) -> str:
+    """Milliseconds, and the TFLOP/s of ``flop`` in them (None: a filtered product, whose
+    work is not the whole product's)."""
+    if ms is None:
+        return "-"
+    return f"{ms:.1f} ms" + ("" if flop is None else f" ({flop / ms / 1e9:,.0f})")
 
 
 def breakdown_table(doc: dict):
@@ -199,18 +203,18 @@ def breakdown_table(doc: dict):
         for key, label in BREAKDOWN_NAMES.items():
             if key not in br:
                 continue
-            r = br[key]
+            r, flop = br[key], None if "filter" in key else br["flop_each"]
             rows.append({"head": rec["head"], "N": f"{rec['n']:,}", "backward": label,
-                         **{col: _kernels_cell(r.get(kind), br["flop_each"])
+                         **{col: _kernels_cell(r.get(kind), flop)
                             for kind, col in (("g", "G"), ("dw", "dw GEMM"), ("dh", "dh GEMM"))},
                          "sum": f"{sum(r.values()):.1f} ms"})
     if not rows:
         rows = [{"head": "-", "N": "-", "backward": "-", "G": "-", "dw GEMM": "-", "dh GEMM": "-",
                  "sum": "-"}]
     name = (doc.get("device") or {}).get("name") or NOT_YET
-    return report.table(rows, caption="The backward's kernels: ms summed over the chunks (TFLOP/s "
-                        f"of an unfiltered 2 N V d product), median of 5 runs, on {name}",
-                        wrap=["backward"])
+    return report.table(rows, caption="The backward's kernels: ms summed over the chunks (and the "
+                        "TFLOP/s of a whole 2 N V d product; with the filter, ms only), median of "
+                        f"5 runs, on {name}", wrap=["backward"])
 
 
 def breakdown_values(doc: dict) -> dict[str, str]:
