@@ -3,7 +3,7 @@
 // pins, setmaxnreg; chapter 10 builds them one at a time): the 128-byte swizzle and descriptor of
 // a K-major 64-value panel (h and w are both row-major with d contiguous, so both are "K-major"),
 // and wgmma m64nNk16 with N = 128 or 256 (64 or 128 f32 accumulators a thread), both operands
-// from shared memory, in their own namespace.
+// from shared memory, K-major or (for the backward's GEMMs) MN-major, in their own namespace.
 #pragma once
 #include "hopper.cuh"
 
@@ -84,6 +84,28 @@ LMW_WGMMA(128, f16, 64, "%64, %65", "%66")
 LMW_WGMMA(128, bf16, 64, "%64, %65", "%66")
 LMW_WGMMA(256, f16, 128, "%128, %129", "%130")
 LMW_WGMMA(256, bf16, 128, "%128, %129", "%130")
+
+// m64n256k16 with the transpose bits of A and B as given (PTX "imm-trans-a", "imm-trans-b": 1
+// reads that operand MN-major, hopper.cuh's desc_mnmajor layout; 16-bit types only): the
+// backward's GEMMs (kernels/11_fused_lm_head_bwd_wgmma.cu), whose B (w or h, d contiguous) is
+// MN-major, and whose A is G (K-major, for dh) or G^T (MN-major, for dw).
+#define LMW_WGMMA_T(TY, TA, TB)                                                                  \
+    __device__ __forceinline__ void wgmma_n256_##TY##_t##TA##TB(float (&d)[128], u64 a, u64 b) {  \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                \
+                     "wgmma.mma_async.sync.aligned.m64n256k16.f32." #TY "." #TY " "               \
+                     LMW_DREGS_128 ", %128, %129, p, 1, 1, " #TA ", " #TB ";\n}\n"               \
+                     : LMW_DCONS_128(d) : "l"(a), "l"(b), "r"(1));                                \
+    }
+LMW_WGMMA_T(f16, 0, 1)
+LMW_WGMMA_T(bf16, 0, 1)
+LMW_WGMMA_T(f16, 1, 1)
+LMW_WGMMA_T(bf16, 1, 1)
+
+// Accumulating (scale-d 1) m64n256k16, B MN-major, A MN-major when TRANS_A.
+template <bool BF16, bool TRANS_A> __device__ __forceinline__ void wgmma_mn(float (&d)[128], u64 a, u64 b) {
+    if constexpr (TRANS_A) { if constexpr (BF16) wgmma_n256_bf16_t11(d, a, b); else wgmma_n256_f16_t11(d, a, b); }
+    else { if constexpr (BF16) wgmma_n256_bf16_t01(d, a, b); else wgmma_n256_f16_t01(d, a, b); }
+}
 
 // Dispatch on the element type and on N = 2 NREG.
 template <bool BF16, int NREG> __device__ __forceinline__ void wgmma(float (&d)[NREG], u64 a, u64 b, int acc) {

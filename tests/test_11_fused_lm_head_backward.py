@@ -150,16 +150,44 @@ def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
 def test_wrong_g_kernels_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new):
     """Mutants of the wgmma rung's G kernel (kernels/11_fused_lm_head_wgmma.cu) on the
     interpreter: each gives wrong gradients, or the interpreter stops it."""
-    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     from fraglab.fused_lm_head import wgmma
-    source = toolchain.kernel_path(wgmma.FILE).read_text()
+    _mutant_fails(rng, monkeypatch, wgmma.FILE, case, old, new)
+
+
+@pytest.mark.parametrize("case, old, new", [
+    # dw's A read K-major: G^T's layout taken for G's
+    ("random", "lmw::wgmma_mn<BF16, TRANS_A>(", "lmw::wgmma_mn<BF16, false>("),
+    # both consumer warpgroups of dw on the first 64 words
+    ("ragged", "desc_mnmajor(a + wg * LMG_BK * 128, LMG_BK, ks)", "desc_mnmajor(a, LMG_BK, ks)"),
+    # the filter's skipped steps copied anyway: the ring's count and the consumers' differ
+    ("filter", "if (!counts(s)) continue;", ""),
+    # dh's earlier chunks dropped
+    ("chunks", "(mode & 1) ? dh32 : nullptr", "nullptr"),
+    # rows of C past the chunk's words (dw) or past n (dh) written
+    ("ragged", "if (row >= rows) continue;", ""),
+    # B's rows past its end read instead of zeros
+    ("ragged", "const bool ok = r0 + r < rows && col < cols;", "const bool ok = col < cols;"),
+])
+def test_wrong_gemms_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new):
+    """Mutants of the wgmma rung's GEMMs (kernels/11_fused_lm_head_bwd_wgmma.cu) on the
+    interpreter: wrong gradients, or the interpreter stops them (a hang, a read or write out of
+    bounds)."""
+    from fraglab.fused_lm_head import wgmma
+    _mutant_fails(rng, monkeypatch, wgmma.GEMM_FILE, case, old, new)
+
+
+def _mutant_fails(rng, monkeypatch, name, case, old, new):
+    from fraglab.fused_lm_head import wgmma
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    source = toolchain.kernel_path(name).read_text()
     if "tgt[mi]" in old:
         mutant = _with_header(source, old, new)
     else:
         assert source.count(old) == 1, old
         mutant = source.replace(old, new)
-    with pytest.raises(Exception, match="WRONG|race|hazard|out-of-bounds"):
-        WGMMA.check(case, rng, run=lambda **inp: problems.run_backward_wgmma(**inp, source=mutant))
+    sources = {wgmma.FILE: None, wgmma.GEMM_FILE: None, name: mutant}
+    with pytest.raises(Exception, match="WRONG|race|hazard|out-of-bounds|deadlock|never|hang"):
+        WGMMA.check(case, rng, run=lambda **inp: problems.run_backward_wgmma(**inp, source=sources))
 
 
 def test_the_backward_picks_its_rung(rng, monkeypatch):

@@ -33,6 +33,11 @@ def test_the_wrapper_knows_the_kernel_files_constants():
     ring = cu["LMW_STAGES"] * (cu["LMW_BM"] + cu["LMW_BN"]) * cu["LMW_BK"] * 2
     assert wgmma.SMEM_BYTES == 1024 + ring + 16 * cu["LMW_STAGES"] <= 227 * 1024
     assert wgmma.G_SMEM_BYTES == wgmma.SMEM_BYTES + 4 * (cu["LMW_BN"] // 128) <= 227 * 1024
+    assert (cu["LMG_BM"], cu["LMG_BN"], cu["LMG_BK"], cu["LMG_STAGES"], cu["LMG_THREADS"]) == \
+        (wgmma.GEMM_BM, wgmma.GEMM_BN, wgmma.GEMM_BK, wgmma.GEMM_STAGES, wgmma.GEMM_THREADS)
+    assert wgmma.GEMM_SMEM_BYTES == 1024 + cu["LMG_STAGES"] * (cu["LMG_BM"] + cu["LMG_BN"]) * \
+        cu["LMG_BK"] * 2 + 16 * cu["LMG_STAGES"] <= 227 * 1024
+    assert 128 * cu["LMG_PRODUCER_REGS"] + 256 * cu["LMG_CONSUMER_REGS"] <= 65536
     # the registers setmaxnreg hands out fit the register file
     assert 128 * cu["LMW_PRODUCER_REGS"] + 256 * cu["LMW_CONSUMER_REGS"] <= 65536
     assert kernels.VARIANTS == ("mma", "wgmma") and kernels.FINAL == "wgmma"
@@ -97,6 +102,27 @@ def test_main_loops_are_hgmma_and_the_row_reduction_stays_in_registers(kernel):
     assert tile.count("SHFL") == 4 and tile.count("MUFU") >= wgmma.BN // 2, kernel
     memory = {"STS", "STG", "STL", "ST", "LDS", "LDL", "RED", "ATOM"}
     assert not (memory | {"HMMA"}) & (set(tile) | set(chunk)), kernel
+
+
+def test_the_backward_gemms_build_without_spills_on_hgmma():
+    """The wgmma rung's dw and dh GEMMs: no spill or local memory, setmaxnreg honoured, wgmma
+    left asynchronous, and their k loop whole steps of 4 HGMMA with no HMMA and no store."""
+    b = toolchain.compile(wgmma.GEMM_FILE, "sm_90a")
+    names = [f"lmhead_wgmma_{k}_{t}" for k in ("dw", "dh") for t in ("f16", "bf16")]
+    assert sorted(b.kernels) == sorted(names)
+    assert "C7508" not in b.log and not re.search(r"C75(1\d|20)", b.log), b.log
+    cu = wgmma.cu_constants()
+    for k in names:
+        r = b.resources[k]
+        assert r["spill_stores"] == r["spill_loads"] == r["stack_frame"] == 0, (k, r)
+        assert b.classes(k)["local"] == 0, k
+        consumer, producer = _consumer_and_producer_registers(b.sass(k))
+        assert consumer <= cu["LMG_CONSUMER_REGS"] and producer <= cu["LMG_PRODUCER_REGS"], k
+        loop = min((x for x in _loops(b.sass(k)) if "HGMMA" in x), key=len)
+        assert loop.count("HGMMA") % 4 == 0 and not {"HMMA", "STG", "STS"} & set(loop), k
+    for arch in ("sm_80", "sm_90"):
+        other = toolchain.compile(wgmma.GEMM_FILE, arch)
+        assert all("HGMMA" not in other.opcodes(k) for k in names), arch
 
 
 @pytest.mark.parametrize("kernel", GRAD)

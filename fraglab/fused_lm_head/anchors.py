@@ -43,11 +43,11 @@ COURSE_TRAIN = {"course": (None, None),
 #: What each variant runs with, for the record.
 SETTINGS = {
     "course": "forward: default rung (wgmma on Hopper); backward: default rung ('wgmma' on "
-              f"Hopper: G on warpgroup MMA, mma.sync GEMMs), G budget "
+              f"Hopper: G and both GEMMs on warpgroup MMA), G budget "
               f"{backward.CHUNK_BYTES >> 20} MiB, filter off",
     "course_filter": f"as course, filter_eps = 2^-12 (tiles whose every |softmax - onehot| is below "
                      "it skipped)",
-    "course_chunked": "as course, backward rung 'chunked' (G on mma.sync too)",
+    "course_chunked": "as course, backward rung 'chunked' (G and GEMMs on mma.sync)",
     "course_atomic": "as course, backward rung 'atomic' (FP32 atomics, (V, d) FP32 buffer)",
     "eager": "F.linear (bf16, cuBLAS), .float(), F.cross_entropy",
     "compile": "torch.compile(eager, dynamic=False), default mode, recompiled per size",

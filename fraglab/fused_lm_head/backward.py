@@ -8,9 +8,10 @@ from h, w and the forward's per-token log-sum-exp. Two rungs (:data:`VARIANTS`, 
   chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's rows of the chunk
   by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across chunks when there are
   several): no atomics, no (V, d) buffer, the same bits every run;
-* ``"wgmma"`` (the default on Hopper): the chunked rung with its G kernel on Hopper's warpgroup
-  MMA, the forward's wgmma mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``,
-  sm_90a); the same G, flags and GEMMs.
+* ``"wgmma"`` (the default on Hopper): the chunked rung on Hopper's warpgroup MMA (sm_90a): G
+  from the forward's wgmma mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``),
+  the two GEMMs with MN-major operands (``kernels/11_fused_lm_head_bwd_wgmma.cu``); the same G,
+  flags and chunks.
 
 :func:`scratch_bytes` says what each rung allocates beyond the gradients.
 
@@ -168,8 +169,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
     ``out``: ``(dh, dw)`` arrays to write into (the autograd Function's tensors), poisoned here
-    first. ``source``: another kernel file for the rung (a mutant; for "wgmma", of the G kernel's
-    file). ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
+    first. ``source``: another kernel file for the rung (a mutant; for "wgmma" the G kernel's
+    file, or a dict from file name, ``wgmma.FILE`` or ``wgmma.GEMM_FILE``, to its text). ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
     chunked rungs' budget for G. ``events`` (a GPU, the chunked rungs): a dict that each ``run()``
     fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
     caller can add up where the time goes (:func:`kernel_ms`)."""
@@ -248,7 +249,7 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
 def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
              source, tiles, on_wgmma=False, events=None):
     """The chunked rungs' ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh;
-    ``on_wgmma``: G by the wgmma rung's kernel (``source`` then replaces its file)."""
+    ``on_wgmma``: the wgmma rung's kernels (``source``: :func:`backward_launcher`'s)."""
     n, v, d = nvd
     xp = _xp()
     n_tiles, row_blocks = -(-v // BN), -(-n // BM)
@@ -259,13 +260,19 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
     suffix = dtype + ("_softcap" if cap is not None else "")
     if on_wgmma:
-        gk = launch.get_kernel(wgmma.FILE, "lmhead_wgmma_g_" + suffix, source=source, arch=wgmma.ARCH)
-        source = None                     # the GEMMs are the chunked rung's
+        src = source if isinstance(source, dict) else {wgmma.FILE: source}
+        gk = launch.get_kernel(wgmma.FILE, "lmhead_wgmma_g_" + suffix, source=src.get(wgmma.FILE),
+                               arch=wgmma.ARCH)
+        dwk, dhk = (launch.get_kernel(wgmma.GEMM_FILE, f"lmhead_wgmma_{k}_{dtype}",
+                                      source=src.get(wgmma.GEMM_FILE), arch=wgmma.ARCH)
+                    for k in ("dw", "dh"))
+        gemm_bn, gemm_threads, gemm_smem = wgmma.GEMM_BN, wgmma.GEMM_THREADS, wgmma.GEMM_SMEM_BYTES
     else:
         gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
-    dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
-    dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
-    col_blocks = -(-d // GEMM_BN)
+        dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
+        dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
+        gemm_bn, gemm_threads, gemm_smem = GEMM_BN, THREADS, GEMM_SMEM_BYTES
+    col_blocks = -(-d // gemm_bn)
     if events is not None and launch.interpreted():
         raise ValueError("events= times launches on a GPU; the interpreter has no CUDA events")
 
@@ -299,15 +306,15 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
                       (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
                        np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
                        np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
-            timed("dw", dwk, (nt, col_blocks), THREADS,
+            timed("dw", dwk, (nt, col_blocks), gemm_threads,
                   (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
                    np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
-                  shared_mem=GEMM_SMEM_BYTES)
+                  shared_mem=gemm_smem)
             mode = (1 if c > 0 else 0) | (2 if c == chunks - 1 else 0)
-            timed("dh", dhk, (row_blocks, col_blocks), THREADS,
+            timed("dh", dhk, (row_blocks, col_blocks), gemm_threads,
                   (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
                    np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode)),
-                  shared_mem=GEMM_SMEM_BYTES)
+                  shared_mem=gemm_smem)
         return dh, dw
     return run
 

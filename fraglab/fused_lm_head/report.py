@@ -28,7 +28,7 @@ CITED_SIZE = ("llama3_8b", 8192)
 NAMES = {"course": "course kernel", "eager": "PyTorch eager", "compile": "torch.compile",
          "liger": "Liger-Kernel", "cce": "Cut Cross-Entropy"}
 #: The training step's variants, in the table's order (the course's three settings first).
-TRAIN_NAMES = {"course": "course (wgmma G)", "course_filter": "course + filter",
+TRAIN_NAMES = {"course": "course (wgmma)", "course_filter": "course + filter",
                "course_chunked": "course (chunked)", "course_atomic": "course (atomic)",
                "eager": "PyTorch eager",
                "compile": "torch.compile", "liger": "Liger-Kernel", "cce": "Cut Cross-Entropy"}
@@ -181,8 +181,8 @@ def inputs_table(doc: dict):
 
 
 #: The backward settings of the breakdown (``bench.BREAKDOWN``), as the table names them.
-BREAKDOWN_NAMES = {"wgmma": "wgmma G", "wgmma_filter": "wgmma G + filter",
-                   "chunked": "chunked (mma.sync G)"}
+BREAKDOWN_NAMES = {"wgmma": "wgmma", "wgmma_filter": "wgmma + filter",
+                   "chunked": "chunked (mma.sync)"}
 
 
 def _kernels_cell(ms: float | None, flop: float | None) -> str:

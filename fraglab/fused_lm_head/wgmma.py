@@ -24,6 +24,11 @@ SMEM_BYTES = 1024 + STAGES * (BM + BN) * BK * 2 + 16 * STAGES
 #: The backward's G kernel (``lmhead_wgmma_g_*``): the same, and its consumers' votes (a word per
 #: 128-word block of a tile).
 G_SMEM_BYTES = SMEM_BYTES + 4 * (BN // 128)
+#: The backward's two GEMMs on wgmma (``kernels/11_fused_lm_head_bwd_wgmma.cu``, its LMG_*
+#: constants): a block's tile of C (rows, columns of d), k a step, stages, threads, shared memory.
+GEMM_FILE = "11_fused_lm_head_bwd_wgmma"
+GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 256, 64, 4, 384
+GEMM_SMEM_BYTES = 1024 + GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2 + 16 * GEMM_STAGES
 
 
 def kernel_name(dtype: str, softcap: bool) -> str:
@@ -50,8 +55,11 @@ def requires(dtype: str = "bf16") -> tuple[bool, str]:
 
 def cu_constants() -> dict[str, int]:
     """The LMW_* integer constants of the kernel file, ``LMW_BN`` from its default
-    ``LMW_BN_DEF`` (a test compares them with this module's)."""
+    ``LMW_BN_DEF``, and the LMG_* ones of the GEMMs' file (a test compares them with this
+    module's)."""
     text = toolchain.kernel_path(FILE).read_text()
     out = {k: int(v) for k, v in re.findall(r"\b(LMW_[A-Z_]+) = (\d+)\b", text)}
     out["LMW_BN"] = int(re.search(r"#define LMW_BN_DEF (\d+)", text).group(1))
+    gemm = toolchain.kernel_path(GEMM_FILE).read_text()
+    out.update({k: int(v) for k, v in re.findall(r"\b(LMG_[A-Z_]+) = (\d+)\b", gemm)})
     return out
