@@ -40,36 +40,39 @@ static_assert(LMG_BK == 64 && LMG_BM == 128 && LMG_BN == 256, "a k step is one 6
 #if FRAGLAB_SM90A
 
 // One k step (k0 .. k0 + 63) by one producer warp: A, then B, zeros past their rows and columns.
-// One cp.async site for all of it (the PTX interpreter publishes a warp's latest cp.async site at
-// its mbarrier arrival).
+// Each lane keeps its 16-byte chunk of the row and walks the rows with a pointer (the forward's
+// load_stage does the same): about ten instructions a copy, or one warp falls behind the ring.
 template <bool TRANS_A>
 __device__ __forceinline__ void lmg_load(u32 st, const u16* __restrict__ G, int ldg, int m0, int a_rows,
                                          const u16* __restrict__ B, int b_row0, int b_rows, int c0, int d,
                                          int k0, int lane)
 {
-    // Two parts, A then B: R rows of ch 16-byte chunks each, from row r0 of a row-major source
-    // with `ld` values a row, columns col0 .., valid below (rows, cols).
-#pragma unroll 1
-    for (int part = 0; part < 2; ++part) {
-        const bool a = part == 0;
-        // A, dh: G rows m0 .. (tokens) x columns k0 .. (64 words), K-major, 8 chunks a row
-        // A, dw: G rows k0 .. (tokens) x columns m0 .. (128 words), MN-major, 16 chunks a row
-        // B:     rows b_row0 + k0 .. x columns c0 .. (LMG_BN of d), MN-major, 32 chunks a row
-        const int sh = a ? (TRANS_A ? 4 : 3) : 5, ch = 1 << sh;      // 16-byte chunks a row
-        const int R = a ? (TRANS_A ? LMG_BK : LMG_BM) : LMG_BK;
-        const u16* src = a ? G : B;
-        const size_t ld = a ? (size_t)ldg : (size_t)d;
-        const int r0 = a ? (TRANS_A ? k0 : m0) : b_row0 + k0;
-        const int rows = a ? a_rows : b_rows;
-        const int col0 = a ? (TRANS_A ? m0 : k0) : c0, cols = a ? ldg : d;
-        const u32 dst = st + (a ? 0 : LMG_A_BYTES);
-        const bool kmajor = a && !TRANS_A;
-        for (int i = lane; i < R * ch; i += 32) {
-            const int r = i >> sh, c = i & (ch - 1), col = col0 + 8 * c;
-            const bool ok = r0 + r < rows && col < cols;
-            const u32 off = kmajor ? lmw::sw128(r, c) : sw128_offset(r, c, R);
-            cp_async16(dst + off, ok ? src + (size_t)(r0 + r) * ld + col : src, ok ? 16 : 0);
+    if constexpr (!TRANS_A) {   // dh: G rows m0 .. (128 tokens) x columns k0 .. (64 words), K-major
+        const int c = lane & 7, q = lane >> 3;
+        const u16* p = G + (size_t)(m0 + q) * ldg + k0 + 8 * c;
+#pragma unroll 8
+        for (int r = q; r < LMG_BM; r += 4, p += 4 * (size_t)ldg) {
+            const bool ok = m0 + r < a_rows;                     // k0 + 8c < kw <= ldg
+            cp_async16(st + lmw::sw128(r, c), ok ? p : G, ok ? 16 : 0);
         }
+    } else {                    // dw: G rows k0 .. (64 tokens) x columns m0 .. (128 words), MN-major
+        const int c = lane & 15, q = lane >> 4;
+        const u32 panel = st + (c >> 3) * (LMG_BK * 128);      // 64 words a panel
+        const u16* p = G + (size_t)(k0 + q) * ldg + m0 + 8 * c;
+#pragma unroll 8
+        for (int r = q; r < LMG_BK; r += 2, p += 2 * (size_t)ldg) {
+            const bool ok = k0 + r < a_rows;
+            cp_async16(panel + r * 128 + (((c & 7) ^ (r & 7)) << 4), ok ? p : G, ok ? 16 : 0);
+        }
+    }
+    // B: rows b_row0 + k0 .. (64) x columns c0 .. (LMG_BN of d), MN-major: lane = chunk
+    const bool col_ok = c0 + 8 * lane < d;
+    const u32 panel = st + LMG_A_BYTES + (lane >> 3) * (LMG_BK * 128);
+    const u16* p = B + (size_t)(b_row0 + k0) * d + c0 + 8 * lane;
+#pragma unroll 8
+    for (int r = 0; r < LMG_BK; ++r, p += d) {
+        const bool ok = col_ok && b_row0 + k0 + r < b_rows;
+        cp_async16(panel + r * 128 + (((lane & 7) ^ (r & 7)) << 4), ok ? p : B, ok ? 16 : 0);
     }
 }
 

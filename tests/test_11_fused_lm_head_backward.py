@@ -10,6 +10,7 @@ import pytest
 from fraglab import launch, sass, toolchain
 from fraglab import fused_lm_head as topic
 from fraglab.fused_lm_head import backward, kernels, problems
+from fraglab.problem import Case
 
 PROBLEM = topic.PROBLEMS["linear_cross_entropy_backward"]
 ATOMIC = topic.PROBLEMS["linear_cross_entropy_backward_atomic"]
@@ -22,6 +23,8 @@ RUNGS = {"atomic": (backward.KERNELS, [backward.kernel_name(t, cap) for t in DTY
                      + [f"lmhead_bwdc_g_{t}_softcap" for t in DTYPES])}
 TILE_HEADER = '#include "11_fused_lm_head_tile.cuh"'
 GRAD_HEADER = '#include "11_fused_lm_head_grad.cuh"'
+#: Four 128-word blocks a chunk, no filter: two of the wgmma G kernel's 256-word tiles a chunk.
+FOUR_BLOCKS = Case("four blocks a chunk", n=20, v=600, d=32, chunk_bytes=2 * 20 * 128 * 4)
 
 
 def test_the_wrapper_knows_the_kernel_files_constants():
@@ -139,7 +142,7 @@ def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
 @pytest.mark.parametrize("case, old, new", [
     ("random", " - (col == tgt[mi][r] ? 1.0f : 0.0f)", ""),      # in G's step: the target's 1 kept
     # G's columns from the block's place in its tile, not in the chunk (wrong past the first tile)
-    ("filter", "128 * blk + 2 * c4", "128 * b + 2 * c4"),
+    (FOUR_BLOCKS, "128 * blk + 2 * c4", "128 * b + 2 * c4"),
     # a tile's half past the chunk written anyway (over the next row's columns)
     ("chunks", "if (blk >= a.nt) continue;", ""),
     # a kept block's G left unwritten (the GEMMs read the poison)
@@ -166,7 +169,7 @@ def test_wrong_g_kernels_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new
     # rows of C past the chunk's words (dw) or past n (dh) written
     ("ragged", "if (row >= rows) continue;", ""),
     # B's rows past its end read instead of zeros
-    ("ragged", "const bool ok = r0 + r < rows && col < cols;", "const bool ok = col < cols;"),
+    ("ragged", "const bool ok = col_ok && b_row0 + k0 + r < b_rows;", "const bool ok = col_ok;"),
 ])
 def test_wrong_gemms_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new):
     """Mutants of the wgmma rung's GEMMs (kernels/11_fused_lm_head_bwd_wgmma.cu) on the

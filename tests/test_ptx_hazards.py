@@ -49,7 +49,13 @@ extern "C" __global__ void handoff(const float* in, float* out) {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     setup(buf, &full, 32, false);
     if (warp == 0) {
+#ifdef TWO_SITES
+        // two cp.async sites, one wait, one arrival: the arrival publishes both sites' copies
+        if (lane < 16) cp16(smem_u32(&buf[4 * lane]), in + 4 * lane);    // SITE_A
+        else cp16(smem_u32(&buf[4 * lane]), in + 4 * lane);              // SITE_B
+#else
         cp16(smem_u32(&buf[4 * lane]), in + 4 * lane);                   // CP_COPY
+#endif
         cp_commit();
 #ifndef ARRIVE_FIRST
         cp_wait0();
@@ -167,10 +173,23 @@ def _both_lines(msg: str, first: str, second: str) -> None:
 def test_copies_waited_for_are_read_without_a_report(rng):
     x = _floats(rng)
     want = np.tile(x[(4 * np.arange(32) + 5) % 128], 2)
-    for kernel in ("handoff", "bulk_handoff"):
+    for kernel, defines in (("handoff", {}), ("bulk_handoff", {}), ("handoff", {"TWO_SITES": 1})):
         out = np.full(64, np.nan, np.float32)
-        _launch(kernel, 96, (x, out))
+        _launch(kernel, 96, (x, out), **defines)
         np.testing.assert_array_equal(out, want)
+
+
+def test_an_arrival_publishes_every_cp_async_site_of_its_warp(rng):
+    """Copies from two cp.async sites of one warp, landed by one wait_group and published by one
+    arrival, are all visible to a reader that waited for that arrival (the interpreter once
+    published the latest site only, and reported the other's bytes as a race); a reader that did
+    not wait is still reported."""
+    x = _floats(rng)
+    out = np.full(64, np.nan, np.float32)
+    _launch("handoff", 96, (x, out), TWO_SITES=1)
+    assert np.isfinite(out).all()
+    with pytest.raises(ptx.SharedRace, match="before a wait that covers"):
+        _launch("handoff", 96, (x, np.zeros(64, np.float32)), TWO_SITES=1, NO_WAIT=1)
 
 
 @pytest.mark.parametrize("kernel,defines,copy,what", [

@@ -143,7 +143,9 @@ class SharedMemory:
         # the copy's record until a plain store or a bar.sync; a read must have waited for it
         self.tag = None          # per byte: 1 + index into recs (0: no copy record)
         self.recs: list = []     # [instr, warp, mbarrier address | None | PUBLIC, phase, bulk]
-        self.open_rec = {}       # warp index -> index of its landed, unpublished cp.async record
+        # warp index -> indices of its landed, unpublished cp.async records, one per source
+        # location: a warp's copies from every cp.async site it ran since its last arrival
+        self.open_rec = {}
         # wgmma operands in flight (inflight.py): per byte, how many in-flight wgmmas read it
         self.wg_busy = None
         self.wg_n = 0
@@ -186,12 +188,13 @@ class SharedMemory:
         a bulk copy of warp ``w`` completing on mbarrier ``bar`` in its phase ``phase``."""
         if self.tag is None:
             self.tag = np.zeros(self.size, np.int32)
-        k = None if bulk else self.open_rec.get(w.index)
-        if k is None or self.recs[k][0].loc != instr.loc:
+        mine = None if bulk else self.open_rec.setdefault(w.index, [])
+        k = next((j for j in mine if self.recs[j][0].loc == instr.loc), None) if mine else None
+        if k is None:
             k = len(self.recs)
             self.recs.append([instr, w.index, bar, phase, bulk])
-            if not bulk:
-                self.open_rec[w.index] = k
+            if mine is not None:
+                mine.append(k)
         self.tag[offs] = k + 1
 
     def publish_copies(self, w, bar=PUBLIC, phase=0) -> None:
@@ -200,8 +203,7 @@ class SharedMemory:
         phase to complete."""
         if not self.open_rec:
             return
-        k = self.open_rec.pop(w.index, None)
-        if k is not None:
+        for k in self.open_rec.pop(w.index, ()):
             self.recs[k][2:4] = [bar, phase]
 
     def _copy_visible(self, w, instr, offs, lanes) -> None:
