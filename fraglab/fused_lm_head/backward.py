@@ -1,13 +1,13 @@
 """The backward pass of the fused loss: the gradients for h and w, the logits recomputed tile by tile
-from h, w and the forward's per-token log-sum-exp. Two rungs (:data:`VARIANTS`, ``variant=``):
+from h, w and the forward's per-token log-sum-exp. Three rungs (:data:`VARIANTS`, ``variant=``):
 
 * ``"atomic"`` (``kernels/11_fused_lm_head_bwd.cu``): one block per (token block, vocabulary tile)
   computes G's tile and adds its shares of dh and dw to FP32 buffers with atomics, then two casts;
   needs an (n, d) and a (V, d) FP32 buffer, and its sums' order varies from run to run;
-* ``"chunked"`` (``kernels/11_fused_lm_head_bwd_chunked.cu``, the default): the vocabulary in
-  chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's rows of the chunk
-  by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across chunks when there are
-  several): no atomics, no (V, d) buffer, the same bits every run;
+* ``"chunked"`` (``kernels/11_fused_lm_head_bwd_chunked.cu``, the default off Hopper): the
+  vocabulary in chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's
+  rows of the chunk by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across
+  chunks when there are several): no atomics, no (V, d) buffer, the same bits every run;
 * ``"wgmma"`` (the default on Hopper): the chunked rung on Hopper's warpgroup MMA (sm_90a): G
   from the forward's wgmma mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``),
   the two GEMMs with MN-major operands (``kernels/11_fused_lm_head_bwd_wgmma.cu``); the same G,
@@ -36,7 +36,7 @@ from . import kernels, wgmma
 KERNELS = "11_fused_lm_head_bwd"
 CHUNKED = "11_fused_lm_head_bwd_chunked"
 #: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
-#: and for "wgmma" ``wgmma.FILE``'s G kernel with :data:`CHUNKED`'s GEMMs).
+#: and for "wgmma" ``wgmma.FILE``'s G kernel with ``wgmma.GEMM_FILE``'s GEMMs).
 VARIANTS = ("atomic", "chunked", "wgmma")
 #: The rung without ``variant=`` where Hopper's is not run (:func:`default_variant`).
 DEFAULT = "chunked"
@@ -162,15 +162,16 @@ def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
 
 def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                       reduction: str = "mean", softcap: float | None = None, *,
-                      filter_eps: float | None = None, out=None, source: str | None = None,
-                      variant: str | None = None, chunk_bytes: int = CHUNK_BYTES,
-                      events: dict | None = None):
+                      filter_eps: float | None = None, out=None,
+                      source: str | dict | None = None, variant: str | None = None,
+                      chunk_bytes: int = CHUNK_BYTES, events: dict | None = None):
     """Check everything, allocate, and return ``(run, res)``: ``run()`` launches the rung's
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
     ``out``: ``(dh, dw)`` arrays to write into (the autograd Function's tensors), poisoned here
     first. ``source``: another kernel file for the rung (a mutant; for "wgmma" the G kernel's
-    file, or a dict from file name, ``wgmma.FILE`` or ``wgmma.GEMM_FILE``, to its text). ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
+    file, or a dict from file name, ``wgmma.FILE`` or ``wgmma.GEMM_FILE``, to its text).
+    ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
     chunked rungs' budget for G. ``events`` (a GPU, the chunked rungs): a dict that each ``run()``
     fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
     caller can add up where the time goes (:func:`kernel_ms`)."""
@@ -332,7 +333,7 @@ def kernel_ms(events: dict) -> dict[str, float]:
 def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = kernels.IGNORE_INDEX,
                                   reduction: str = "mean", softcap: float | None = None, *,
                                   filter_eps: float | None = None, stats: dict | None = None,
-                                  source: str | None = None, variant: str | None = None,
+                                  source: str | dict | None = None, variant: str | None = None,
                                   chunk_bytes: int = CHUNK_BYTES):
     """``(dh, dw)``: the gradients of :func:`fraglab.fused_lm_head.fused_linear_cross_entropy`
     (same ``h``, ``w``, ``targets`` and options) for the loss's gradient ``grad``, given the
