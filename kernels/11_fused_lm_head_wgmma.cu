@@ -7,6 +7,10 @@
 //            merged by that file's lmhead_merge. Grid (ceil(n / LMW_BM), splits), block
 //            LMW_THREADS, dynamic shared memory LMW_SMEM_BYTES. Tiles of LMW_BN words.
 //            Python: fraglab.fused_lm_head.fused_linear_cross_entropy(..., variant="wgmma").
+// lmhead_wgmma_g_<f16|bf16>[_softcap](h, w, targets, lse, dl, G, ldg, flags, skipped, n, v, d, v0,
+//                                     nt, ignore_index, softcap, filter_eps)
+//            the backward's G kernel (rung "wgmma" of fraglab.fused_lm_head.backward): the same
+//            mainloop, one tile a CTA, G's epilogue instead of the log-sum-exp (GradEpi, below).
 //
 // A CTA = 3 warpgroups and LMW_BM = 128 tokens:
 //   warpgroup 0, the producer (setmaxnreg.dec): streams the (vocabulary tile, chunk of 64 values
