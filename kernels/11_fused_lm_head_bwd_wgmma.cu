@@ -19,8 +19,8 @@
 // step. What differs from the forward is the operands' layout in shared memory:
 //   B (rows of w or of h, d contiguous) is MN-major: a k step's 64 rows in panels of 64 columns
 //     (128 bytes a row, hopper.cuh's sw128_offset), read with "transpose B" = 1;
-//   A is G. For dh its rows are tokens and k runs along them (K-major, the forward's layout of
-//     h); for dw A is G^T: k runs over G's rows (tokens) and M along them, so the stage holds
+//   A is G. For dh its rows are tokens and k runs along each row (K-major, the forward's
+//     layout of h); for dw A is G^T: k runs over G's rows (tokens) and M along them, so the stage holds
 //     G's 64 rows x 128 words MN-major (one 64-word panel per consumer warpgroup), read with
 //     "transpose A" = 1.
 // Each element of C has one writer; launches run in order: the sums are the same every run.
@@ -35,7 +35,8 @@ constexpr int LMG_STAGE_BYTES = LMG_A_BYTES + LMG_B_BYTES;
 constexpr int LMG_BAR_OFF = LMG_STAGES * LMG_STAGE_BYTES;
 constexpr int LMG_SMEM_BYTES = 1024 + LMG_BAR_OFF + 16 * LMG_STAGES;
 static_assert(LMG_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
-static_assert(LMG_BK == 64 && LMG_BM == 128 && LMG_BN == 256, "a k step is one 64-value panel; G's tiles are 128 wide");
+static_assert(LMG_BK == 64 && LMG_BM == 128 && LMG_BN == 256,
+              "a k step is one 64-value panel; G's tiles are 128 wide; m64n256 wrappers");
 
 #if FRAGLAB_SM90A
 
