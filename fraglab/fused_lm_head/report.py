@@ -27,7 +27,7 @@ NOT_YET = "not measured yet"
 CITED_SIZE = ("llama3_8b", 8192)
 NAMES = {"course": "course kernel", "eager": "PyTorch eager", "compile": "torch.compile",
          "liger": "Liger-Kernel", "cce": "Cut Cross-Entropy"}
-#: The training step's variants, in the table's order (the course's three settings first).
+#: The training step's variants, in the table's order (the course's four settings first).
 TRAIN_NAMES = {"course": "course (wgmma)", "course_filter": "course + filter",
                "course_chunked": "course (chunked)", "course_atomic": "course (atomic)",
                "eager": "PyTorch eager",
