@@ -74,8 +74,8 @@ typedef float AccFlat[LMW_BN / 2];
 // the LMW_BN rows n0 .. of w, into one swizzled tile of LMW_BM + LMW_BN rows (w's rows start at
 // LMW_H_BYTES, a multiple of the 1024-byte swizzle atom). Lane 8 q + c copies chunk c of rows q,
 // q + 4, ... (4 rows of 128 contiguous bytes a request); zeros past row n (h), v (w) and past
-// column d. One loop for both matrices: one cp.async site (the PTX interpreter publishes the
-// copies of a warp's latest cp.async site at its mbarrier arrival).
+// column d. One loop for both matrices, so one cp.async instruction in the source (the backward's
+// GEMMs, kernels/11_fused_lm_head_bwd_wgmma.cu, use one loop per matrix instead).
 __device__ __forceinline__ void load_stage(u32 st, const u16* __restrict__ h, const u16* __restrict__ w,
                                            int m0, int n, int n0, int v, int k0, int d, int lane)
 {
