@@ -180,9 +180,9 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
     if variant == "wgmma":
-        ok, why = wgmma.requires(dtype)
+        ok, why = wgmma.requires(dtype, fallback="chunked")
         if not ok:
-            raise RuntimeError(why.replace("variant='mma'", "variant='chunked'"))
+            raise RuntimeError(why)
     if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
             or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")

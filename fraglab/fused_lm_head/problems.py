@@ -133,10 +133,11 @@ def run_wgmma(**inp):
     return run_kernel(**{**inp, "name": wgmma.FILE}, variant="wgmma")
 
 
-def requires_wgmma(case: Case) -> tuple[bool, str]:
-    """The mma rung's refusal first (below 8.0 the chapter runs nothing), then Hopper's."""
+def requires_wgmma(case: Case, fallback: str = "mma") -> tuple[bool, str]:
+    """The mma rung's refusal first (below 8.0 the chapter runs nothing), then Hopper's, naming
+    the rung that runs instead."""
     ok, why = requires(case)
-    return wgmma.requires(case.params.get("dtype", "bf16")) if ok else (ok, why)
+    return wgmma.requires(case.params.get("dtype", "bf16"), fallback) if ok else (ok, why)
 
 
 #: The mma rung's cases (with 256-word tiles, "ragged" and "splits" cut the vocabulary otherwise),
@@ -248,13 +249,25 @@ BWD_CASES = (
     Case("wide", n=300, v=2000, d=2304, ignored=0.1, reduction="mean", slow=True),
 )
 
-PROBLEMS["linear_cross_entropy_backward"] = Problem(
-    "11_fused_lm_head/linear_cross_entropy_backward",
+def _interpreted_only(names: tuple, cases: tuple) -> tuple:
+    """``cases`` with every one not in ``names`` marked ``slow`` (GPUs only; the interpreter runs
+    ``names``)."""
+    return tuple(c if c.slow or c.name in names else Case(c.name, edge=c.edge, slow=True, **c.params)
+                 for c in cases)
+
+
+def _backward_problem(name: str, title: str, run, cases, req=requires) -> Problem:
+    """A backward rung's Problem: :func:`backward_inputs`, the float64 reference, BWD_TOL."""
+    return Problem(f"11_fused_lm_head/{name}", title, inputs=backward_inputs,
+                   reference=backward_reference, run=run, cases=cases,
+                   tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")], requires=req,
+                   labels=("row", "col"))
+
+
+PROBLEMS["linear_cross_entropy_backward"] = _backward_problem(
+    "linear_cross_entropy_backward",
     "dh = G w and dw = G^T h, G = dloss (softmax(h w^T) - onehot), logits recomputed tile by tile; "
-    "the chunked rung (G per vocabulary chunk, two GEMMs)",
-    inputs=backward_inputs, reference=backward_reference, run=run_backward, cases=BWD_CASES,
-    tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")], requires=requires,
-    labels=("row", "col"))
+    "the chunked rung (G per vocabulary chunk, two GEMMs)", run_backward, BWD_CASES)
 
 
 def run_backward_atomic(**inp):
@@ -265,35 +278,32 @@ def run_backward_atomic(**inp):
 #: The atomic rung's cases: fewer on the interpreter (the rungs share the G step, which the
 #: chunked rung's cases cover), every one on a GPU.
 ATOMIC_INTERPRETED = ("random", "ragged", "softcap_f16", "all_ignored_mean", "filter")
-ATOMIC_CASES = tuple(c if c.slow or c.name in ATOMIC_INTERPRETED else
-                     Case(c.name, edge=c.edge, slow=True, **c.params)
-                     for c in BWD_CASES if c.name not in ("chunks", "big_chunks"))
+ATOMIC_CASES = _interpreted_only(ATOMIC_INTERPRETED, tuple(
+    c for c in BWD_CASES if c.name not in ("chunks", "big_chunks")))
 
-PROBLEMS["linear_cross_entropy_backward_atomic"] = Problem(
-    "11_fused_lm_head/linear_cross_entropy_backward_atomic",
+PROBLEMS["linear_cross_entropy_backward_atomic"] = _backward_problem(
+    "linear_cross_entropy_backward_atomic",
     "the same gradients by the atomic rung (FP32 sums with atomics, a (V, d) FP32 buffer)",
-    inputs=backward_inputs, reference=backward_reference, run=run_backward_atomic,
-    cases=ATOMIC_CASES, tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")],
-    requires=requires, labels=("row", "col"))
+    run_backward_atomic, ATOMIC_CASES)
 
 
 def run_backward_wgmma(**inp):
-    """:func:`run_backward` with the wgmma rung (G on Hopper's warpgroup MMA; ``source``: a mutant
-    of ``kernels/11_fused_lm_head_wgmma.cu``)."""
+    """:func:`run_backward` with the wgmma rung (G and both GEMMs on Hopper's warpgroup MMA;
+    ``source``: a mutant of ``kernels/11_fused_lm_head_wgmma.cu``, or a dict from file name to
+    text, as ``backward.backward_launcher`` takes it)."""
     return run_backward(**inp, variant="wgmma")
 
 
-#: The wgmma rung's cases: on the interpreter those that reach each path of its G kernel (ragged
-#: rows and words, a chunk of one block, so the tile's second half lies past it, several tiles a
-#: chunk, the filter's votes, the soft-cap, no word at all kept); every one on Hopper.
+#: The wgmma rung's cases: on the interpreter those that reach each path of its kernels (ragged
+#: rows and words, a chunk of one block, so the G tile's second half lies past it, several tiles
+#: a chunk, the filter's votes and skipped k steps, the soft-cap, no word at all kept); every one
+#: on Hopper.
 WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "chunks", "blocks_and_chunks",
                      "all_ignored_mean", "one_word")
-WGMMA_BWD_CASES = tuple(c if c.slow or c.name in WGMMA_INTERPRETED else
-                        Case(c.name, edge=c.edge, slow=True, **c.params) for c in BWD_CASES)
+WGMMA_BWD_CASES = _interpreted_only(WGMMA_INTERPRETED, BWD_CASES)
 
-PROBLEMS["linear_cross_entropy_backward_wgmma"] = Problem(
-    "11_fused_lm_head/linear_cross_entropy_backward_wgmma",
-    "the same gradients by the wgmma rung (the chunked rung, its G kernel on warpgroup MMA, sm_90a)",
-    inputs=backward_inputs, reference=backward_reference, run=run_backward_wgmma,
-    cases=WGMMA_BWD_CASES, tol=lambda case: BWD_TOL[case.params.get("dtype", "bf16")],
-    requires=requires_wgmma, labels=("row", "col"))
+PROBLEMS["linear_cross_entropy_backward_wgmma"] = _backward_problem(
+    "linear_cross_entropy_backward_wgmma",
+    "the same gradients by the wgmma rung (the chunked rung with G and both GEMMs on warpgroup "
+    "MMA, sm_90a)", run_backward_wgmma, WGMMA_BWD_CASES,
+    lambda case: requires_wgmma(case, fallback="chunked"))

@@ -37,9 +37,10 @@ def kernel_name(dtype: str, softcap: bool) -> str:
     return f"lmhead_wgmma_fwd_{dtype}" + ("_softcap" if softcap else "")
 
 
-def requires(dtype: str = "bf16") -> tuple[bool, str]:
+def requires(dtype: str = "bf16", fallback: str = "mma") -> tuple[bool, str]:
     """Can the wgmma rung run here on ``dtype`` inputs? A GPU of compute capability 9.0 exactly
-    (H100, H200), or the PTX interpreter if it runs sm_90a. ``(ok, reason)``."""
+    (H100, H200), or the PTX interpreter if it runs sm_90a. ``(ok, reason)``; the reason names
+    ``fallback``, the rung that runs instead ("mma" for the forward, "chunked" for the backward)."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     ok, why = device.can_run(ARCH)
     if ok and launch.interpreted():
@@ -48,8 +49,8 @@ def requires(dtype: str = "bf16") -> tuple[bool, str]:
             ok, why = False, "the PTX interpreter here does not run sm_90a (wgmma, mbarriers)"
     if not ok:
         return False, (f"the fused LM head's wgmma rung needs Hopper, sm_90a (wgmma.mma_async and "
-                       f"setmaxnreg exist only there): {why}. variant='mma' runs from compute "
-                       "capability 8.0")
+                       f"setmaxnreg exist only there): {why}. variant={fallback!r} runs from "
+                       "compute capability 8.0")
     return True, ""
 
 
