@@ -136,9 +136,17 @@ __device__ __forceinline__ void tile_epilogue(Acc& acc, float (&m)[LMH_MT][2], f
 // thread 0 before the block's first barrier (`ring`: the 1024-aligned start of shared memory),
 // Epi's constructor in each consumer thread after its setmaxnreg (each role computes what it needs
 // after its setmaxnreg: values live across it are spilled), Epi::tile once a tile's logits are complete (no wgmma in flight), Epi::finish last.
-template <bool BF16, class Epi>
+//
+// TMA (the "tma" rung, kernels/11_fused_lm_head_tma.cu): the producer is one thread that asks the
+// Tensor Memory Accelerator for each stage (a box of 128 rows x 64 values of h through hmap, one
+// of LMW_BN rows of w through wmap, both landing swizzled as sw128 lays them out, zeros past n, v
+// and d); the stage's full barrier completes on their bytes. The cp.async producer above keeps
+// at most one stage a warp in flight, because each warp waits for its own copies before it can
+// announce them; this one has every free stage in flight.
+template <bool BF16, class Epi, bool TMA = false>
 __device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u16* __restrict__ w,
-                                             int n, int v, int d, const typename Epi::Args& args)
+                                             int n, int v, int d, const typename Epi::Args& args,
+                                             const void* hmap = nullptr, const void* wmap = nullptr)
 {
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
@@ -160,6 +168,24 @@ __device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u1
         int m0, w0, w1;
         Epi::range(args, v, m0, w0, w1);
         const int chunks = (d + LMW_BK - 1) / LMW_BK, steps = (w1 - w0) / LMW_BN * chunks;
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                tma_prefetch(hmap);
+                tma_prefetch(wmap);
+                tma_fence_acquire(hmap);
+                tma_fence_acquire(wmap);
+                for (int i = 0; i < steps; ++i) {
+                    const int s = i % LMW_STAGES, u = i / LMW_STAGES;
+                    if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);   // the stage's last readers
+                    const int n0 = w0 + i / chunks * LMW_BN, k0 = (i % chunks) * LMW_BK;
+                    const u32 st = base + s * LMW_STAGE_BYTES;
+                    mbar_arrive_expect_tx(full + 8 * s, LMW_STAGE_BYTES);   // whole boxes, zeros too
+                    tma_load_2d(st, hmap, k0, m0, full + 8 * s);
+                    tma_load_2d(st + LMW_H_BYTES, wmap, k0, n0, full + 8 * s);
+                }
+            }
+            return;
+        }
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         for (int i = warp; i < steps; i += 4) {
             const int s = i % LMW_STAGES, u = i / LMW_STAGES;
@@ -365,6 +391,7 @@ struct GradEpi {
 
 #endif  // FRAGLAB_SM90A
 
+#ifndef LMW_MAINLOOP_ONLY   // kernels/11_fused_lm_head_tma.cu includes this file for the mainloop
 #define LMW_KERNEL(NAME, BF16, SOFTCAP)                                                             \
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
@@ -392,3 +419,4 @@ LMW_G_KERNEL(lmhead_wgmma_g_f16, false, false)
 LMW_G_KERNEL(lmhead_wgmma_g_bf16, true, false)
 LMW_G_KERNEL(lmhead_wgmma_g_f16_softcap, false, true)
 LMW_G_KERNEL(lmhead_wgmma_g_bf16_softcap, true, true)
+#endif  // LMW_MAINLOOP_ONLY

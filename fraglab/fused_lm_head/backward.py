@@ -8,10 +8,11 @@ from h, w and the forward's per-token log-sum-exp. Three rungs (:data:`VARIANTS`
   vocabulary in chunks; per chunk G is written (16-bit, at most :data:`CHUNK_BYTES`), then dw's
   rows of the chunk by one GEMM (written once) and dh by another (an (n, d) FP32 buffer across
   chunks when there are several): no atomics, no (V, d) buffer, the same bits every run;
-* ``"wgmma"`` (the default on Hopper): the chunked rung on Hopper's warpgroup MMA (sm_90a): G
-  from the forward's wgmma mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``),
-  the two GEMMs with MN-major operands (``kernels/11_fused_lm_head_bwd_wgmma.cu``); the same G,
-  flags and chunks.
+* ``"wgmma"``: the chunked rung on Hopper's warpgroup MMA (sm_90a): G from the forward's wgmma
+  mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``), the two GEMMs with MN-major
+  operands (``kernels/11_fused_lm_head_bwd_wgmma.cu``); the same G, flags and chunks;
+* ``"tma"`` (the default on Hopper): the wgmma rung with its G kernel's producer on the TMA
+  (``kernels/11_fused_lm_head_tma.cu``, the forward's tma rung with G's epilogue).
 
 :func:`scratch_bytes` says what each rung allocates beyond the gradients.
 
@@ -36,8 +37,10 @@ from . import kernels, wgmma
 KERNELS = "11_fused_lm_head_bwd"
 CHUNKED = "11_fused_lm_head_bwd_chunked"
 #: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
-#: and for "wgmma" ``wgmma.FILE``'s G kernel with ``wgmma.GEMM_FILE``'s GEMMs).
-VARIANTS = ("atomic", "chunked", "wgmma")
+#: and for "wgmma" and "tma" ``wgmma.RUNG_FILES``' G kernel with ``wgmma.GEMM_FILE``'s GEMMs).
+VARIANTS = ("atomic", "chunked", "wgmma", "tma")
+#: The Hopper rungs (sm_90a): the G kernel of the forward's rung of the same name.
+HOPPER = ("wgmma", "tma")
 #: The rung without ``variant=`` where Hopper's is not run (:func:`default_variant`).
 DEFAULT = "chunked"
 #: The tile both rungs recompute: the forward's (``kernels/11_fused_lm_head_config.cuh``).
@@ -59,9 +62,11 @@ MAX_VOCAB_TILES = 65535
 
 
 def default_variant(dtype: str = "bf16") -> str:
-    """The rung a call without ``variant=`` runs: ``"wgmma"`` where the forward's default is its
-    wgmma rung (a Hopper GPU), else :data:`DEFAULT` (the interpreter runs "wgmma" when asked)."""
-    return "wgmma" if kernels.default_variant(dtype) == "wgmma" else DEFAULT
+    """The rung a call without ``variant=`` runs: the forward's default where that is a Hopper
+    rung (:data:`HOPPER`, on a Hopper GPU), else :data:`DEFAULT` (the interpreter runs the Hopper
+    rungs when asked)."""
+    fwd = kernels.default_variant(dtype)
+    return fwd if fwd in HOPPER else DEFAULT
 
 
 def kernel_name(dtype: str, softcap: bool) -> str:
@@ -152,7 +157,7 @@ def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
     launch.check_choice("variant", variant, VARIANTS)
     if variant == "atomic":
         return {"dh32": 4 * n * d, "dw32": 4 * v * d}
-    # "chunked" and "wgmma": the same buffers
+    # "chunked", "wgmma" and "tma": the same buffers
     tiles = chunk_tiles(n, v, chunk_bytes)
     out = {"G": 2 * n * tiles * BN, "flags": -(-n // BM) * tiles}
     if tiles < -(-v // BN):
@@ -179,7 +184,7 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
                                                         reduction, softcap, filter_eps)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
-    if variant == "wgmma":
+    if variant in HOPPER:
         ok, why = wgmma.requires(dtype, fallback="chunked")
         if not ok:
             raise RuntimeError(why)
@@ -218,7 +223,7 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     else:
         run = _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d),
                        ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes),
-                       on_wgmma=variant == "wgmma", events=events)
+                       rung=variant, events=events)
     return run, res
 
 
@@ -248,9 +253,11 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
 
 
 def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
-             source, tiles, on_wgmma=False, events=None):
+             source, tiles, rung="chunked", events=None):
     """The chunked rungs' ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh;
-    ``on_wgmma``: the wgmma rung's kernels (``source``: :func:`backward_launcher`'s)."""
+    ``rung``: "chunked" (mma.sync), or a Hopper rung (:data:`HOPPER`: its G kernel, the wgmma
+    GEMMs; ``source``: :func:`backward_launcher`'s)."""
+    on_wgmma = rung in HOPPER
     n, v, d = nvd
     xp = _xp()
     n_tiles, row_blocks = -(-v // BN), -(-n // BM)
@@ -261,14 +268,17 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
     suffix = dtype + ("_softcap" if cap is not None else "")
     if on_wgmma:
-        src = source if isinstance(source, dict) else {wgmma.FILE: source}
-        gk = launch.get_kernel(wgmma.FILE, "lmhead_wgmma_g_" + suffix, source=src.get(wgmma.FILE),
-                               arch=wgmma.ARCH)
+        gfile = wgmma.RUNG_FILES[rung]
+        src = source if isinstance(source, dict) else {gfile: source}
+        gk = launch.get_kernel(gfile, wgmma.kernel_name(dtype, cap is not None, rung, "g"),
+                               source=src.get(gfile), arch=wgmma.ARCH)
+        maps = wgmma.tensor_maps(h, w) if rung == "tma" else ()
         dwk, dhk = (launch.get_kernel(wgmma.GEMM_FILE, f"lmhead_wgmma_{k}_{dtype}",
                                       source=src.get(wgmma.GEMM_FILE), arch=wgmma.ARCH)
                     for k in ("dw", "dh"))
         gemm_bn, gemm_threads, gemm_smem = wgmma.GEMM_BN, wgmma.GEMM_THREADS, wgmma.GEMM_SMEM_BYTES
     else:
+        maps = ()
         gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
         dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
         dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
@@ -300,7 +310,8 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
                 timed("g", gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
                       (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
                        np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
-                       np.int32(ignore_index), np.float32(cap or 0.0), eps),
+                       np.int32(ignore_index), np.float32(cap or 0.0), eps,
+                       *(m.device for m in maps)),
                       shared_mem=wgmma.G_SMEM_BYTES)
             else:
                 timed("g", gk, (row_blocks, nt), THREADS,

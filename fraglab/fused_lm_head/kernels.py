@@ -25,8 +25,9 @@ from .. import device, launch, toolchain
 from . import wgmma
 
 KERNELS = "11_fused_lm_head"
-#: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then ``wgmma.FILE``).
-VARIANTS = ("mma", "wgmma")
+#: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then
+#: ``wgmma.RUNG_FILES``: the wgmma rung's, then the tma rung's, its producer on the TMA).
+VARIANTS = ("mma", "wgmma", "tma")
 FINAL = VARIANTS[-1]
 #: Tile sizes and block of the forward kernel and of the backward's recomputed tiles (the LMH_*
 #: constants of kernels/11_fused_lm_head_config.cuh, their one home; a test keeps them equal).
@@ -205,13 +206,16 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
-    if variant == "wgmma":
+    maps = ()
+    if variant != "mma":
         ok, why = wgmma.requires(dtype)
         if not ok:
             raise RuntimeError(why)
         bm, bn, threads, smem, arch = wgmma.BM, wgmma.BN, wgmma.THREADS, wgmma.SMEM_BYTES, wgmma.ARCH
-        fwd_name = wgmma.kernel_name(dtype, cap is not None)
-        name = wgmma.FILE if name == KERNELS else name
+        fwd_name = wgmma.kernel_name(dtype, cap is not None, variant)
+        name = wgmma.RUNG_FILES[variant] if name == KERNELS else name
+        if variant == "tma":
+            maps = wgmma.tensor_maps(h, w)
     else:
         bm, bn, threads, smem, arch = BM, BN, THREADS, SMEM_BYTES, None
         fwd_name = kernel_name(dtype, cap is not None)
@@ -231,12 +235,13 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     merge = (launch.get_kernel(name, "lmhead_merge", source=source) if variant == "mma"
              else launch.get_kernel(KERNELS, "lmhead_merge"))
     fwd_args = (h, w, tg, part, np.int32(n), np.int32(v), np.int32(d), np.int32(per),
-                np.float32(cap or 0.0))
+                np.float32(cap or 0.0), *(m.device for m in maps))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
     xp = np if launch.interpreted() else __import__("cupy")
     count = None if reduction != "mean" else int((targets != ignore_index).sum())
 
     def run():
+        assert maps is not None                  # the maps live as long as run
         launch.launch(fwd, (row_blocks, splits), threads, fwd_args, shared_mem=smem)
         launch.launch(merge, -(-n // MERGE_THREADS), MERGE_THREADS, merge_args)
         if reduction == "none":
@@ -261,7 +266,7 @@ def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
     ``targets`` (N,) int32 or int64, each in [0, V) or ``ignore_index``. ``reduction``: 'none'
     (float32 (N,)), 'sum', or 'mean' over the tokens not ignored (NaN when all are, as PyTorch).
     FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`);
-    ``variant``: the rung, :data:`VARIANTS` (``"wgmma"`` needs sm_90a), default
+    ``variant``: the rung, :data:`VARIANTS` (``"wgmma"`` and ``"tma"`` need sm_90a), default
     :func:`default_variant`."""
     torch_in = _is_torch(h)
     if torch_in or _is_torch(w) or _is_torch(targets):

@@ -154,6 +154,7 @@ PROBLEMS["fused_linear_cross_entropy_wgmma"] = Problem(
     labels=("token",))
 
 
+
 # --- the backward pass ---------------------------------------------------------------------------
 
 #: Relative error allowed for dh and dw (each ``‖got - ref‖ / ‖ref‖``): the gradients are rounded
@@ -307,3 +308,39 @@ PROBLEMS["linear_cross_entropy_backward_wgmma"] = _backward_problem(
     "the same gradients by the wgmma rung (the chunked rung with G and both GEMMs on warpgroup "
     "MMA, sm_90a)", run_backward_wgmma, WGMMA_BWD_CASES,
     lambda case: requires_wgmma(case, fallback="chunked"))
+
+
+def run_backward_tma(**inp):
+    """:func:`run_backward` with the tma rung (the wgmma rung with its G kernel's producer on the
+    TMA; ``source`` as for :func:`run_backward_wgmma`, the G kernel's file ``wgmma.TMA_FILE``)."""
+    return run_backward(**inp, variant="tma")
+
+
+#: The tma rung's backward cases on the interpreter: its G kernel's paths (the GEMMs are the
+#: wgmma rung's, covered there); every one on Hopper.
+TMA_BWD_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "blocks_and_chunks")
+
+PROBLEMS["linear_cross_entropy_backward_tma"] = _backward_problem(
+    "linear_cross_entropy_backward_tma",
+    "the same gradients by the tma rung (the wgmma rung, its G kernel's producer on the TMA)",
+    run_backward_tma, _interpreted_only(TMA_BWD_INTERPRETED, BWD_CASES),
+    lambda case: requires_wgmma(case, fallback="chunked"))
+
+
+def run_tma(**inp):
+    """The wrapper with ``variant="tma"`` on the Problem's inputs (``source``: a mutant of
+    ``kernels/11_fused_lm_head_tma.cu``)."""
+    return run_kernel(**{**inp, "name": wgmma.TMA_FILE}, variant="tma")
+
+
+#: The tma rung's cases on the interpreter: those that reach its boxes' edges (rows past n and V,
+#: columns past d, several tiles and chunks a split); every case on Hopper.
+TMA_INTERPRETED = ("random", "ragged", "softcap_f16", "splits", "one_word", "tiles_and_chunks")
+
+PROBLEMS["fused_linear_cross_entropy_tma"] = Problem(
+    "11_fused_lm_head/fused_linear_cross_entropy_tma",
+    "the same loss by the tma rung (sm_90a): the wgmma rung with its producer on the TMA",
+    inputs=lm_head_inputs, reference=lm_head_reference, run=run_tma,
+    cases=_interpreted_only(TMA_INTERPRETED, WGMMA_CASES),
+    tol=lambda case: TOL[case.params.get("dtype", "bf16")], requires=requires_wgmma,
+    labels=("token",))

@@ -14,6 +14,10 @@ import re
 from .. import device, launch, toolchain
 
 FILE = "11_fused_lm_head_wgmma"
+#: The "tma" rung: the same mainloop with a TMA producer (one thread, two tensor maps a launch).
+TMA_FILE = "11_fused_lm_head_tma"
+#: The Hopper rungs (forward and the backward's G kernel): rung -> kernel file.
+RUNG_FILES = {"wgmma": FILE, "tma": TMA_FILE}
 #: wgmma.mma_async and setmaxnreg exist only on Hopper's architecture-specific target.
 ARCH = "sm_90a"
 #: Tokens a block, words a tile, values of d a stage, stages, threads (the .cu file's LMW_*
@@ -31,10 +35,22 @@ GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 256, 64, 4, 384
 GEMM_SMEM_BYTES = 1024 + GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2 + 16 * GEMM_STAGES
 
 
-def kernel_name(dtype: str, softcap: bool) -> str:
-    """The rung's forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
+def kernel_name(dtype: str, softcap: bool, rung: str = "wgmma", kind: str = "fwd") -> str:
+    """The forward kernel (``kind="fwd"``) or the backward's G kernel (``kind="g"``) of the Hopper
+    ``rung`` (:data:`RUNG_FILES`) for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
-    return f"lmhead_wgmma_fwd_{dtype}" + ("_softcap" if softcap else "")
+    launch.check_choice("rung", rung, tuple(RUNG_FILES))
+    launch.check_choice("kind", kind, ("fwd", "g"))
+    return f"lmhead_{rung}_{kind}_{dtype}" + ("_softcap" if softcap else "")
+
+
+def tensor_maps(h, w) -> tuple:
+    """The "tma" rung's two tensor maps (:func:`fraglab.tma.tensor_map`): h as (n, d) in boxes of
+    :data:`BM` x :data:`BK`, w as (V, d) in boxes of :data:`BN` x :data:`BK`, 128-byte swizzle
+    (rows past n or V and columns past d land as zeros). Keep them alive while launches use them."""
+    from .. import tma
+    return (tma.tensor_map(h, (BM, BK), swizzle=128),
+            tma.tensor_map(w, (BN, BK), swizzle=128))
 
 
 def requires(dtype: str = "bf16", fallback: str = "mma") -> tuple[bool, str]:

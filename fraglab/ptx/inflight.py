@@ -41,15 +41,24 @@ def note_release(w, ins, bar: int, phase: int) -> None:
     wgmma's operand bytes is reported (:func:`write_hazard`), however the interpreter happened to
     order the wgmma's completion and the write."""
     st = w.wg
+    sh = w.mem.spaces["shared"]
+    if sh.early:
+        # This arrival comes after the wgmmas of w that have completed: a writer that waits for
+        # the phase it completes is ordered after them, whatever it waited for before (one
+        # producer thread refilling every stage of a ring waits on each stage's barrier in turn).
+        live = {e[0] for e in (st.reads if st is not None else ())}
+        for entries in sh.early.values():
+            for e in entries:
+                if e[5] == w.index and e[6] not in live:
+                    e[7].add((bar, phase))
     if st is None or not st.reads:
         return
-    sh = w.mem.spaces["shared"]
     for entry in st.reads:
         if entry[4] is None:
             entry[4] = ins
         addr = entry[1]
         sh.early.setdefault((bar, phase), []).append(
-            (int(addr.min()), int(addr.max()) + 1, addr, entry[3], ins, w.index, entry[0]))
+            (int(addr.min()), int(addr.max()) + 1, addr, entry[3], ins, w.index, entry[0], set()))
 
 
 def forget_releases(sh, bar: int, phase: int) -> None:
@@ -81,9 +90,11 @@ def write_hazard(w, instr, offs, lanes) -> None:
     for (bar, phase), entries in sh.early.items():
         if seen.get((w.index, bar)) != phase + 1:
             continue
-        for elo, ehi, addr, where, release, warp, g in entries:
+        for elo, ehi, addr, where, release, warp, g, later in entries:
             if elo >= hi or ehi <= lo:
                 continue
+            if any(seen.get((w.index, b2), -1) >= p2 + 1 for b2, p2 in later):
+                continue       # w also waited for an arrival made after that wgmma completed
             common = np.intersect1d(addr, offs)
             if len(common):
                 _write_error(w, instr, offs, lanes, common, where, warp, g, release,
