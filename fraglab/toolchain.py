@@ -106,11 +106,21 @@ def kernel_path(name: str | os.PathLike) -> Path:
     return cand
 
 
+_HEADERS_SEEN: dict = {}
+
+
 def _headers_digest() -> str:
-    h = hashlib.sha256()
-    for p in sorted(KERNELS_DIR.glob("*.cuh")):
-        h.update(p.name.encode() + p.read_bytes())
-    return h.hexdigest()
+    """A digest of every header in kernels/, read again only when one of them changed (name, size
+    or modification time): a launch path that asks for a cached build pays a few stat calls."""
+    stamp = tuple((p.name, st.st_size, st.st_mtime_ns) for p in sorted(KERNELS_DIR.glob("*.cuh"))
+                  for st in (p.stat(),))
+    if stamp not in _HEADERS_SEEN:
+        h = hashlib.sha256()
+        for p in sorted(KERNELS_DIR.glob("*.cuh")):
+            h.update(p.name.encode() + p.read_bytes())
+        _HEADERS_SEEN.clear()
+        _HEADERS_SEEN[stamp] = h.hexdigest()
+    return _HEADERS_SEEN[stamp]
 
 
 @dataclass

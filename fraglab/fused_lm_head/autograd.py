@@ -8,7 +8,8 @@
 The forward is :func:`fraglab.fused_lm_head.fused_linear_cross_entropy` keeping each token's
 log-sum-exp (N floats, the only thing saved besides the inputs); the backward is
 :func:`fraglab.fused_lm_head.backward.linear_cross_entropy_backward` (its rung: ``variant``),
-writing straight into the gradient tensors. CUDA tensors on a GPU (through DLPack, no copies;
+writing straight into the gradient tensors (not poisoned first, the targets not checked again:
+the forward checked them). CUDA tensors on a GPU (through DLPack, no copies;
 both passes launch on torch's current stream, :func:`fraglab.fused_lm_head.kernels.torch_stream`,
 which matters in the backward: autograd runs it on a thread of its own), CPU tensors on the PTX
 interpreter. Arguments are checked as the wrappers check them.
@@ -56,7 +57,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         with kernels.torch_stream():
             run, _ = backward.backward_launcher(*conv[:5], ignore_index, reduction, softcap,
                                                 filter_eps=filter_eps, out=(conv[5], conv[6]),
-                                                variant=variant)
+                                                variant=variant, poison=False, check_targets=False)
             run()
         return (dh if ctx.needs_input_grad[0] else None,
                 dw if ctx.needs_input_grad[1] else None, None, None, None, None, None, None)

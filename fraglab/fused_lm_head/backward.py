@@ -124,10 +124,13 @@ def _grad_array(grad, reduction: str, n: int):
     return g.astype(xp.float32)
 
 
-def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps):
+def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps,
+                             check_targets: bool = True):
     """The forward's checks, then lse, grad and filter_eps. Returns ``(dtype, (n, v, d), cap, g)``
-    with ``g`` the gradient as :func:`_grad_array` makes it."""
-    dtype, (n, v, d), cap = kernels.check_arguments(h, w, targets, ignore_index, reduction, softcap)
+    with ``g`` the gradient as :func:`_grad_array` makes it. ``check_targets``: as
+    :func:`fraglab.fused_lm_head.kernels.check_arguments` takes it."""
+    dtype, (n, v, d), cap = kernels.check_arguments(h, w, targets, ignore_index, reduction, softcap,
+                                                    check_targets=check_targets)
     launch.check_array("lse", lse, dtype=np.float32, shape=(n,))
     g = _grad_array(grad, reduction, n)
     if filter_eps is not None:
@@ -169,7 +172,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
                       reduction: str = "mean", softcap: float | None = None, *,
                       filter_eps: float | None = None, out=None,
                       source: str | dict | None = None, variant: str | None = None,
-                      chunk_bytes: int = CHUNK_BYTES, events: dict | None = None):
+                      chunk_bytes: int = CHUNK_BYTES, events: dict | None = None,
+                      poison: bool = True, check_targets: bool = True):
     """Check everything, allocate, and return ``(run, res)``: ``run()`` launches the rung's
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
@@ -179,9 +183,12 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     ``variant``: :data:`VARIANTS` (default :func:`default_variant`); ``chunk_bytes``: the
     chunked rungs' budget for G. ``events`` (a GPU, the chunked rungs): a dict that each ``run()``
     fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
-    caller can add up where the time goes (:func:`kernel_ms`)."""
+    caller can add up where the time goes (:func:`kernel_ms`). ``poison=False``: ``out`` is not
+    poisoned first (the kernels write every element; the checks poison, a training step need not
+    pay a pass over dw for it); ``check_targets``: as :func:`check_backward_arguments` takes it."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
-                                                        reduction, softcap, filter_eps)
+                                                        reduction, softcap, filter_eps,
+                                                        check_targets)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
     if variant in HOPPER:
@@ -198,8 +205,9 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
         dh, dw = out
         launch.check_array("dh", dh, dtype=h.dtype, shape=(n, d))
         launch.check_array("dw", dw, dtype=h.dtype, shape=(v, d))
-        for a in (dh, dw):
-            a[...] = launch.poisoned((1,), h.dtype)[0]
+        if poison:
+            for a in (dh, dw):
+                a[...] = launch.poisoned((1,), h.dtype)[0]
     tg = targets if targets.dtype == np.int32 else targets.astype(np.int32)
     # dl scaled to at most 1 in magnitude (G's 16-bit tile), gscale in FP32 after the products
     if reduction == "none":

@@ -143,8 +143,10 @@ def _to_torch(a, like):
 
 # --- the checks ---------------------------------------------------------------------------------
 
-def check_arguments(h, w, targets, ignore_index, reduction, softcap):
-    """Every check before a launch. Returns ``(dtype, (n, v, d), cap)``."""
+def check_arguments(h, w, targets, ignore_index, reduction, softcap, *, check_targets: bool = True):
+    """Every check before a launch. Returns ``(dtype, (n, v, d), cap)``. ``check_targets=False``
+    leaves out the one check that reads the targets' values (a synchronisation with the GPU): for
+    a caller that checked the same targets already (the autograd Function's backward)."""
     launch.check_array("h", h, dtype=(np.float16, np.uint16), ndim=2)
     launch.check_array("w", w, dtype=h.dtype, ndim=2)
     n, d = (int(s) for s in h.shape)
@@ -176,8 +178,8 @@ def check_arguments(h, w, targets, ignore_index, reduction, softcap):
         if not (math.isfinite(cap) and cap > 0):
             raise ValueError(f"softcap must be finite and > 0, got {softcap}")
     xp = np if launch.interpreted() else __import__("cupy")
-    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v))
-    if bool(bad.any()):
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v)) if check_targets else None
+    if check_targets and bool(bad.any()):
         i = int(xp.argmax(bad))
         raise ValueError(f"targets[{i}] = {int(targets[i])} is outside [0, V = {v}) and is not "
                          f"ignore_index ({ignore_index})")
@@ -238,7 +240,8 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
                 np.float32(cap or 0.0), *(m.device for m in maps))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
     xp = np if launch.interpreted() else __import__("cupy")
-    count = None if reduction != "mean" else int((targets != ignore_index).sum())
+    # the count of tokens not ignored stays on the device (no synchronisation before the launch)
+    count = None if reduction != "mean" else (targets != ignore_index).sum()
 
     def run():
         assert maps is not None                  # the maps live as long as run
@@ -247,8 +250,8 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
         if reduction == "none":
             return loss
         total = loss.sum(dtype=np.float64)
-        if reduction == "mean":
-            total = total / count if count else xp.asarray(np.nan)
+        if reduction == "mean":           # NaN when every token is ignored, as PyTorch
+            total = xp.where(count > 0, total / xp.maximum(count, 1), np.nan)
         return total.astype(np.float32)
 
     return run, loss
