@@ -80,12 +80,18 @@ __device__ __forceinline__ void lmg_load(u32 st, const u16* __restrict__ G, int 
 // The block's tile: C = A B over the k steps whose G tile counts, times gscale, into rows m0 ..
 // below `rows` (row-major, d a row) and columns c0 .. below d; prev (or nullptr): FP32 values
 // to add; out16 (or nullptr): where the result goes in 16 bits, else f32_out.
-template <bool BF16, bool TRANS_A>
+//
+// TMA (the "tma" rung, kernels/11_fused_lm_head_bwd_tma.cu): one producer thread asks for each k
+// step's boxes instead: A through amap (dh: G in boxes of 128 tokens x 64 words, K-major; dw: G
+// in boxes of 64 tokens x 64 words, two panels), B through bmap (w or h in boxes of 64 rows x 64
+// columns, LMG_BN / 64 panels); the same layout as the cp.async copies, zeros past n, V and d.
+template <bool BF16, bool TRANS_A, bool TMA = false>
 __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, const u16* __restrict__ B,
                                          int b_row0, int b_rows, const unsigned char* __restrict__ flags,
                                          int ftiles, int m0, int a_rows, int k_len, int c0, int d,
                                          float gscale, int rows, const float* prev, float* f32_out,
-                                         u16* out16)
+                                         u16* out16, const void* amap = nullptr,
+                                         const void* bmap = nullptr)
 {
     extern __shared__ unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
@@ -107,6 +113,34 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
     };
     if (threadIdx.x < 128) {
         regs_dealloc<LMG_PRODUCER_REGS>();
+        if constexpr (TMA) {
+            if (threadIdx.x == 0) {
+                tma_prefetch(amap);
+                tma_prefetch(bmap);
+                tma_fence_acquire(amap);
+                tma_fence_acquire(bmap);
+                int i = 0;
+                for (int s = 0; s < steps; ++s) {
+                    if (!counts(s)) continue;
+                    const int st = i % LMG_STAGES, u = i / LMG_STAGES, k0 = s * LMG_BK;
+                    if (u > 0) mbar_wait(empty + 8 * st, (u - 1) & 1);
+                    const u32 a = base + st * LMG_STAGE_BYTES, bar = full + 8 * st;
+                    mbar_arrive_expect_tx(bar, LMG_STAGE_BYTES);          // whole boxes, zeros too
+                    if constexpr (TRANS_A) {         // dw: G rows k0 .. x words m0 .., two panels
+                        tma_load_2d(a, amap, m0, k0, bar);
+                        tma_load_2d(a + LMG_BK * 128, amap, m0 + 64, k0, bar);
+                    } else {                         // dh: G rows m0 .. x words k0 ..
+                        tma_load_2d(a, amap, k0, m0, bar);
+                    }
+#pragma unroll
+                    for (int p = 0; p < LMG_BN / 64; ++p)   // B: rows b_row0 + k0 .., columns c0 + 64 p ..
+                        tma_load_2d(a + LMG_A_BYTES + p * LMG_BK * 128, bmap, c0 + 64 * p,
+                                    b_row0 + k0, bar);
+                    ++i;
+                }
+            }
+            return;
+        }
         // producer: the i-th step that counts goes to stage i % STAGES, by warp i % 4
         const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
         int i = 0;
@@ -188,6 +222,7 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
 
 #endif  // FRAGLAB_SM90A
 
+#ifndef LMG_GEMM_ONLY   // kernels/11_fused_lm_head_bwd_tma.cu includes this file for lmg_gemm
 #define LMG_KERNELS(T, BF16)                                                                        \
     extern "C" __global__ void __launch_bounds__(LMG_THREADS, 1)                                    \
     lmhead_wgmma_dw_##T(const u16* G, int ldg, const u16* h, const unsigned char* flags, int ftiles, \
@@ -206,3 +241,4 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
 
 LMG_KERNELS(f16, false)
 LMG_KERNELS(bf16, true)
+#endif  // LMG_GEMM_ONLY

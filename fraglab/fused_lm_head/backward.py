@@ -11,8 +11,9 @@ from h, w and the forward's per-token log-sum-exp. Three rungs (:data:`VARIANTS`
 * ``"wgmma"``: the chunked rung on Hopper's warpgroup MMA (sm_90a): G from the forward's wgmma
   mainloop with G's epilogue (``kernels/11_fused_lm_head_wgmma.cu``), the two GEMMs with MN-major
   operands (``kernels/11_fused_lm_head_bwd_wgmma.cu``); the same G, flags and chunks;
-* ``"tma"`` (the default on Hopper): the wgmma rung with its G kernel's producer on the TMA
-  (``kernels/11_fused_lm_head_tma.cu``, the forward's tma rung with G's epilogue).
+* ``"tma"`` (the default on Hopper): the wgmma rung with its producers on the TMA: the G kernel
+  is the forward's tma rung with G's epilogue (``kernels/11_fused_lm_head_tma.cu``), the GEMMs
+  ``kernels/11_fused_lm_head_bwd_tma.cu``; the same results, bit for bit.
 
 :func:`scratch_bytes` says what each rung allocates beyond the gradients.
 
@@ -281,12 +282,14 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
         gk = launch.get_kernel(gfile, wgmma.kernel_name(dtype, cap is not None, rung, "g"),
                                source=src.get(gfile), arch=wgmma.ARCH)
         maps = wgmma.tensor_maps(h, w) if rung == "tma" else ()
-        dwk, dhk = (launch.get_kernel(wgmma.GEMM_FILE, f"lmhead_wgmma_{k}_{dtype}",
-                                      source=src.get(wgmma.GEMM_FILE), arch=wgmma.ARCH)
+        gemm_file = wgmma.GEMM_RUNG_FILES[rung]
+        dwk, dhk = (launch.get_kernel(gemm_file, f"lmhead_{rung}_{k}_{dtype}",
+                                      source=src.get(gemm_file), arch=wgmma.ARCH)
                     for k in ("dw", "dh"))
+        gmaps = wgmma.gemm_maps(G, h, w) if rung == "tma" else {"dw": (), "dh": ()}
         gemm_bn, gemm_threads, gemm_smem = wgmma.GEMM_BN, wgmma.GEMM_THREADS, wgmma.GEMM_SMEM_BYTES
     else:
-        maps = ()
+        maps, gmaps = (), {"dw": (), "dh": ()}
         gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
         dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
         dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
@@ -328,12 +331,14 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
                        np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
             timed("dw", dwk, (nt, col_blocks), gemm_threads,
                   (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
-                   np.int32(n), np.int32(d), np.int32(v0), gscale, dw),
+                   np.int32(n), np.int32(d), np.int32(v0), gscale, dw,
+                   *(m.device for m in gmaps["dw"])),
                   shared_mem=gemm_smem)
             mode = (1 if c > 0 else 0) | (2 if c == chunks - 1 else 0)
             timed("dh", dhk, (row_blocks, col_blocks), gemm_threads,
                   (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
-                   np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode)),
+                   np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode),
+                   *(m.device for m in gmaps["dh"])),
                   shared_mem=gemm_smem)
         return dh, dw
     return run

@@ -31,6 +31,10 @@ G_SMEM_BYTES = SMEM_BYTES + 4 * (BN // 128)
 #: The backward's two GEMMs on wgmma (``kernels/11_fused_lm_head_bwd_wgmma.cu``, its LMG_*
 #: constants): a block's tile of C (rows, columns of d), k a step, stages, threads, shared memory.
 GEMM_FILE = "11_fused_lm_head_bwd_wgmma"
+#: The same GEMMs with their producer on the TMA (the backward's "tma" rung).
+GEMM_TMA_FILE = "11_fused_lm_head_bwd_tma"
+#: The backward's Hopper rungs: rung -> the GEMMs' kernel file.
+GEMM_RUNG_FILES = {"wgmma": GEMM_FILE, "tma": GEMM_TMA_FILE}
 GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_THREADS = 128, 256, 64, 4, 384
 GEMM_SMEM_BYTES = 1024 + GEMM_STAGES * (GEMM_BM + GEMM_BN) * GEMM_BK * 2 + 16 * GEMM_STAGES
 
@@ -80,3 +84,14 @@ def cu_constants() -> dict[str, int]:
     gemm = toolchain.kernel_path(GEMM_FILE).read_text()
     out.update({k: int(v) for k, v in re.findall(r"\b(LMG_[A-Z_]+) = (\d+)\b", gemm)})
     return out
+
+
+def gemm_maps(G, h, w) -> dict:
+    """The tma rung's GEMMs' tensor maps: ``{"dw": (G, h), "dh": (G, w)}``, G in boxes of 64 x
+    :data:`GEMM_BK` (dw reads it MN-major, two boxes a k step) or :data:`GEMM_BM` x :data:`GEMM_BK`
+    (dh, K-major), h and w in boxes of :data:`GEMM_BK` rows x 64 columns (MN-major panels), all
+    with the 128-byte swizzle."""
+    from .. import tma
+    panel = lambda a, rows: tma.tensor_map(a, (rows, 64), swizzle=128)    # noqa: E731
+    return {"dw": (panel(G, GEMM_BK), panel(h, GEMM_BK)),
+            "dh": (panel(G, GEMM_BM), panel(w, GEMM_BK))}
