@@ -107,13 +107,18 @@ def kernel_path(name: str | os.PathLike) -> Path:
 
 
 _HEADERS_SEEN: dict = {}
+_HEADER_PATHS: dict = {}
 
 
 def _headers_digest() -> str:
     """A digest of every header in kernels/, read again only when one of them changed (name, size
     or modification time): a launch path that asks for a cached build pays a few stat calls."""
-    stamp = tuple((p.name, st.st_size, st.st_mtime_ns) for p in sorted(KERNELS_DIR.glob("*.cuh"))
-                  for st in (p.stat(),))
+    # the folder's own modification time changes when a header is added, removed or renamed
+    listing = _HEADER_PATHS.get(KERNELS_DIR.stat().st_mtime_ns)
+    if listing is None:
+        _HEADER_PATHS.clear()
+        listing = _HEADER_PATHS[KERNELS_DIR.stat().st_mtime_ns] = sorted(KERNELS_DIR.glob("*.cuh"))
+    stamp = tuple((p.name, st.st_size, st.st_mtime_ns) for p in listing for st in (p.stat(),))
     if stamp not in _HEADERS_SEEN:
         h = hashlib.sha256()
         for p in sorted(KERNELS_DIR.glob("*.cuh")):
@@ -137,8 +142,11 @@ class Build:
 
     @property
     def kernels(self) -> list[str]:
-        """Entry points of the cubin, read from its ELF section names (``.text.<kernel>``)."""
-        return elf_kernels(self.cubin)
+        """Entry points of the cubin, read from its ELF section names (``.text.<kernel>``), once."""
+        found = self.__dict__.get("_kernels")
+        if found is None:
+            found = self.__dict__["_kernels"] = elf_kernels(self.cubin)
+        return list(found)
 
     def sass(self, kernel: str | None = None) -> str:
         """SASS of one kernel (or the whole cubin) from nvdisasm."""

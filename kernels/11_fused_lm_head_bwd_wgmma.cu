@@ -121,7 +121,8 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
                 tma_fence_acquire(bmap);
                 int i = 0;
                 for (int s = 0; s < steps; ++s) {
-                    if (!counts(s)) continue;
+                    const bool skip = !counts(s);      // a k step whose G tile the filter left out
+                    if (skip) continue;
                     const int st = i % LMG_STAGES, u = i / LMG_STAGES, k0 = s * LMG_BK;
                     if (u > 0) mbar_wait(empty + 8 * st, (u - 1) & 1);
                     const u32 a = base + st * LMG_STAGE_BYTES, bar = full + 8 * st;

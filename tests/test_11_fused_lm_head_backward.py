@@ -15,6 +15,7 @@ from fraglab.problem import Case
 PROBLEM = topic.PROBLEMS["linear_cross_entropy_backward"]
 ATOMIC = topic.PROBLEMS["linear_cross_entropy_backward_atomic"]
 WGMMA = topic.PROBLEMS["linear_cross_entropy_backward_wgmma"]
+TMA = topic.PROBLEMS["linear_cross_entropy_backward_tma"]
 DTYPES = ("f16", "bf16")
 RUNGS = {"atomic": (backward.KERNELS, [backward.kernel_name(t, cap) for t in DTYPES
                                        for cap in (False, True)]),
@@ -77,13 +78,13 @@ def test_the_chunked_rung_has_no_float_atomics_and_no_vocabulary_buffer():
 def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     assert len(PROBLEM.interpreter_cases) >= 12 and len(ATOMIC.interpreter_cases) == 5
-    assert len(WGMMA.interpreter_cases) == 8 and len(WGMMA.cases) == len(PROBLEM.cases)
-    for p in (PROBLEM, ATOMIC, WGMMA):
+    assert len(WGMMA.interpreter_cases) == 9 and len(WGMMA.cases) == len(PROBLEM.cases)
+    for p in (PROBLEM, ATOMIC, WGMMA, TMA):
         for case in p.interpreter_cases:
             p.check(case, rng)
 
 
-@pytest.mark.parametrize("variant", ["chunked", "atomic", "wgmma"])
+@pytest.mark.parametrize("variant", ["chunked", "atomic", "wgmma", "tma"])
 def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch, variant):
     """Peaky rows over 9 vocabulary tiles (the chunked rung: 3 chunks): the tiles with neither a
     target nor a peak are skipped (counted) and the gradients stay within tolerance; without the
@@ -125,7 +126,7 @@ def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
                (_with_header(source, "dz = 1.0f - th * th;", "dz = 1.0f;"), "softcap_f16")]
     if variant == "chunked":
         for old, new, case in [("(mode & 1) ? dh32 : nullptr", "nullptr", "chunks"),
-                               ("return flags[", "return 1 || flags[", "filter")]:
+                               ("return flags[", "return 1 || flags[", "filter_cold")]:
             assert source.count(old) == 1
             mutants.append((source.replace(old, new), case))
     for mutant, case in mutants:
@@ -148,7 +149,8 @@ def test_wrong_answers_fail_the_problem(rng, monkeypatch, variant):
     # a kept block's G left unwritten (the GEMMs read the poison)
     ("blocks_and_chunks", "if (!keep[b]) continue;", "if (keep[b]) continue;"),
     # every block's vote cast for the tile's first block: second blocks that count skipped
-    ("filter", "atomicOr(&vote[b], 1u)", "atomicOr(&vote[0], 1u)"),
+    # (cold inputs: every tile's first block never counts and its second always does)
+    ("filter_cold", "atomicOr(&vote[b], 1u)", "atomicOr(&vote[0], 1u)"),
 ])
 def test_wrong_g_kernels_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new):
     """Mutants of the wgmma rung's G kernel (kernels/11_fused_lm_head_wgmma.cu) on the
@@ -163,7 +165,8 @@ def test_wrong_g_kernels_of_the_wgmma_rung_fail(rng, monkeypatch, case, old, new
     # both consumer warpgroups of dw on the first 64 words
     ("ragged", "desc_mnmajor(a + wg * LMG_BK * 128, LMG_BK, ks)", "desc_mnmajor(a, LMG_BK, ks)"),
     # the filter's skipped steps copied anyway: the ring's count and the consumers' differ
-    ("filter", "if (!counts(s)) continue;", ""),
+    # (cold inputs: half the k steps are skipped on every draw)
+    ("filter_cold", "if (!counts(s)) continue;", ""),
     # dh's earlier chunks dropped
     ("chunks", "(mode & 1) ? dh32 : nullptr", "nullptr"),
     # rows of C past the chunk's words (dw) or past n (dh) written
@@ -194,14 +197,14 @@ def _mutant_fails(rng, monkeypatch, name, case, old, new):
 
 
 def test_the_backward_picks_its_rung(rng, monkeypatch):
-    """Without ``variant=`` the backward runs "wgmma" where the forward runs its wgmma rung
+    """Without ``variant=`` the backward runs "tma" where the forward runs its tma rung
     (Hopper), "chunked" elsewhere (the interpreter too, which runs "wgmma" when asked); a GPU
     other than Hopper is refused "wgmma" before any launch, with the reason."""
     from fraglab import runs_where
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     assert backward.default_variant() == "chunked"
     monkeypatch.delenv("FRAGLAB_MODE")
-    for cc, want in (((8, 0), "chunked"), ((9, 0), "wgmma"), ((12, 0), "chunked")):
+    for cc, want in (((8, 0), "chunked"), ((9, 0), "tma"), ((12, 0), "chunked")):
         with runs_where.simulated_gpu(cc):
             assert backward.default_variant() == want, cc
     with runs_where.simulated_gpu((8, 0)):

@@ -40,7 +40,7 @@ def test_the_wrapper_knows_the_kernel_files_constants():
     assert 128 * cu["LMG_PRODUCER_REGS"] + 256 * cu["LMG_CONSUMER_REGS"] <= 65536
     # the registers setmaxnreg hands out fit the register file
     assert 128 * cu["LMW_PRODUCER_REGS"] + 256 * cu["LMW_CONSUMER_REGS"] <= 65536
-    assert kernels.VARIANTS == ("mma", "wgmma") and kernels.FINAL == "wgmma"
+    assert kernels.VARIANTS == ("mma", "wgmma", "tma") and kernels.FINAL == "tma"
 
 
 def test_builds_for_sm90a_without_spills_or_serialized_wgmma():
@@ -203,7 +203,7 @@ def test_the_wrapper_picks_the_rung(rng, monkeypatch):
         got = topic.fused_linear_cross_entropy(h, w, t, reduction="none", variant=variant)
         assert np.allclose(got, ref, rtol=2e-5, atol=0), variant
     monkeypatch.delenv("FRAGLAB_MODE")
-    for cc, want in (((8, 0), "mma"), ((9, 0), "wgmma"), ((12, 0), "mma")):
+    for cc, want in (((8, 0), "mma"), ((9, 0), "tma"), ((12, 0), "mma")):
         with runs_where.simulated_gpu(cc):
             assert kernels.default_variant() == want, cc
             ok, why = wgmma.requires("bf16")

@@ -177,17 +177,24 @@ def check_arguments(h, w, targets, ignore_index, reduction, softcap, *, check_ta
         cap = float(softcap)
         if not (math.isfinite(cap) and cap > 0):
             raise ValueError(f"softcap must be finite and > 0, got {softcap}")
-    xp = np if launch.interpreted() else __import__("cupy")
-    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v)) if check_targets else None
-    if check_targets and bool(bad.any()):
-        i = int(xp.argmax(bad))
-        raise ValueError(f"targets[{i}] = {int(targets[i])} is outside [0, V = {v}) and is not "
-                         f"ignore_index ({ignore_index})")
+    if check_targets:
+        check_target_values(targets, ignore_index, v)
     dtype = "f16" if h.dtype == np.float16 else "bf16"
     ok, why = requires(dtype)
     if not ok:
         raise RuntimeError(why)
     return dtype, (n, v, d), cap
+
+
+def check_target_values(targets, ignore_index, v: int) -> None:
+    """Every target in [0, V) or ``ignore_index``, else ValueError naming the first that is not.
+    On a GPU this reads the targets back: it waits for the work queued before."""
+    xp = np if launch.interpreted() else __import__("cupy")
+    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v))
+    if bool(bad.any()):
+        i = int(xp.argmax(bad))
+        raise ValueError(f"targets[{i}] = {int(targets[i])} is outside [0, V = {v}) and is not "
+                         f"ignore_index ({ignore_index})")
 
 
 # --- the launch ---------------------------------------------------------------------------------
@@ -205,7 +212,10 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     (the lab); ``keep``: a dict that receives the partials ``part`` (3, splits, n), from
     which :func:`fraglab.fused_lm_head.backward.lse_from_partials` gets each token's log-sum-exp
     for the backward pass."""
-    dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap)
+    # the targets' values last, just before the caller launches (their check waits for the GPU,
+    # which then idles until the first launch: the host's preparations come first)
+    dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap,
+                                            check_targets=False)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
     maps = ()
@@ -242,6 +252,8 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     xp = np if launch.interpreted() else __import__("cupy")
     # the count of tokens not ignored stays on the device (no synchronisation before the launch)
     count = None if reduction != "mean" else (targets != ignore_index).sum()
+
+    check_target_values(targets, ignore_index, v)
 
     def run():
         assert maps is not None                  # the maps live as long as run

@@ -33,18 +33,31 @@ def rounded(x, dtype: str):
     raise ValueError(f"dtype must be 'f16' or 'bf16', got {dtype!r}")
 
 
+#: ``cold`` inputs: the logits' offset of the cold words (e^-40 ~ 4e-18: no filter keeps them)
+#: and the blocks (the G kernels' 128-word filter blocks) that alternate cold and warm.
+COLD, COLD_BLOCK = 40.0, 128
+
+
 def lm_head_inputs(rng, n: int = 40, v: int = 300, d: int = 64, dtype: str = "bf16",
                    peaky: bool = False, ignored: float = 0.0, ignore_index: int = kernels.IGNORE_INDEX,
                    reduction: str = "none", softcap: float | None = None,
-                   splits: int | None = None) -> dict:
+                   splits: int | None = None, cold: bool = False) -> dict:
     """h (n, d), w (v, d) and targets (n,) int64 as NumPy, with the options the wrapper takes.
     Logits ~ N(0, LOGIT_STD^2); ``peaky``: every row has one logit PEAK above the others, at its
     target for half the rows and elsewhere for the rest; ``ignored``: that fraction of targets
-    set to ``ignore_index``."""
+    set to ``ignore_index``; ``cold``: the words of every even 128-word block (:data:`COLD_BLOCK`)
+    get logits :data:`COLD` lower (through h's column 0, set to 1, and w's, -COLD there) and are
+    never targets, so that a filter skips exactly those blocks, whatever the draw."""
     scale = (LOGIT_STD / np.sqrt(d)) ** 0.5
     w = rng.standard_normal((v, d)) * scale
     h = rng.standard_normal((n, d)) * scale
     targets = rng.integers(0, v, n)
+    if cold:
+        is_cold = (np.arange(v) // COLD_BLOCK) % 2 == 0
+        h[:, 0] = 1.0
+        w[:, 0] = np.where(is_cold, -COLD, 0.0)
+        warm = np.flatnonzero(~is_cold)
+        targets = warm[rng.integers(0, len(warm), n)]
     if peaky:
         peak = np.where(np.arange(n) % 2 == 0, targets, rng.integers(0, v, n))
         wp = w[peak]
@@ -170,13 +183,14 @@ def backward_inputs(rng, n: int = 24, v: int = 200, d: int = 32, dtype: str = "b
                     peaky: bool = False, ignored: float = 0.0,
                     ignore_index: int = kernels.IGNORE_INDEX, reduction: str = "none",
                     softcap: float | None = None, splits: int | None = None,
-                    filter_eps: float | None = None, chunk_bytes: int | None = None) -> dict:
+                    filter_eps: float | None = None, chunk_bytes: int | None = None,
+                    cold: bool = False) -> dict:
     """:func:`lm_head_inputs` and the loss's gradient ``grad``: N(0, 1) per token for 'none',
     :data:`GRAD_SCALE` for 'mean' and 'sum'; ``filter_eps`` and ``chunk_bytes`` (the chunked
     rung's budget for G; a small one cuts the vocabulary into several chunks) as the wrapper
     takes them."""
     inp = lm_head_inputs(rng, n, v, d, dtype, peaky, ignored, ignore_index, reduction, softcap,
-                         splits)
+                         splits, cold)
     inp["grad"] = (rng.standard_normal(n).astype(np.float32) if reduction == "none"
                    else np.asarray(GRAD_SCALE, np.float32))
     inp["filter_eps"] = filter_eps
@@ -240,6 +254,10 @@ BWD_CASES = (
     Case("mean", ignored=0.2, reduction="mean"),
     Case("filter", n=4, v=1100, d=32, peaky=True, filter_eps=2.0 ** -12, chunk_bytes=2 * 4 * 128 * 4,
          edge=True),
+    # the filter on words whose even 128-word blocks never count and odd ones always do (every
+    # draw): two 256-word tiles a chunk, so that each tile has a skipped and a kept block
+    Case("filter_cold", n=8, v=600, d=32, cold=True, filter_eps=2.0 ** -12,
+         chunk_bytes=2 * 8 * 128 * 4, edge=True),
     # the chunked rung with 3 chunks of one tile (the last ragged): dh's FP32 sums across chunks
     Case("chunks", n=40, v=300, d=32, ignored=0.2, chunk_bytes=2 * 40 * 128, edge=True),
     Case("big", n=1000, v=5003, d=256, peaky=True, reduction="mean", slow=True),
@@ -299,8 +317,8 @@ def run_backward_wgmma(**inp):
 #: rows and words, a chunk of one block, so the G tile's second half lies past it, several tiles
 #: a chunk, the filter's votes and skipped k steps, the soft-cap, no word at all kept); every one
 #: on Hopper.
-WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "chunks", "blocks_and_chunks",
-                     "all_ignored_mean", "one_word")
+WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "filter_cold", "chunks",
+                     "blocks_and_chunks", "all_ignored_mean", "one_word")
 WGMMA_BWD_CASES = _interpreted_only(WGMMA_INTERPRETED, BWD_CASES)
 
 PROBLEMS["linear_cross_entropy_backward_wgmma"] = _backward_problem(
@@ -318,7 +336,7 @@ def run_backward_tma(**inp):
 
 #: The tma rung's backward cases on the interpreter: its G kernel's paths (the GEMMs are the
 #: wgmma rung's, covered there); every one on Hopper.
-TMA_BWD_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "blocks_and_chunks")
+TMA_BWD_INTERPRETED = ("random", "ragged", "softcap_f16", "filter_cold", "blocks_and_chunks")
 
 PROBLEMS["linear_cross_entropy_backward_tma"] = _backward_problem(
     "linear_cross_entropy_backward_tma",
