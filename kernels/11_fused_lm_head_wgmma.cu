@@ -57,27 +57,7 @@ static_assert(LMW_BN == 128 || LMW_BN == 256, "wgmma m64n128 or m64n256");
 static_assert(LMW_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
 static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start on swizzle atoms");
 
-#ifndef LMW_BAND_DEF
-#define LMW_BAND_DEF 32                // row blocks a band of the grid's walk (below)
-#endif
-constexpr int LMW_BAND = LMW_BAND_DEF;
-
 #if FRAGLAB_SM90A
-
-// Which (row block, column) of its (gridDim.x, gridDim.y) grid this block computes. Blocks start
-// in the order of their linear index (x fastest); read plainly, one wave of 132 blocks would span
-// 132 row blocks of h (128 MB at N = 16384, d = 4096: more than the L2) against one column, and
-// every column would read h again from memory. Walked in bands of LMW_BAND row blocks instead,
-// a wave spans a band (32 MB of h, which stays in the L2) against a few columns. A bijection:
-// the last band may be shorter.
-__device__ __forceinline__ void lmw_raster(int& rb, int& col) {
-    const int rows = gridDim.x, cols = gridDim.y;
-    const int lin = blockIdx.y * rows + blockIdx.x, per_band = LMW_BAND * cols;
-    const int band = lin / per_band, r = lin - band * per_band;
-    const int height = min(LMW_BAND, rows - band * LMW_BAND);
-    rb = band * LMW_BAND + r % height;
-    col = r / height;
-}
 
 // What lse_tile (the lab's file, shared with the mma kernel) reads: one 16-row block a warp,
 // LMW_BN / 8 accumulators of 16 x 8.
@@ -285,10 +265,8 @@ struct LseEpi {
     // The split's tiles t0 .. t1 - 1 (none when t0 is past the last tile).
     static __device__ __forceinline__ void setup(unsigned char*) {}
     static __device__ __forceinline__ void range(const Args& a, int v, int& m0, int& w0, int& w1) {
-        int rb, split;
-        lmw_raster(rb, split);
-        const int n_tiles = (v + LMW_BN - 1) / LMW_BN, t0 = split * a.tiles_per_split;
-        m0 = rb * LMW_BM;
+        const int n_tiles = (v + LMW_BN - 1) / LMW_BN, t0 = blockIdx.y * a.tiles_per_split;
+        m0 = blockIdx.x * LMW_BM;
         w0 = t0 * LMW_BN;
         w1 = min(t0 + a.tiles_per_split, n_tiles) * LMW_BN;
     }
@@ -311,9 +289,7 @@ struct LseEpi {
     // The quad's shares of l and of the target logit (m is the quad's already); the warp saw
     // whole rows, so lane c4 = 0 writes its two rows' partials.
     __device__ __forceinline__ void finish() {
-        int rb, split;
-        lmw_raster(rb, split);
-        const int splits = gridDim.y;
+        const int split = blockIdx.y, splits = gridDim.y;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             l[0][r] += __shfl_xor_sync(FULL_MASK, l[0][r], 1);
@@ -351,10 +327,8 @@ struct GradEpi {
         for (int b = 0; b < BLOCKS; ++b) vote[b] = 0;
     }
     static __device__ __forceinline__ void range(const Args& a, int, int& m0, int& w0, int& w1) {
-        int rb, col;
-        lmw_raster(rb, col);
-        m0 = rb * LMW_BM;
-        w0 = a.v0 + col * LMW_BN;
+        m0 = blockIdx.x * LMW_BM;
+        w0 = a.v0 + blockIdx.y * LMW_BN;
         w1 = w0 + LMW_BN;
     }
     const Args a;
@@ -395,7 +369,7 @@ struct GradEpi {
             const int blk = first + b;
             if (blk >= a.nt) continue;          // past the chunk (its last tile, half used)
             if (first_thread) {
-                a.flags[(size_t)(row0 / LMW_BM) * a.nt + blk] = keep[b] ? 1 : 0;   // the row block
+                a.flags[(size_t)blockIdx.x * a.nt + blk] = keep[b] ? 1 : 0;
                 if (!keep[b]) atomicAdd(a.skipped, 1u);
             }
             if (!keep[b]) continue;

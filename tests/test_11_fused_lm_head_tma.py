@@ -129,17 +129,3 @@ def test_the_tma_rung_is_the_default_on_hopper():
     with runs_where.simulated_gpu((9, 0)):
         assert backward.default_variant() == "tma"
     assert backward.VARIANTS[-1] == "tma" and backward.HOPPER == ("wgmma", "tma")
-
-
-def test_the_band_walk_covers_every_block(rng, monkeypatch):
-    """The grid walked in bands of row blocks (lmw_raster) is a bijection: with bands of 2 row
-    blocks on 3 of them (the last band short) and 2 splits, or 3 tiles a chunk, the losses and the
-    gradients (the G kernel's flags by row block too, with the filter) are right."""
-    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    source = "#define LMW_BAND_DEF 2\n" + toolchain.kernel_path(wgmma.TMA_FILE).read_text()
-    FORWARD.check(problems.Case("bands", n=300, v=700, d=32, splits=2), rng,
-                  run=lambda **inp: problems.run_tma(**inp, source=source))
-    BACKWARD.check(problems.Case("bands", n=300, v=700, d=32, cold=True, filter_eps=2.0 ** -12,
-                                 chunk_bytes=2 * 300 * 128 * 6), rng,
-                   run=lambda **inp: problems.run_backward_tma(
-                       **inp, source={wgmma.TMA_FILE: source, wgmma.GEMM_TMA_FILE: None}))
