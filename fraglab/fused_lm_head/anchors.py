@@ -38,17 +38,18 @@ VARIANTS = ("course", "eager", "compile", "liger", "cce")
 #: None: the default rung (``backward.default_variant``: "wgmma" on Hopper).
 COURSE_TRAIN = {"course": (None, None),
                 "course_filter": (None, backward.FILTER_EPS),
-                "course_chunked": ("chunked", None),
-                "course_atomic": ("atomic", None)}
+                "course_wgmma": ("wgmma", None),
+                "course_chunked": ("chunked", None)}
 #: What each variant runs with, for the record.
 SETTINGS = {
-    "course": "forward: default rung (wgmma on Hopper); backward: default rung ('wgmma' on "
-              f"Hopper: G and both GEMMs on warpgroup MMA), G budget "
-              f"{backward.CHUNK_BYTES >> 20} MiB, filter off",
+    "course": "forward: default rung (tma on Hopper); backward: default rung ('tma' on "
+              f"Hopper: G and both GEMMs on warpgroup MMA, their operands brought by the TMA), G "
+              f"budget {backward.CHUNK_BYTES >> 20} MiB, filter off",
     "course_filter": f"as course, filter_eps = 2^-12 (tiles whose every |softmax - onehot| is below "
                      "it skipped)",
+    "course_wgmma": "as course, backward rung 'wgmma' (the same GEMMs, operands copied by cp.async)",
     "course_chunked": "as course, backward rung 'chunked' (G and GEMMs on mma.sync)",
-    "course_atomic": "as course, backward rung 'atomic' (FP32 atomics, (V, d) FP32 buffer)",
+    "cce_nofilter": "linear_cross_entropy defaults but filter_eps=None (no gradient filter)",
     "eager": "F.linear (bf16, cuBLAS), .float(), F.cross_entropy",
     "compile": "torch.compile(eager, dynamic=False), default mode, recompiled per size",
     "liger": "LigerFusedLinearCrossEntropyLoss defaults (accum_dtype None)",
@@ -108,6 +109,17 @@ def course_train(name: str) -> Callable:
     variant, eps = COURSE_TRAIN[name]
     return lambda h, w, t, reduction="mean": course_autograd(h, w, t, reduction, variant=variant,
                                                              filter_eps=eps)
+
+
+def cce_without_filter() -> Callable | None:
+    """Cut Cross-Entropy with its defaults but its gradient filter off (``filter_eps=None``): the
+    pair to the course without its filter. None where Cut Cross-Entropy is missing."""
+    try:
+        from cut_cross_entropy import linear_cross_entropy
+    except Exception:                  # noqa: BLE001 - make() records why
+        return None
+    return lambda h, w, t, reduction="mean": linear_cross_entropy(
+        h, w, t, ignore_index=kernels.IGNORE_INDEX, reduction=reduction, filter_eps=None)
 
 
 def fresh_compile(found: dict) -> None:

@@ -14,11 +14,14 @@ b. ``timing`` (GPU and torch only): the forward loss ('mean') of the course's ke
 c. ``train`` (GPU and torch only): the same sizes, a training step each (the 'mean' loss, then
    the gradients for h and w by ``torch.autograd.grad``: :func:`.anchors.forward_backward`), the
    course's through its autograd Function in four settings (:data:`.anchors.COURSE_TRAIN`: the
-   default backward rung with the filter off and on, the chunked and the atomic rungs); per
-   variant its peak memory beyond the inputs and the two gradients it returns, its gradients'
-   relative difference from the course's (the float64 checks of section a hold the course's to
-   its reference), then all timed interleaved. The course's filter: the tiles it skipped,
-   counted once per size; the backward's kernels: G, dw and dh timed apart (:func:`_breakdown`).
+   default backward rung with the filter off and on, the wgmma and the chunked rungs), and Cut
+   Cross-Entropy a second time with its filter off (``cce_nofilter``); per variant its peak
+   memory beyond the inputs and the two gradients it returns (torch's allocator counter; CuPy's
+   allocations are routed through it, :func:`torch_world`), its gradients' relative difference
+   from the course's, then all timed interleaved. At the smallest N of each head every variant's
+   gradients are also compared with a float64 reference (:func:`_grad_errors`: what each
+   filter costs). The course's filter: the tiles it skipped, counted once per size; the
+   backward's kernels: G, dw and dh timed apart per rung (:func:`_breakdown`).
 
 Every step of a variant is what a training loop pays: host synchronisations (Liger-Kernel's
 count of targets, the course's argument checks) and Python included, each timed from the GPU's
@@ -255,7 +258,8 @@ def _filter_count(torch, h, w, t) -> dict:
 
 
 #: The backward settings whose kernels :func:`_breakdown` times: name -> (rung, filter_eps).
-BREAKDOWN = {"wgmma": ("wgmma", None), "wgmma_filter": ("wgmma", backward.FILTER_EPS),
+BREAKDOWN = {"tma": ("tma", None), "tma_filter": ("tma", backward.FILTER_EPS),
+             "wgmma": ("wgmma", None), "wgmma_filter": ("wgmma", backward.FILTER_EPS),
              "chunked": ("chunked", None)}
 
 
@@ -269,7 +273,7 @@ def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
     _, lse = backward.forward_with_lse(*conv)
     out = {"flop_each": 2.0 * h.shape[0] * w.shape[0] * h.shape[1]}
     for name, (variant, eps) in BREAKDOWN.items():
-        if variant == "wgmma" and not backward.wgmma.requires("bf16")[0]:
+        if variant in backward.HOPPER and not backward.wgmma.requires("bf16")[0]:
             continue
         events: dict = {}
         run, res = backward.backward_launcher(*conv, lse, 1.0, filter_eps=eps, variant=variant,
@@ -281,6 +285,50 @@ def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
         out[name] = {k: statistics.median(s[k] for s in samples[1:]) for k in samples[0]}
         del run, res
         torch.cuda.empty_cache()
+    return out
+
+
+def grad_reference(torch, h, w, t, rows: int = 1024):
+    """dh and dw of the 'mean' loss in float64 on the GPU, from the bf16 inputs, ``rows`` tokens
+    at a time: the whole softmax, minus the one-hot targets, over the count of tokens kept."""
+    hd, wd = h.double(), w.double()
+    keep = t != kernels.IGNORE_INDEX
+    count = int(keep.sum())
+    dh = torch.empty_like(hd)
+    dw = torch.zeros_like(wd)
+    for r0 in range(0, h.shape[0], rows):
+        z = hd[r0:r0 + rows] @ wd.T
+        p = torch.softmax(z, dim=1)
+        kk = keep[r0:r0 + rows]
+        idx = kk.nonzero()[:, 0]
+        p[idx, t[r0:r0 + rows][idx]] -= 1.0
+        p *= kk[:, None].double() / max(count, 1)
+        dh[r0:r0 + rows] = p @ wd
+        dw += p.T @ hd[r0:r0 + rows]
+        del z, p
+    return dh, dw
+
+
+def _grad_errors(torch, h, w, t, steps: dict, log) -> dict:
+    """Each step's dh and dw against :func:`grad_reference` (relative norm of the difference):
+    what rounding to bf16 costs every variant, and what a gradient filter adds to it."""
+    ref = grad_reference(torch, h, w, t)
+    out = {}
+    for name, step in steps.items():
+        try:
+            _, dh, dw = step()
+            out[name] = {"dh": float(torch.linalg.vector_norm((dh.double() - ref[0]).flatten())
+                                     / torch.linalg.vector_norm(ref[0].flatten())),
+                         "dw": float(torch.linalg.vector_norm((dw.double() - ref[1]).flatten())
+                                     / torch.linalg.vector_norm(ref[1].flatten()))}
+            del dh, dw
+        except Exception as exc:       # noqa: BLE001 - recorded
+            out[name] = {"failure": f"{type(exc).__name__}: {exc}"[:300]}
+        torch.cuda.empty_cache()
+    del ref
+    torch.cuda.empty_cache()
+    log("  gradient error vs float64: " + ", ".join(
+        f"{k} dh {r['dh']:.1e} dw {r['dw']:.1e}" for k, r in out.items() if "dh" in r))
     return out
 
 
@@ -302,6 +350,10 @@ def one_size_train(torch, found: dict, head: str, n: int, seed: int, quick: bool
     steps = {k: anchors.forward_backward(anchors.course_train(k), h, w, t)
              for k in anchors.COURSE_TRAIN}
     steps.update({k: anchors.forward_backward(f, h, w, t) for k, f in found.items()})
+    if "cce" in found and anchors.cce_without_filter() is not None:
+        steps["cce_nofilter"] = anchors.forward_backward(anchors.cce_without_filter(), h, w, t)
+    if n == min(TOKENS):
+        rec["grad_errors"] = _grad_errors(torch, h, w, t, steps, log)
     timed, course_grads = {}, None
     for name, step in steps.items():
         try:
