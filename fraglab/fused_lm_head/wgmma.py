@@ -68,7 +68,7 @@ def requires(dtype: str = "bf16", fallback: str = "mma") -> tuple[bool, str]:
         if not getattr(ptx, "SUPPORTS_SM90A", False):
             ok, why = False, "the PTX interpreter here does not run sm_90a (wgmma, mbarriers)"
     if not ok:
-        return False, (f"the fused LM head's wgmma rung needs Hopper, sm_90a (wgmma.mma_async and "
+        return False, (f"the fused LM head's Hopper rungs (wgmma, tma) need sm_90a (wgmma.mma_async and "
                        f"setmaxnreg exist only there): {why}. variant={fallback!r} runs from "
                        "compute capability 8.0")
     return True, ""
