@@ -432,7 +432,6 @@ def markdown_table_px(header: Sequence[str], rows: Sequence[Sequence[str]]) -> f
 #: (the 2:4-sparse figures are twice these) and HBM3 bandwidth.
 H100_SXM = {"dense_f16_tflops": 989.4, "dense_bf16_tflops": 989.4, "dense_tf32_tflops": 494.7,
             "hbm_tb_s": 3.35}
-H100_SOURCE = "NVIDIA H100 Tensor Core GPU datasheet (SXM5)"
 
 
 def share(value: float, peak: float, spec: str = "{:.0%}") -> str:

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Keys of :func:`summary`, in the order tables print them.
-KEYS = ("n", "median", "p10", "p90", "min", "max", "mean", "std", "iqr")
-
 
 def summary(values) -> dict:
     """``n, median, p10, p90, min, max, mean, std (sample, ddof=1), iqr`` of ``values`` as plain

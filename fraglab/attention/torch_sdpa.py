@@ -53,11 +53,6 @@ def sdpa_flash():
     return sdpa("sdpa_flash")
 
 
-def sdpa_cudnn():
-    """:func:`sdpa` of the cuDNN backend (``SDPBackend.CUDNN_ATTENTION``, torch 2.2 and newer)."""
-    return sdpa("cudnn")
-
-
 def torch_to_cupy(t, dtype: str):
     """A CUDA torch tensor (float16 or bfloat16) as a CuPy array sharing its memory (bf16 as
     uint16 bits)."""

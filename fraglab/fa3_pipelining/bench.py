@@ -206,12 +206,6 @@ def pipes(out_dir, n: int = 4096) -> dict:
     return res
 
 
-def pipe_utilization(rec: dict) -> dict:
-    """The pipe metrics of one :func:`pipes` record: name -> percent."""
-    return {k: v for k, v in (rec.get("metrics") or {}).items()
-            if isinstance(v, float) and ("pipe" in k or "issue_active" in k) and "pct" in k}
-
-
 # ---- the tma rung's tuning sweep (tuning.py keeps the table it writes) ----------------------
 
 def tune_sweep(base, rng, log, *, sizes=SIZES, dims=(64, 128, 256), dtype="f16",

@@ -27,11 +27,6 @@ def build(variant: str, arch: str = kernels.ARCH):
     return toolchain.compile(kernels.kernel_file(variant), arch)
 
 
-def sass_lines(variant: str, dtype: str = "f16", d: int = 128) -> list[str]:
-    b = build(variant)
-    return sass.listing(b.sass(kernels.kernel_name(variant, dtype, d)))
-
-
 def _kind(line: str, column: int) -> str | None:
     body = line.split(None, 1)[1] if line.startswith("@") and " " in line else line
     for name, pats in SOFTMAX.items():

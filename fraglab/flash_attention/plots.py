@@ -39,17 +39,6 @@ def _box(ax, x, y, w, h, label, colour, *, alpha=1.0, lw=0.8, fs=FONT, **text):
         ax.text(x + w / 2, y + h / 2, label, ha="center", va="center", fontsize=fs, **text)
 
 
-def _arrow(ax, a, b, label="", *, side="right", colour="0.2", rad=0.0, fs=FONT):
-    ax.annotate("", xy=b, xytext=a, arrowprops=dict(arrowstyle="-|>", color=colour, lw=1.0,
-                                                    shrinkA=1, shrinkB=1,
-                                                    connectionstyle=f"arc3,rad={rad}"))
-    if label:
-        mx, my = (a[0] + b[0]) / 2, (a[1] + b[1]) / 2
-        ha = "left" if side == "right" else "right" if side == "left" else "center"
-        dx = 3 if side == "right" else -3 if side == "left" else 0
-        ax.text(mx + dx, my, label, ha=ha, va="center", fontsize=fs, color=colour)
-
-
 def _deck(ax, x, y, w, h, colour, dx, dy, cards=2):
     """Ghost tiles behind a tile (the ones streamed before and after it)."""
     for c in range(cards, 0, -1):

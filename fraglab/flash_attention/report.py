@@ -20,9 +20,6 @@ PAPER = {"baseline_ms": 2.199, "inregister_ms": 1.615, "speedup": 1.36}
 #: The H100's dense (no sparsity) f16 tensor-core peak, TFLOP/s (NVIDIA's H100 SXM5 datasheet).
 H100_DENSE_F16_TFLOPS = H100_SXM["dense_f16_tflops"]
 
-#: How a speedup is judged against the paper's: its gain (speedup - 1) within 25 % of the paper's.
-GAIN_TOLERANCE = 0.25
-
 
 def load(path: str | Path | None = None) -> dict:
     """The saved record (``format``, ``created_utc``, ``device``, ``results``)."""

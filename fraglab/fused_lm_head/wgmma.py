@@ -63,10 +63,6 @@ def requires(dtype: str = "bf16", fallback: str = "mma") -> tuple[bool, str]:
     ``fallback``, the rung that runs instead ("mma" for the forward, "chunked" for the backward)."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     ok, why = device.can_run(ARCH)
-    if ok and launch.interpreted():
-        from .. import ptx
-        if not getattr(ptx, "SUPPORTS_SM90A", False):
-            ok, why = False, "the PTX interpreter here does not run sm_90a (wgmma, mbarriers)"
     if not ok:
         return False, (f"the fused LM head's Hopper rungs (wgmma, tma) need sm_90a (wgmma.mma_async and "
                        f"setmaxnreg exist only there): {why}. variant={fallback!r} runs from "
