@@ -25,7 +25,8 @@ CITED = ("ch11-checks", "ch11-course-8k", "ch11-eager-8k", "ch11-fastest-8k",
          "ch11-bwd-filter-gemms-8k", "ch11-fwd-tflops-4k", "ch11-g-4k",
          "ch11-gerr-course", "ch11-gerr-filter", "ch11-gerr-cce", "ch11-gerr-cce-nofilter",
          "ch11-profile-course", "ch11-profile-filter", "ch11-profile-compile",
-         "ch11-ratio-train-8k", "ch11-ratio-filter-8k", "ch11-ratio-fwd-8k", "ch11-ncu-wgmma")
+         "ch11-ratio-train-8k", "ch11-ratio-filter-8k", "ch11-ratio-fwd-8k", "ch11-ncu-wgmma",
+         "ch11-clocks")
 NOT_YET = "not measured yet"
 #: The size the prose cites: Llama 3 8B's head at N = 8192.
 CITED_SIZE = ("llama3_8b", 8192)
@@ -187,7 +188,22 @@ def glue_values(doc: dict) -> dict[str, str]:
     out.update(grad_error_values(doc))
     out.update(profile_values(load_profile()))
     out["ch11-ncu-wgmma"] = ncu_text(load_profile(NCU_WGMMA))
+    out["ch11-clocks"] = clocks_text(doc)
     return out
+
+
+def clocks_text(doc: dict, head: str = "llama3_8b") -> str:
+    """The SM clock NVML sampled after the training comparisons of ``head``'s smallest and
+    largest N, with the throttle reasons it gave."""
+    recs = sorted((r for r in (doc.get("results") or {}).get("train") or [] if r.get("head") == head),
+                  key=lambda r: r["n"])
+    parts = []
+    for r in (recs[0], recs[-1]) if recs else ():
+        c = (r.get("comparison") or {}).get("clocks") or {}
+        if "sm_mhz" in c:
+            why = ", ".join(c.get("reasons") or []) or "no throttle reason"
+            parts.append(f"{c['sm_mhz']:,} MHz at N = {r['n']:,} ({why})")
+    return " and ".join(parts) if parts else NOT_YET
 
 
 def _cell(r: dict | None, failed: bool) -> str:
@@ -501,7 +517,8 @@ def ncu_text(doc: dict, kernel: str = "forward") -> str:
     stalls = {k: v for k, v in stalls.items() if k != "selected"}
     try:
         top = max(stalls, key=stalls.get)
-        return (f"the tensor pipe busy {m['sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed']:.0f} % "
+        where = (doc.get("device") or {}).get("name", "?")
+        return (f"on {where}: the tensor pipe busy {m['sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed']:.0f} % "
                 f"of the kernel, the issue slots {m['smsp__issue_active.avg.pct_of_peak_sustained_active']:.0f} %, "
                 f"the L2 {m['lts__throughput.avg.pct_of_peak_sustained_elapsed']:.0f} % of its peak, and warps "
                 f"waiting mostly on '{top.replace('_', ' ')}' ({stalls[top]:.1f} cycles an instruction)")
