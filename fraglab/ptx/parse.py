@@ -87,15 +87,17 @@ class Module:
 
 _COMMENT = re.compile(r"//.*$")
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_REG_DECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.+)$")
+# directives as NVIDIA's headers write them in inline assembly too: `.reg.b16 hl, hu;` (no space
+# between the state space and the type) is as legal as `.reg .b16 hl, hu;`
+_REG_DECL = re.compile(r"\.reg\s*(?:\.v\d\s*)?\.(\w+)\s+(.+)$")
 _RANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
 _VAR_DECL = re.compile(
     r"^(?:\.(?:visible|extern|weak|common)\s+)*(?P<ext>\.extern\s+)?\.(?P<space>shared|local|global|const)"
-    r"\s+(?:\.align\s+(?P<align>\d+)\s+)?(?:\.v\d\s+)?\.(?P<type>\w+)\s+(?P<name>[\w$.]+)"
+    r"\s*(?:\.align\s+(?P<align>\d+)\s*)?(?:\.v\d\s*)?\.(?P<type>\w+)\s+(?P<name>[\w$.]+)"
     r"(?P<dims>(?:\[\d*\])*)\s*(?:=\s*(?P<init>.+))?$")
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$]+)\s*\(?")
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$]+)(\[\d+\])?")
+_PARAM = re.compile(r"\.param\s*(?:\.align\s+(\d+)\s*)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$]+)(\[\d+\])?")
 
 
 def _strip_comments(text: str) -> list[str]:
@@ -480,7 +482,7 @@ def _parse_body(mod: Module, k: Kernel, scopes, lines: list[str], i: int) -> int
                 k.vars.append(_parse_var(stmt))
                 continue
             if stmt.startswith(".param"):                 # a call's argument or return value
-                m = re.match(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)(\[(\d+)\])?", stmt)
+                m = re.match(r"\.param\s*(?:\.align\s+\d+\s*)?\.(\w+)\s+([\w$]+)(\[(\d+)\])?", stmt)
                 if not m:
                     raise PTXSyntaxError(f"PTX line {i}: bad .param declaration {stmt!r}")
                 t = m.group(1)
