@@ -129,3 +129,64 @@ def test_the_parser_reads_reg_declarations_without_a_space():
     ptx.launch(prog, "k", 1, 32, (out,))
     assert out[0] == 0x44004000                 # (2^1, 2^2) from (1, 2)
     assert [r for r, _ in parse.parse(text).kernels["k"].regs if r.startswith("h")]
+
+
+# ---- CCCL: cooperative groups, cuda::barrier, cuda::pipeline in a learner's kernel -------------
+
+CCCL = r'''
+#include <cooperative_groups.h>
+#include <cuda/barrier>
+#include <cuda/pipeline>
+namespace cg = cooperative_groups;
+extern "C" __global__ void tile_sum(const float* x, float* out) {
+    auto tile = cg::tiled_partition<8>(cg::this_thread_block());
+    float v = x[threadIdx.x];
+    for (int d = 4; d > 0; d /= 2) v += tile.shfl_down(v, d);
+    if (tile.thread_rank() == 0) out[threadIdx.x / 8] = v;
+}
+extern "C" __global__ void barrier_copy(const float* x, float* out) {
+    __shared__ float s[64];
+    __shared__ cuda::barrier<cuda::thread_scope_block> bar;
+    auto block = cg::this_thread_block();
+    if (block.thread_rank() == 0) init(&bar, block.size());
+    block.sync();
+    cuda::memcpy_async(block, s, x, sizeof(s), bar);
+    bar.arrive_and_wait();
+    out[threadIdx.x] = 2.0f * s[threadIdx.x];
+}
+extern "C" __global__ void pipeline_copy(const float* x, float* out) {
+    __shared__ float s[64];
+    auto pipe = cuda::make_pipeline();
+    pipe.producer_acquire();
+    cuda::memcpy_async(s + threadIdx.x, x + threadIdx.x, sizeof(float), pipe);
+    pipe.producer_commit();
+    pipe.consumer_wait();
+    out[threadIdx.x] = s[threadIdx.x] + 1.0f;
+    pipe.consumer_release();
+}
+'''
+
+
+def test_the_toolchain_finds_cccl():
+    """fraglab.tools names a CCCL folder (libcu++'s <nv/target>, <cuda/barrier>) among the
+    include folders on any machine that compiles: a CUDA toolkit's, a wheel's or CuPy's copy."""
+    d = tools.cccl_dir()
+    assert d is not None and d in tools.include_dirs()
+    assert (d / "nv" / "target").is_file() and (d / "cuda" / "pipeline").is_file()
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_cooperative_groups_barrier_and_pipeline_compile_and_run(arch):
+    """A learner's kernel that includes <cooperative_groups.h>, <cuda/barrier> and
+    <cuda/pipeline> compiles through the course's toolchain with no option of its own, and runs
+    on the interpreter: a tile of 8 lanes sums by shuffles, a block copies through
+    cuda::memcpy_async on a cuda::barrier and on a cuda::pipeline."""
+    prog = ptx.Program(toolchain.compile("ptx_headers_cccl", arch, source=CCCL).ptx)
+    x = np.arange(64, dtype=np.float32)
+    out = np.full(8, np.nan, np.float32)
+    ptx.launch(prog, "tile_sum", 1, 64, (x, out))
+    np.testing.assert_array_equal(out, x.reshape(8, 8).sum(1))
+    for k, want in (("barrier_copy", 2 * x), ("pipeline_copy", x + 1)):
+        out = np.full(64, np.nan, np.float32)
+        ptx.launch(prog, k, 1, 64, (x, out))
+        np.testing.assert_array_equal(out, want, err_msg=k)
