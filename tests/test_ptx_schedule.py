@@ -252,6 +252,47 @@ extern "C" __global__ void k(volatile int* flag)
     assert f"sem.cu:{line_of(src, 'SPIN')}" in str(e.value)
 
 
+# ---- blocks that wait for other blocks -----------------------------------------------------------
+
+CROSS = r'''
+extern "C" __global__ void volatile_flag(volatile int* flag, int* out)
+{
+    if (blockIdx.x == 0) {
+        while (flag[0] == 0) { }                                     // WAITS
+        out[threadIdx.x] = 1;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        flag[0] = 1;                                                 // SETS
+    }
+}
+extern "C" __global__ void atomic_flag(int* flag, int* out)
+{
+    if (blockIdx.x == 0) {
+        if (threadIdx.x == 0) while (atomicAdd(flag, 0) == 0) { }    // POLLS
+        __syncthreads();
+        out[threadIdx.x] = 1;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        atomicExch(flag, 1);                                         // RAISES
+    }
+}'''
+
+
+@pytest.mark.parametrize("kernel,wait,write", [("volatile_flag", "WAITS", "SETS"),
+                                               ("atomic_flag", "POLLS", "RAISES")])
+def test_a_block_that_waits_for_another_block_is_named_with_both_lines(kernel, wait, write):
+    """Block 0 spins on a global flag that the last block sets (a volatile load; an atomicAdd of
+    0, which stores each pass): reported at once as a cross-block wait naming the spin's line and
+    the writer's (block and line), not run to the step budget."""
+    t0 = time.process_time()
+    with pytest.raises(ptx.CrossBlockWait) as e:
+        ptx.launch(build(CROSS), kernel, 3, 64, (np.zeros(1, np.int32), np.zeros(64, np.int32)))
+    msg = str(e.value)
+    assert msg.startswith("cross-block wait: block (0, 0, 0) spins on global memory")
+    assert f"sem.cu:{line_of(CROSS, wait)}" in msg and f"sem.cu:{line_of(CROSS, write)}" in msg
+    assert "which block (2, 0, 0) writes at" in msg and "no forward progress" in msg
+    assert isinstance(e.value, ptx.Deadlock) and e.value.block == (0, 0, 0)
+    assert time.process_time() - t0 < 5
+
+
 # ---- loops that are not spins -------------------------------------------------------------------
 
 LOOPS = r'''

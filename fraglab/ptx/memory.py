@@ -41,6 +41,7 @@ class GlobalMemory:
         self.next = GLOBAL_BASE
         self._bases = np.zeros(0, np.uint64)
         self._ends = np.zeros(0, np.uint64)
+        self.watch = None          # fn(w, instr, addr, lanes, nbytes) told of every store
 
     def map_array(self, arr: np.ndarray, name: str) -> int:
         if not arr.flags.c_contiguous:
@@ -116,6 +117,8 @@ class GlobalMemory:
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
         idx = self._resolve(w, instr, addr, lanes, nbytes, "store")
+        if self.watch is not None:
+            self.watch(w, instr, addr, lanes, nbytes)
         for a in np.unique(idx):
             sel = idx == a
             al = self.allocs[int(a)]

@@ -179,6 +179,7 @@ def h_ld(ins, dc):
         for j, wr in enumerate(wrs):
             v = np.ascontiguousarray(raw[:, j * es:(j + 1) * es]).view(dt).ravel()
             wr(w, _scatter(v, lanes, dt), m)
+    fn.poll = (addr, space, total)              # what a spin loop polls (crossblock.py)
     return fn
 
 
@@ -356,6 +357,7 @@ def h_atom(ins, dc):
         if track:
             _note_writes(w, ins, space, a[lanes], es)
         wr(w, out, m)
+    fn.poll = (addr, space, es)
     return fn
 
 

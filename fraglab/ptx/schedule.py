@@ -23,11 +23,16 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BRANCH, KIND_EXIT
+from . import crossblock
 from .errors import Deadlock, raise_at, source_of
 
 #: Passes of a loop whose registers repeat while memory changes (its own stores) before the warp
 #: yields to the others (a store-spin, e.g. a lock taken with atomicCAS).
 STORE_SPIN_PASSES = 8
+#: Yields in a row at a store-spin, its registers the same each time, after which a warp counts
+#: as stuck when every other warp of its block is stuck too (its stores then write what was
+#: there: an atomicCAS that fails, an atomicAdd of 0 that polls; see :func:`stuck`).
+STUCK_YIELDS = 16
 
 
 def progress(mem) -> int:
@@ -56,7 +61,10 @@ def backward(w, pc, t, taken, code, launch) -> bool:
     fp = _fingerprint(w, pc, t, code, launch)
     if fp != rec[1]:                              # registers moved: the loop makes progress
         rec[1] = fp
+        w.repeats = 0
         return False
+    w.repeats = w.repeats + 1 if w.spin_pc == pc else 1
+    w.repeat_step = w.steps
     # Back where the previous pass was. `same`: nothing it can read changed either, so alone it
     # repeats forever (parked until the progress count moves). Else memory changed (its own
     # stores, or another warp's between a read and this branch): a store-spin, which only yields.
@@ -142,6 +150,20 @@ def _loop_body(info, code, t, pc) -> set:
     return body
 
 
+def stuck(warps, mem) -> bool:
+    """Every warp that can run store-spins (yields with the same registers, :data:`STUCK_YIELDS`
+    times in a row) and every other one is parked, blocked, at bar.sync or gone: each pass stores
+    what its registers decide, the same each time, and reads back what it stored, so none can
+    go on. They are parked (the deadlock report names them) and True returned."""
+    ready = [w for w in warps if warp_ready(w, mem)]
+    if not ready or any(w.repeats < STUCK_YIELDS or w.repeat_step != w.steps for w in ready):
+        return False
+    key = progress(mem)
+    for w in ready:
+        w.parked, w.stalled = key, None
+    return True
+
+
 def time_out(warps, sync) -> bool:
     """Everything waits: the mbarrier waits (try_wait/test_wait) return false, once per change
     of the block's state (a probe that goes on goes on; a spin loop that waits again is stuck)."""
@@ -202,6 +224,10 @@ def spin_deadlock(warps, code, launch):
                      f"{'have' if len(exited) > 1 else 'has'} exited")
     w = next(w for w in warps if w.parked is not None)
     lane = 0 if w.spin_lanes is None else int(np.argmax(w.spin_lanes))
+    polls = crossblock.polled(warps, code,
+                              lambda x: _loop_body(launch.info, code, x.spin_to, x.spin_pc))
+    if polls:                                     # it waits for another block (or the host)
+        crossblock.report(launch, polls, "\n    ".join(parts))
     raise_at(Deadlock, "deadlock: every warp of the block spins, waits or has exited, and none "
              "can change what the spinning warps read (on a GPU the kernel would hang):\n    "
              + "\n    ".join(parts) + hint, w, code[w.spin_pc].instr, lane=lane)
