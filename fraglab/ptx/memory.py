@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at, source_of
 from .inflight import write_hazard
 from .poison import address_hint
 
@@ -153,6 +153,10 @@ class SharedMemory:
         self.wg_busy = None
         self.wg_n = 0
         self.early = {}          # (mbarrier, phase) -> wgmma reads released early (inflight.py)
+        self.order = None        # fences and flags (fences.Ordering), from the first fence on
+        self.wloc = np.full(size, -1, np.int32)   # per byte: the last plain store (wlocs index)
+        self.wlocs: list = []
+        self._wix: dict = {}
 
     def _offsets(self, w, instr, addr, lanes, nbytes, what):
         if len(addr) and (int(addr.max()) + nbytes > self.size):
@@ -181,7 +185,17 @@ class SharedMemory:
             self._copy_visible(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._read_race(w, instr, offs, lanes)
+        elif atomic and self.order is not None:       # a strong load: it may read a release
+            self.order.strong_load(offs, w.tid_linear[lanes])
         return self.buf[offs]
+
+    def fence(self, w, lanes) -> None:
+        """Lanes `lanes` of warp `w` execute a fence (fences.py)."""
+        if self.order is None:
+            bx, by, bz = w.launch.block
+            from .fences import Ordering
+            self.order = Ordering(self.size, bx * by * bz)
+        self.order.fence(w.tid_linear[lanes])
 
     # ---- asynchronous copies -------------------------------------------------------------------
 
@@ -269,11 +283,13 @@ class SharedMemory:
 
     def _read_race(self, w, instr, offs, lanes):
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
-        a warp): the order of the two is not guaranteed on a GPU."""
+        a warp) and no fenced flag hand-off (fences.py): the order of the two is not guaranteed
+        on a GPU."""
         t = np.repeat(w.tid_linear[lanes], offs.shape[1])
         self._unordered(w, instr, offs, lanes, t, "reads", "with no barrier in between (add "
                         "__syncthreads(), or __syncwarp() within a warp, between the write and "
-                        "the read)")
+                        "the read; a hand-off through a flag needs a fence before the flag is "
+                        "set and one after it is read)")
 
     def _unordered(self, w, instr, offs, lanes, t, verb, why, differs=None):
         """Raise SharedRace where threads `t` (one per byte) access bytes `offs` that another
@@ -285,11 +301,17 @@ class SharedMemory:
                  ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
         if differs is not None:
             hazard &= differs
+        if hazard.any() and self.order is not None:   # ordered by a fence and a flag
+            hazard &= ~self.order.ordered(flat, t, prev)
         if hazard.any():
             k = int(np.argmax(hazard))
             lane = int(lanes[k // offs.shape[1]])
+            by = self.wlocs[self.wloc[flat[k]]] if self.wloc[flat[k]] >= 0 else None
+            at = "" if by is None else \
+                f" at {source_of(by, w.files) or 'PTX line %d' % by.ptx_line} (`{by.text}`)"
             raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} {verb} shared address "
-                     f"{int(flat[k])}, which thread {int(prev[k])} wrote {why}", w, instr, lane=lane)
+                     f"{int(flat[k])}, which thread {int(prev[k])} wrote{at} {why}", w, instr,
+                     lane=lane)
 
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
@@ -299,6 +321,8 @@ class SharedMemory:
             write_hazard(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._race(w, instr, offs, lanes, data, tids)
+        elif atomic and self.order is not None:       # a strong store: it releases
+            self.order.strong_store(offs, tids, rmw=instr.base in ("atom", "red"))
         self.buf[offs] = data
         self.init[offs] = True
         if instr.base == "cp" and w.launch.lazy_copies:      # a lazy cp.async lands (ops_mem)
@@ -326,6 +350,13 @@ class SharedMemory:
         self.writer[flat] = t
         self.bepoch[flat] = self.epoch
         self.wepoch[flat] = w.sync_epoch
+        ix = self._wix.get(id(instr))
+        if ix is None:
+            ix = self._wix[id(instr)] = len(self.wlocs)
+            self.wlocs.append(instr)
+        self.wloc[flat] = ix
+        if self.order is not None:
+            self.order.wrote(flat, t)
 
     def barrier(self, publish: bool = True):
         """A barrier orders the shared memory of all threads before it (the race checker's
