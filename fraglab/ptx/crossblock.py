@@ -67,7 +67,7 @@ def _writer(launch, watched: np.ndarray):
         if np.isin(b, watched).any():
             raise _Found(w, instr)
 
-    from .execute import run_block
+    run_block = launch.run_block                  # execute.run_block (the launch's runner)
     budget, stop = launch.max_steps, launch.stop
     launch.max_steps = launch.stop = launch.steps + SEARCH_STEPS
     glob.watch = watch

@@ -224,7 +224,8 @@ class Launch:
         self.seeds = ()                      # the extra schedules a `seeds=` launch ran
         self.lazy_copies = prog.hopper       # cp.async lands at its wait_group (ops_mem)
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
-        self.later = []                      # blocks not run yet (crossblock.py)
+        self.later = []                      # blocks not run yet, and their runner (crossblock.py)
+        self.run_block = run_block
 
     def opcode_counts(self, base: bool = True):
         """Counter of warp-instructions executed, by opcode (``base``: 'mma' not 'mma.sync...')."""
