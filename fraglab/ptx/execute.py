@@ -295,6 +295,8 @@ def run_block(launch, block_idx, code, kinfo):
         op = code[int(first.pc[int(np.argmax(first.waiting))])]
         if op.release is not None:
             op.release(warps)
+        if mem.sync.clocks is not None:           # bar.sync orders every warp after all
+            mem.sync.clocks.join(warps)
         for w in warps:
             w.pc[w.waiting] += 1
             w.waiting[:] = False

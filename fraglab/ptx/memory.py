@@ -154,6 +154,7 @@ class SharedMemory:
         self.wg_n = 0
         self.early = {}          # (mbarrier, phase) -> wgmma reads released early (inflight.py)
         self.order = None        # fences and flags (fences.Ordering), from the first fence on
+        self.reads = None        # who read which byte when (phases.Clocks), from the first bulk copy
         self.wloc = np.full(size, -1, np.int32)   # per byte: the last plain store (wlocs index)
         self.wlocs: list = []
         self._wix: dict = {}
@@ -187,6 +188,8 @@ class SharedMemory:
             self._read_race(w, instr, offs, lanes)
         elif atomic and self.order is not None:       # a strong load: it may read a release
             self.order.strong_load(offs, w.tid_linear[lanes])
+        if self.reads is not None and self.check_race:
+            self.reads.read(w, instr, offs)
         return self.buf[offs]
 
     def fence(self, w, lanes) -> None:
