@@ -322,6 +322,16 @@ extern "C" __global__ void volatile_flag(volatile int* flag, int* out)
         flag[0] = 1;                                                 // SETS
     }
 }
+extern "C" __global__ void counting_flag(volatile int* flag, int* out)
+{
+    int polls = 0;
+    if (blockIdx.x == 0) {
+        while (flag[0] == 0) { polls++; }                            // COUNTS
+        out[threadIdx.x] = polls;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        flag[0] = 1;                                                 // ENDS
+    }
+}
 extern "C" __global__ void atomic_flag(int* flag, int* out)
 {
     if (blockIdx.x == 0) {
@@ -335,10 +345,11 @@ extern "C" __global__ void atomic_flag(int* flag, int* out)
 
 
 @pytest.mark.parametrize("kernel,wait,write", [("volatile_flag", "WAITS", "SETS"),
+                                               ("counting_flag", "COUNTS", "ENDS"),
                                                ("atomic_flag", "POLLS", "RAISES")])
 def test_a_block_that_waits_for_another_block_is_named_with_both_lines(kernel, wait, write):
-    """Block 0 spins on a global flag that the last block sets (a volatile load; an atomicAdd of
-    0, which stores each pass): reported at once as a cross-block wait naming the spin's line and
+    """Block 0 spins on a global flag that the last block sets (a volatile load; the same while
+    counting its polls; an atomicAdd of 0, which stores each pass): reported at once as a cross-block wait naming the spin's line and
     the writer's (block and line), not run to the step budget."""
     t0 = time.process_time()
     with pytest.raises(ptx.CrossBlockWait) as e:

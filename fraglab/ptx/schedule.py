@@ -103,13 +103,28 @@ def _fingerprint(w, pc, t, code, launch) -> bytes:
 
 
 def _loop_regs(info, code, t, pc) -> list:
-    """Registers named by the instructions of the loop from ``t`` to the backward branch at
-    ``pc`` (cached per kernel)."""
+    """Registers that decide whether the loop from ``t`` to the backward branch at ``pc`` goes
+    on (cached per kernel): the guards of its branches and exits, and every register of an
+    instruction of the loop that names one of them (with its guard), to a fixed point. A
+    register the loop changes that decides nothing (a pass counter, a value it accumulates) is
+    left out: a loop that only counts its passes while it polls still spins."""
     cache = info.loops
     regs = cache.get((t, pc))
     if regs is None:
-        body = _loop_body(info, code, t, pc)
-        regs = cache[(t, pc)] = sorted(set().union(*(code[i].touch for i in body)))
+        body = sorted(_loop_body(info, code, t, pc))
+        need = {code[i].guard for i in body
+                if code[i].kind in (KIND_BRANCH, KIND_EXIT) and code[i].guard is not None}
+        grew = True
+        while grew:
+            grew = False
+            for i in body:
+                op = code[i]
+                if op.touch & need:
+                    more = op.touch | ({op.guard} if op.guard is not None else set())
+                    if not more <= need:
+                        need |= more
+                        grew = True
+        regs = cache[(t, pc)] = sorted(need)
     return regs
 
 
