@@ -1,7 +1,7 @@
 """NVIDIA's own headers through the course's toolchain and the interpreter: every function that
-cuda_fp16.h and cuda_bf16.h declare (math, arithmetic, comparisons, conversions, shuffles, cache
-loads and stores, atomics), each called by a small kernel of one module compiled with NVRTC for
-sm_80 and sm_90a. Each kernel either runs or is refused by name (UnsupportedInstruction); never a
+cuda_fp16.h, cuda_bf16.h and cuda_fp8.h declare (math, arithmetic, comparisons, conversions,
+shuffles, cache loads and stores, atomics), each called by a small kernel of one module compiled
+with NVRTC for sm_80 and sm_90a; and CCCL (cooperative groups, cuda::barrier, cuda::pipeline). Each kernel either runs or is refused by name (UnsupportedInstruction); never a
 syntax error of the parser (their inline assembly writes `.reg.b16 hl, hu;`). CPU only; the two
 modules are cached on disk by the toolchain."""
 from __future__ import annotations
@@ -14,17 +14,21 @@ import pytest
 from fraglab import ptx, toolchain, tools
 from fraglab.ptx import parse
 
-HEADERS = ("cuda_fp16.h", "cuda_bf16.h")
+HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h")
 
-# one declaration a line: `__CUDA_[HOSTDEVICE_]FP16|BF16_DECL__ <return type> <name>(<params>);`
-_DECL = re.compile(r"^__CUDA_(?:HOSTDEVICE_)?(?:FP16|BF16)_DECL__\s+(?P<ret>[\w\s]+?)\s+"
-                   r"(?P<name>\w+)\((?P<params>[^)]*)\);", re.M)
-# arguments chosen by parameter name: a full mask, a shuffle's lane offset; a width left default
-_BY_NAME = {"mask": "0xffffffffu", "delta": "1u", "srcLane": "1", "laneMask": "1"}
+# a declaration: `__CUDA_[HOSTDEVICE_]FP16|BF16|FP8_DECL__ <return type> <name>(<params>);`
+_DECL = re.compile(r"^__CUDA_(?:HOSTDEVICE_)?(?:FP16|BF16|FP8)_DECL__\s+(?P<ret>[\w\s]+?)\s+"
+                   r"(?P<name>\w+)\(\s*(?P<params>[^)]*)\);", re.M)
+# arguments chosen by parameter name: a full mask, a shuffle's lane offset, fp8's saturation,
+# format and rounding; a width left default
+_BY_NAME = {"mask": "0xffffffffu", "delta": "1u", "srcLane": "1", "laneMask": "1",
+            "saturate": "__NV_SATFINITE", "fp8_interpretation": "__NV_E4M3",
+            "rounding": "cudaRoundZero"}
 
 PRELUDE = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 typedef unsigned long long u64;
 template <class T> __device__ T get(const u64* p) { T v; memcpy(&v, p, sizeof(T)); return v; }
 template <class T> __device__ void put(u64* p, T v) { u64 w = 0; memcpy(&w, &v, sizeof(T)); *p = w; }
@@ -38,7 +42,7 @@ def declarations() -> list[tuple[str, str, str, list[str]]]:
     for h in HEADERS:
         path = next(d / h for d in tools.include_dirs() if (d / h).is_file())
         for m in _DECL.finditer(path.read_text()):
-            params = [p.strip() for p in m.group("params").split(",") if p.strip()]
+            params = [" ".join(p.split()) for p in m.group("params").split(",") if p.strip()]
             out.append((h, m.group("ret").split()[-1], m.group("name"), params))
     return out
 
@@ -78,10 +82,10 @@ def _inputs(rng) -> np.ndarray:
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-def test_fp16_and_bf16_header_functions_run_or_are_refused_by_name(arch, rng):
+def test_fp16_bf16_and_fp8_header_functions_run_or_are_refused_by_name(arch, rng):
     src, names = module()
     assert len(names) > 300, "the declarations were not found in the headers"
-    build = toolchain.compile("ptx_headers_fp16_bf16", arch, source=src)
+    build = toolchain.compile("ptx_headers_fp16_bf16_fp8", arch, source=src)
     prog = ptx.Program(build.ptx)              # a syntax error here fails every function at once
     a = _inputs(rng)
     ran, refused, failed = [], [], []
@@ -96,9 +100,10 @@ def test_fp16_and_bf16_header_functions_run_or_are_refused_by_name(arch, rng):
         except ptx.PTXError as e:
             failed.append(f"{what}: {type(e).__name__}: {e}")
     assert not failed, "\n".join(failed)
-    # with CUDA 12.9's headers, 407 of 462 run at sm_80 and 359 at sm_90a; the others are refused
+    # with CUDA 12.9's headers, 425 of 480 run at sm_80 and 369 at sm_90a; the others are refused
     # for `set` on f16/f16x2 (comparisons, and the special cases of hexp, hlog, hsin, ...),
-    # `atom.add.noftz` on f16/bf16 (x2) and, at sm_90a, `set` on bf16 and `cvt.r*i.bf16.bf16`
+    # `atom.add.noftz` on f16/bf16 (x2) and, at sm_90a, `set` on bf16, `cvt.r*i.bf16.bf16` and
+    # the fp8 conversions' `cvt.rn.satfinite.e4m3x2.f32` (sm_80 converts fp8 in software)
     assert len(ran) > 0.7 * len(names), "\n".join(refused)
 
 
