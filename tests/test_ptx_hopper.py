@@ -396,6 +396,7 @@ def test_a_refill_after_a_wait_on_an_older_phase_fails_in_every_order(schedule):
     msg = str(e.value)
     if "is still writing" in msg:          # the consumer reads while the refill is in flight
         assert "ld.shared.f32 reads" in msg and "cp.async.bulk" in msg and "of warp 1 at" in msg
+        assert re.search(r"completion of phase 2 of the mbarrier at shared address 0x", msg), msg
     elif isinstance(e.value, ptx.SharedRace):
         assert re.search(r"write after read\): warp 1 copies into shared address \d+, which warp "
                          r"0 read with no wait in between: its last mbarrier wait observed phase 0 "

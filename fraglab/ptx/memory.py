@@ -274,8 +274,11 @@ class SharedMemory:
         for d, data, bar, x, ins in sync.copies:
             hit = ((offs >= d) & (offs < d + len(data))).any(axis=1)
             if hit.any():
+                mb = sync.mbar.get(bar) if bar is not None else None
                 self._in_flight_error(w, instr, offs, lanes, hit, _copy_name(ins, x.index, w),
-                                      "the wait on its mbarrier")
+                                      "the wait on its mbarrier" if mb is None else
+                                      f"the completion of phase {mb.phase} of the mbarrier at "
+                                      f"shared address {bar:#x}")
 
     def _in_flight_error(self, w, instr, offs, lanes, hit, copy, wait):
         j = int(np.argmax(hit))
