@@ -1,5 +1,5 @@
-"""Where things are: the repository, NVRTC, CUDA headers, the CUDA binary tools and the
-compile cache. Every other module asks here; nothing here imports the rest of the package.
+"""Where things are: the repository, NVRTC, CUDA headers (CCCL's among them), the CUDA binary
+tools and the compile cache. Every other module asks here; nothing here imports the rest of the package.
 
     python -m fraglab.tools clean-cache     # empty the on-disk compile cache (make clean does)
 """
@@ -83,12 +83,56 @@ def _include_candidates() -> list[Path]:
 
 @lru_cache(maxsize=None)
 def include_dirs() -> tuple[Path, ...]:
-    """Header folders that together provide ``mma.h`` and ``crt/mma.h`` for this NVRTC.
+    """Header folders that together provide ``mma.h`` and ``crt/mma.h`` for this NVRTC, and
+    CCCL (:func:`cccl_dir`) when they lack it.
 
     ``mma.h`` only forwards to ``crt/mma.h``; the pip wheels split them (``cuda_runtime`` has the
     first, ``cuda_nvcc`` the second), so both folders are returned when needed. Folders whose CUDA
     major version differs from NVRTC's are passed over: CUDA 13 headers do not suit NVRTC 12.
     """
+    dirs = _toolkit_dirs()
+    cccl = cccl_dir(dirs)
+    return dirs if cccl is None or cccl in dirs else dirs + (cccl,)
+
+
+def _has_cccl(d: Path) -> bool:
+    """Whether `d` is a CCCL include folder: libcu++'s ``<nv/target>`` and ``<cuda/std/...>``,
+    which ``<cooperative_groups.h>``, ``<cuda/barrier>`` and ``<cuda/pipeline>`` include."""
+    return (d / "nv" / "target").is_file() and (d / "cuda" / "std" / "type_traits").is_file() \
+        and (d / "cuda" / "barrier").is_file()
+
+
+def _cupy_cccl() -> Path | None:
+    """The copy of CCCL's libcu++ that CuPy ships (NVRTC comes through CuPy, so it is there
+    wherever the course compiles), without importing CuPy."""
+    import importlib.util
+    spec = importlib.util.find_spec("cupy")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        d = Path(root) / "_core" / "include" / "cupy" / "_cccl" / "libcudacxx"
+        if d.is_dir():
+            return d
+    return None
+
+
+def cccl_dir(dirs: tuple[Path, ...] | None = None) -> Path | None:
+    """Where CCCL's headers are for this NVRTC (None: nowhere): a CUDA 12 toolkit keeps them in
+    its include folder, CUDA 13 in ``include/cccl``; the pip wheels of the runtime lack them (the
+    ``nvidia-cuda-cccl`` wheel has them), and CuPy ships a copy. The toolkit's own come first,
+    then a wheel's, then CuPy's, then a toolkit of another CUDA version's ``include/cccl``."""
+    dirs = _toolkit_dirs() if dirs is None else dirs
+    cands = [c for d in dirs for c in (d, d / "cccl")]
+    cands += [c for d in _include_candidates() for c in (d, d / "cccl")
+              if _header_cuda_major(d) in (nvrtc_version()[0], None)]
+    cands.append(_cupy_cccl())
+    cands += [d / "cccl" for d in _include_candidates()]
+    return next((c for c in cands if c is not None and _has_cccl(c)), None)
+
+
+@lru_cache(maxsize=None)
+def _toolkit_dirs() -> tuple[Path, ...]:
+    """The folders of ``mma.h`` and ``crt/mma.h`` (:func:`include_dirs` without CCCL)."""
     major = nvrtc_version()[0]
     cands = [c for c in _include_candidates() if _header_cuda_major(c) in (major, None)]
     for c in cands:  # one folder with both: a full toolkit

@@ -100,9 +100,8 @@ def test_instruction_budget():
     src = r'''
 extern "C" __global__ void k(volatile int* flag)
 {
-    int i = 0;
-    while (flag[0] == 0) { i++; }           // SPIN (counting: progress, so never parked as a spin)
-    flag[1] = i;
+    unsigned i = 1;
+    while (i != 0) { i *= 3; flag[1] = i; }   // endless, and never a spin: i moves every pass
 }'''
     with pytest.raises(ptx.StepBudgetExceeded, match="instruction budget of 5000"):
         ptx.launch(build(src), "k", 1, 32, (np.zeros(2, np.int32),), max_steps=5000)

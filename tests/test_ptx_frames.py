@@ -93,20 +93,6 @@ extern "C" __global__ void k(const __half* a, float* out, int tile)
     assert e.value.source == cuda_source(e.value)
 
 
-def _cooperative_groups_build(src):
-    """cooperative_groups.h needs libcu++'s <nv/target>: the include folder of a CUDA toolkit has
-    it, the pip wheels do not (CuPy ships a copy, used then)."""
-    from fraglab import tools
-    options = ()
-    if not any((Path(d) / "nv" / "target").is_file() for d in tools.include_dirs()):
-        cupy = pytest.importorskip("cupy")
-        options = (f"-I{Path(cupy.__file__).parent / '_core/include/cupy/_cccl/libcudacxx'}",)
-    try:
-        return build(src, options)
-    except toolchain.CompileError:
-        pytest.skip("cooperative_groups.h needs <nv/target>, which this CUDA install lacks")
-
-
 def test_cooperative_groups_tile_shuffle_in_divergent_code_names_the_learners_line():
     src = r'''
 #include <cooperative_groups.h>
@@ -119,7 +105,7 @@ extern "C" __global__ void k(const float* in, float* out)
         v += tile.shfl(v, 0);                                  // TILE
     out[threadIdx.x] = v;
 }'''
-    prog = _cooperative_groups_build(src)
+    prog = build(src)                   # <cooperative_groups.h>: CCCL from fraglab.tools
     with pytest.raises(ptx.CollectiveError) as e:
         ptx.launch(prog, "k", 1, 32, (np.zeros(32, np.float32), np.zeros(32, np.float32)))
     where = cuda_source(e.value)

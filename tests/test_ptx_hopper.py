@@ -7,6 +7,8 @@ named barriers, deadlock reports, elect.sync, setmaxnreg, stmatrix, and the sm_9
 CPU only (NVRTC needs no GPU)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -296,7 +298,11 @@ extern "C" __global__ void ring(const float* in, float* out, int n) {
         const int s = i % 2, u = i / 2;
         if (warp == 1) {
             if (lane == 0) {
+#ifdef EMPTY_PARITY                                   // a bug: one parity for every use
+                if (u > 0) wait(smem_u32(&empty[s]), EMPTY_PARITY);  // WAITS
+#else
                 if (u > 0) wait(smem_u32(&empty[s]), (u - 1) & 1);
+#endif
                 arrive_tx(smem_u32(&full[s]), 128);
                 bulk(smem_u32(buf[s]), in + 32 * i, 128, smem_u32(&full[s]));
             }
@@ -371,6 +377,44 @@ def test_producer_consumer_ring_through_bulk_copies(rng, how):
     want = x + np.float32(1000) * (np.arange(32 * n) // 32 % 2).astype(np.float32)
     np.testing.assert_array_equal(out, want)
     assert how == "gpu" or (res.opcode_counts()["cp"] == n and res.reverse_warps == (how == "reverse"))
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "reverse", 0, 2, 7])
+def test_a_refill_after_a_wait_on_an_older_phase_fails_in_every_order(schedule):
+    """The producer waits for a stage to be free with a constant parity: right for the stage's
+    second use, wrong for its third (the wait is satisfied by the phase of the first release,
+    which orders nothing about the second use's reads). In every warp order the interpreter
+    fails it: the refill is a write after the consumer's reads, naming the mbarrier and the
+    phase the producer observed; or the consumer reads while the refill is in flight; or the
+    refill announces its bytes in a phase whose arrival has come; or (the consumer having
+    released already) the wait can never end: a deadlock naming the mbarrier. (Seed 2 gives the
+    first, seed 0 the second, seed 7 the third, the others the fourth.)"""
+    x, out = np.zeros(32 * 5, np.float32), np.zeros(32 * 5, np.float32)
+    with pytest.raises((ptx.SharedRace, ptx.BarrierError)) as e:
+        ptx.launch(_sync(EMPTY_PARITY=0), "ring", grid=1, block=64,
+                   args=(x, out, np.int32(5)), schedule=schedule)
+    msg = str(e.value)
+    if "is still writing" in msg:          # the consumer reads while the refill is in flight
+        assert "ld.shared.f32 reads" in msg and "cp.async.bulk" in msg and "of warp 1 at" in msg
+        assert re.search(r"completion of phase 2 of the mbarrier at shared address 0x", msg), msg
+    elif isinstance(e.value, ptx.SharedRace):
+        assert re.search(r"write after read\): warp 1 copies into shared address \d+, which warp "
+                         r"0 read with no wait in between: its last mbarrier wait observed phase 0 "
+                         r"of the mbarrier at shared address 0x[0-9a-f]+ completed", msg), msg
+        assert "the copy: `cp.async.bulk" in msg and "the read: `ld.shared" in msg
+    elif isinstance(e.value, ptx.Deadlock):
+        assert re.search(r"parity 0 of the mbarrier at shared address 0x[0-9a-f]+ \(phase 2", msg)
+    else:
+        assert re.search(r"more than its phase expects|mbarrier at shared address 0x[0-9a-f]+ "
+                         r"\(phase 1", msg), msg
+
+
+def test_a_ring_with_the_right_parities_passes_the_phase_checks():
+    x = np.arange(32 * 7, dtype=np.float32)
+    for schedule in ("fixed", "reverse", 3):
+        out = np.zeros(32 * 7, np.float32)
+        ptx.launch(_sync(), "ring", grid=1, block=64, args=(x, out, np.int32(7)), schedule=schedule)
+        np.testing.assert_array_equal(out, x + 1000 * (np.arange(32 * 7) // 32 % 2))
 
 
 def test_reading_a_stage_without_waiting_sees_no_data():

@@ -10,38 +10,17 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fraglab import ptx, toolchain, tools
+from fraglab import ptx, toolchain
 
 from test_ptx_gpu import both, same_bits
 
 SENTINEL = 0xDEADBEEF
 NOUT = 24
 BLOCK = 64                      # two warps: tiles never straddle a warp, tile ranks run across both
-
-
-def _cccl_include() -> tuple[str, ...]:
-    """``-I`` options for CCCL (``<nv/target>``, ``<cuda/std/...>``), which
-    ``<cooperative_groups.h>`` includes and the pip wheels of the CUDA runtime lack: a CUDA 13
-    toolkit keeps it in include/cccl/, CUDA 12 in include/, and CuPy ships a copy (NVRTC comes
-    through CuPy, so it is always there)."""
-    has = lambda d: (d / "nv" / "target").is_file() and \
-        (d / "cuda" / "std" / "type_traits").is_file()                   # noqa: E731
-    dirs = [Path(d) for d in tools.include_dirs()]
-    for d in dirs:
-        if has(d / "cccl"):
-            return (f"-I{d / 'cccl'}",)
-        if has(d):
-            return ()
-    import cupy
-    inc = Path(cupy.__file__).parent / "_core" / "include" / "cupy" / "_cccl" / "libcudacxx"
-    if has(inc):
-        return (f"-I{inc}",)
-    pytest.skip("no CCCL headers (<nv/target>, <cuda/std/...>) for <cooperative_groups.h>")
 
 
 _GLOBAL = re.compile(r"\.global\b[^=;]*?\s([A-Za-z_$][\w$]*)(\[\d*\])?\s*(=[^;]*)?;\s*")
@@ -59,7 +38,7 @@ def drop_unused_globals(text: str) -> str:
 
 
 def build_text(src: str, name: str = "masks.cu") -> str:
-    ptx_text = toolchain.compile(name, "sm_80", source=src, options=_cccl_include()).ptx
+    ptx_text = toolchain.compile(name, "sm_80", source=src).ptx    # CCCL: fraglab.tools finds it
     return drop_unused_globals(ptx_text)
 
 

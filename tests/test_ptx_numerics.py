@@ -505,3 +505,60 @@ extern "C" __global__ void k(const unsigned* in, unsigned* out)
     half_nan = vals == 0x7E00                          # 0x7E00 is a NaN as an f16
     assert (out[half_nan, 4] == 0x7FFFFFFF).all()
     assert (out[half_nan, 6] == 0x40007FFF).all()      # {NaN + NaN, 1 + 1}
+
+
+# ---- float immediates by their bits (no cache mixes -0.0 with +0.0, nor NaN payloads) -----------
+
+def _imm_kernel(f32: str, f64: str) -> str:
+    """One warp stores four words: `mov.f32` of the literal `f32`, `add.f32` of it to itself,
+    `mov.f64` of `f64`, `add.f64` of it to itself."""
+    return f""".version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out_p)
+{{
+    .reg .f32 %f<3>;
+    .reg .f64 %fd<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out_p];
+    mov.f32 %f1, {f32};
+    add.f32 %f2, %f1, {f32};
+    mov.f64 %fd1, {f64};
+    add.f64 %fd2, %fd1, {f64};
+    st.global.f32 [%rd1], %f1;
+    st.global.f32 [%rd1+8], %f2;
+    st.global.f64 [%rd1+16], %fd1;
+    st.global.f64 [%rd1+24], %fd2;
+    ret;
+}}"""
+
+
+def _imm_bits(f32: str, f64: str) -> list:
+    out = np.zeros(4, np.uint64)
+    ptx.launch(ptx.Program(_imm_kernel(f32, f64)), "k", 1, 32, (out,))
+    w = out.view(np.uint32)
+    return [int(w[0]), int(w[2]), int(out[2]), int(out[3])]
+
+
+@pytest.mark.parametrize("first", [0, 1])
+def test_float_immediates_decode_by_bits_in_either_order(first):
+    """-0.0 and +0.0 (and NaNs of different payloads) decoded in one process, in both orders: each
+    kernel gets its own literal's bits, whatever was decoded before (a cache keyed by float value
+    handed -0.0 the +0.0 array, and the reverse)."""
+    plus = ("0f00000000", "0d0000000000000000")
+    minus = ("0f80000000", "0d8000000000000000")
+    want = {plus: [0, 0, 0, 0],
+            minus: [0x80000000, 0x80000000, 1 << 63, 1 << 63]}
+    order = [plus, minus] if first == 0 else [minus, plus]
+    for lits in order + order:
+        assert _imm_bits(*lits) == want[lits], lits
+    # NaNs: a mov keeps the literal's payload (signalling ones too); arithmetic gives the
+    # canonical NaN (f32) or the quieted payload (f64), as on the H100
+    snan = ("0f7F800001", "0d7FF0000000000001")
+    qnan = ("0fFFC00123", "0dFFF8000000000123")
+    seq = [snan, qnan] if first == 0 else [qnan, snan]
+    got = {lits: _imm_bits(*lits) for lits in seq}
+    assert got[snan][0] == 0x7F800001 and got[snan][2] == 0x7FF0000000000001
+    assert got[qnan][0] == 0xFFC00123 and got[qnan][2] == 0xFFF8000000000123
+    assert got[snan][1] == got[qnan][1] == 0x7FFFFFFF
+    assert got[qnan][3] == 0xFFF8000000000123

@@ -78,6 +78,64 @@ def test_reverse_warps_and_options_are_aliases():
             pass
 
 
+# ---- the same hand-off with the data in shared memory: ordered by fences and the flag -----------
+
+# Warp `producer` writes shared data, fences, raises a flag (volatile, or an atomic); the other
+# warp spins on the flag, fences, reads the data. The race checker orders the data by the fences
+# and the flag (release / acquire); without either fence the read is a race.
+FENCED = r'''
+template <bool PRODUCER_FENCE, bool CONSUMER_FENCE, bool ATOMIC>
+__device__ void handoff(int* out, int producer)
+{
+    __shared__ int data[32];
+    __shared__ int flag;
+    volatile int* vflag = &flag;
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (threadIdx.x == 0) flag = 0;
+    __syncthreads();
+    if (warp == producer) {
+        data[lane] = lane * 3 + 1;                                   // DATA
+        if (PRODUCER_FENCE) { if (ATOMIC) __threadfence(); else __threadfence_block(); }
+        if (lane == 0) { if (ATOMIC) atomicExch(&flag, 1); else *vflag = 1; }
+    } else {
+        if (ATOMIC) { while (atomicAdd(&flag, 0) == 0) { } }
+        else { while (*vflag == 0) { } }
+        if (CONSUMER_FENCE) { if (ATOMIC) __threadfence(); else __threadfence_block(); }
+        out[lane] = data[lane] + 100;                                // READ
+    }
+}
+extern "C" __global__ void fenced(int* out, int p) { handoff<true, true, false>(out, p); }
+extern "C" __global__ void fenced_atomic(int* out, int p) { handoff<true, true, true>(out, p); }
+extern "C" __global__ void no_producer_fence(int* out, int p) { handoff<false, true, false>(out, p); }
+extern "C" __global__ void no_consumer_fence(int* out, int p) { handoff<true, false, false>(out, p); }
+'''
+
+
+@pytest.mark.parametrize("schedule", ["fixed", "reverse", 0])
+def test_a_fenced_flag_hands_over_shared_data(schedule):
+    """Both fences: the hand-off is ordered (no race), with a volatile flag and
+    __threadfence_block(), or an atomic flag and __threadfence(), whichever warp produces."""
+    prog = build(FENCED)
+    for kernel in ("fenced", "fenced_atomic"):
+        for producer in (0, 1):
+            out = np.zeros(32, np.int32)
+            ptx.launch(prog, kernel, 1, 64, (out, np.int32(producer)), schedule=schedule)
+            assert (out == np.arange(32) * 3 + 101).all(), (kernel, producer)
+
+
+@pytest.mark.parametrize("kernel", ["no_producer_fence", "no_consumer_fence"])
+def test_a_flag_without_its_fence_is_still_a_race_naming_both_lines(kernel):
+    """Without the producer's fence (or the consumer's) the flag orders nothing: the read is
+    reported, naming the reading line and the line that wrote the data."""
+    with pytest.raises(ptx.SharedRace) as e:
+        ptx.launch(build(FENCED), kernel, 1, 64, (np.zeros(32, np.int32), np.int32(0)))
+    msg = str(e.value)
+    line = line_of(FENCED, "DATA")
+    assert f"thread 32 reads shared address 0, which thread 0 wrote at sem.cu:{line} " in msg
+    assert "(`st.shared" in msg
+    assert e.value.source.startswith(f"sem.cu:{line_of(FENCED, 'READ')}")
+
+
 # ---- a ring of slots between a producer and a consumer warp --------------------------------------
 
 # Slots, head and tail are volatile: the race checker exempts volatile accesses. (It orders
@@ -250,6 +308,58 @@ extern "C" __global__ void k(volatile int* flag)
     with pytest.raises(ptx.Deadlock, match="blocks run one after another") as e:
         ptx.launch(build(src), "k", 1, 32, (np.zeros(1, np.int32),))
     assert f"sem.cu:{line_of(src, 'SPIN')}" in str(e.value)
+
+
+# ---- blocks that wait for other blocks -----------------------------------------------------------
+
+CROSS = r'''
+extern "C" __global__ void volatile_flag(volatile int* flag, int* out)
+{
+    if (blockIdx.x == 0) {
+        while (flag[0] == 0) { }                                     // WAITS
+        out[threadIdx.x] = 1;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        flag[0] = 1;                                                 // SETS
+    }
+}
+extern "C" __global__ void counting_flag(volatile int* flag, int* out)
+{
+    int polls = 0;
+    if (blockIdx.x == 0) {
+        while (flag[0] == 0) { polls++; }                            // COUNTS
+        out[threadIdx.x] = polls;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        flag[0] = 1;                                                 // ENDS
+    }
+}
+extern "C" __global__ void atomic_flag(int* flag, int* out)
+{
+    if (blockIdx.x == 0) {
+        if (threadIdx.x == 0) while (atomicAdd(flag, 0) == 0) { }    // POLLS
+        __syncthreads();
+        out[threadIdx.x] = 1;
+    } else if (blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) {
+        atomicExch(flag, 1);                                         // RAISES
+    }
+}'''
+
+
+@pytest.mark.parametrize("kernel,wait,write", [("volatile_flag", "WAITS", "SETS"),
+                                               ("counting_flag", "COUNTS", "ENDS"),
+                                               ("atomic_flag", "POLLS", "RAISES")])
+def test_a_block_that_waits_for_another_block_is_named_with_both_lines(kernel, wait, write):
+    """Block 0 spins on a global flag that the last block sets (a volatile load; the same while
+    counting its polls; an atomicAdd of 0, which stores each pass): reported at once as a cross-block wait naming the spin's line and
+    the writer's (block and line), not run to the step budget."""
+    t0 = time.process_time()
+    with pytest.raises(ptx.CrossBlockWait) as e:
+        ptx.launch(build(CROSS), kernel, 3, 64, (np.zeros(1, np.int32), np.zeros(64, np.int32)))
+    msg = str(e.value)
+    assert msg.startswith("cross-block wait: block (0, 0, 0) spins on global memory")
+    assert f"sem.cu:{line_of(CROSS, wait)}" in msg and f"sem.cu:{line_of(CROSS, write)}" in msg
+    assert "which block (2, 0, 0) writes at" in msg and "no forward progress" in msg
+    assert isinstance(e.value, ptx.Deadlock) and e.value.block == (0, 0, 0)
+    assert time.process_time() - t0 < 5
 
 
 # ---- loops that are not spins -------------------------------------------------------------------

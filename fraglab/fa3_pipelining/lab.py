@@ -136,13 +136,23 @@ D128_CASE = Case("small f16 d128 N=160 (two panels, ragged)", shape=(1, 1, 160, 
                  dtype="f16", edge=True)
 
 
+#: And a ring that wraps more than once: seven key tiles of 128 through the first CTA's three
+#: stages, so every stage is waited for as free (the last one too) and stage 0 twice: a parity
+#: that is right for a stage's second use only (a constant one, or one wrong on the last slot)
+#: waits on a phase the readers have not completed, and the interpreter reports the refill as a
+#: write after their reads, naming the mbarrier and the phase (or, in another order, the wait
+#: that can never end as a deadlock).
+WRAP_CASE = Case("f16 d64 N=896 peaky, first CTA (every stage refilled, the first twice)",
+                 shape=(1, 1, 896, 64), dtype="f16", q_scale=4.0, first_cta=True, edge=True)
+
+
 def producer_cases() -> tuple:
-    """The tma Problem's small cases with :data:`D128_CASE`, in the order that fails a wrong
-    answer soonest and most clearly: one key tile of one panel first (d = 64, N <= 128: a wrong
-    byte count can only deadlock there, with the mbarrier's count in the message), then most
-    panels first (d = 256's four catch a wrong panel coordinate or offset), the rings'
-    wrap-around, the rest."""
-    small = [c for c in problems.ATTENTION["tma"].cases if not c.slow] + [D128_CASE]
+    """The tma Problem's small cases with :data:`D128_CASE` and :data:`WRAP_CASE`, in the order
+    that fails a wrong answer soonest and most clearly: one key tile of one panel first (d = 64,
+    N <= 128: a wrong byte count can only deadlock there, with the mbarrier's count in the
+    message), then most panels first (d = 256's four catch a wrong panel coordinate or offset),
+    the rings' wrap-around, the rest."""
+    small = [c for c in problems.ATTENTION["tma"].cases if not c.slow] + [D128_CASE, WRAP_CASE]
 
     def order(c):
         _, _, n, d = c.params["shape"]

@@ -7,9 +7,10 @@
 Warps of 32 lanes run vectorised with NumPy; see fraglab/ptx/README.md for the model
 (minimum-PC reconvergence, memory spaces and checks, deterministic clocks) and its limits.
 """
-from .errors import (BarrierError, CollectiveError, Deadlock, DeviceAssertion,  # noqa: F401
-                     MemoryAccessError, PTXError, PTXSyntaxError, SharedRace, StepBudgetExceeded,
-                     TrapError, UninitializedRead, UnsupportedInstruction, WgmmaHazard)
+from .errors import (BarrierError, CollectiveError, CrossBlockWait, Deadlock,  # noqa: F401
+                     DeviceAssertion, MemoryAccessError, PTXError, PTXSyntaxError, SharedRace,
+                     StepBudgetExceeded, TrapError, UninitializedRead, UnsupportedInstruction,
+                     WgmmaHazard)
 from .program import Launch, Program, ScheduleDependent, launch, load, options  # noqa: F401
 from .opcodes import interpreter_arch, opcodes, supported, unsupported_opcodes  # noqa: F401
 from .tensormap import TensorMapError  # noqa: F401

@@ -23,6 +23,7 @@ DT = {"b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np
       "pred": np.bool_, "e4m3x2": np.uint16, "e5m2x2": np.uint16}
 DTYPE = {k: np.dtype(v) for k, v in DT.items()}
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+FLOAT = {4: np.float32, 8: np.float64}
 SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
 TYPES = set(DT)
 SPACES = ("global", "shared", "local", "const", "param")
@@ -178,7 +179,9 @@ _IMM_CACHE: dict = {}
 
 
 def imm_array(value, kind: str, t: str) -> np.ndarray:
-    key = (value, kind, t)
+    """The (32,) read-only array of an immediate as type `t`, cached by the immediate's bits
+    (never by its float value: -0.0 == +0.0 and NaN != NaN as floats)."""
+    key = (_imm_bits(value, kind), kind, t)
     arr = _IMM_CACHE.get(key)
     if arr is None:
         arr = _IMM_CACHE[key] = _imm_array(value, kind, t)
@@ -186,17 +189,30 @@ def imm_array(value, kind: str, t: str) -> np.ndarray:
     return arr
 
 
+def _imm_bits(value, kind: str):
+    """An immediate's identity: a float literal's bits (as written, NaN payloads included), an
+    integer's value."""
+    if kind in ("f32", "f64"):
+        bits = getattr(value, "bits", None)
+        if bits is None:
+            bits = int(np.array([value], np.float32 if kind == "f32" else np.float64)
+                       .view(UINT[4 if kind == "f32" else 8])[0])
+        return bits
+    return int(value)
+
+
 def _imm_array(value, kind: str, t: str) -> np.ndarray:
     dt = DTYPE[t]
     if dt == np.bool_:
         return np.full(32, bool(value))
+    if kind in ("f32", "f64"):
+        w = 4 if kind == "f32" else 8
+        lit = np.full(32, _imm_bits(value, kind), UINT[w]).view(FLOAT[w])   # the literal's bits
+        if dt.kind == "f":                              # the same width: the bits as written
+            return lit if dt.itemsize == w else lit.astype(dt)
+        return lit.view(UINT[w]).astype(UINT[dt.itemsize]).view(dt)     # a float literal as bits
     if dt.kind == "f":
-        if kind == "f32" and dt.itemsize != 4:
-            value = float(np.float32(value))
         return np.full(32, value, dt)
-    if kind in ("f32", "f64"):                      # a float literal used as bits
-        bits = np.array([value], np.float32 if kind == "f32" else np.float64).view(UINT[4 if kind == "f32" else 8])[0]
-        return np.full(32, bits, UINT[dt.itemsize]).astype(UINT[dt.itemsize]).view(dt)
     mask = (1 << (8 * dt.itemsize)) - 1
     return np.full(32, int(value) & mask, UINT[dt.itemsize]).view(dt)
 

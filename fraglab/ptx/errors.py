@@ -78,6 +78,13 @@ class Deadlock(BarrierError):
     """Every warp of a block waits (on mbarriers, named barriers or bar.sync) and none can go on."""
 
 
+class CrossBlockWait(Deadlock):
+    """A block spins on global memory that only another block (or nobody) writes: CUDA promises
+    no forward progress between blocks, so the writer may never run while the waiter spins.
+    ``polls`` holds what the spinning warps read (see :mod:`fraglab.ptx.crossblock`)."""
+    polls: list = []
+
+
 class WgmmaHazard(PTXError):
     """A register or shared-memory operand of a ``wgmma.mma_async`` is used or changed before the
     ``wgmma.wait_group`` (or ``wgmma.fence``) that the PTX memory model requires."""

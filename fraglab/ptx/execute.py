@@ -26,7 +26,7 @@ from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at, 
 from .memory import BlockMemory, LocalMemory, SharedMemory
 from .mbarrier import BlockSync, deadlock
 from .poison import fresh_registers
-from .schedule import backward, progress, spin_deadlock, time_out, warp_ready
+from .schedule import backward, progress, spin_deadlock, stuck, time_out, warp_ready
 from .wgmma import check_inflight, check_warpgroups
 
 _BIG = np.int64(1 << 60)
@@ -72,6 +72,8 @@ class Warp:
         self.stall_proven = False                # they cannot go on before it moves
         self.spin_pc = self.spin_to = -1         # the loop it spins in (the deadlock report)
         self.spin_lanes = None
+        self.repeats = 0                         # store-spin yields in a row, registers unchanged
+        self.repeat_step = -1                    # ... the last one at this many steps
 
     def thread_of(self, lane: int):
         """(x, y, z) threadIdx of a lane."""
@@ -293,6 +295,8 @@ def run_block(launch, block_idx, code, kinfo):
         op = code[int(first.pc[int(np.argmax(first.waiting))])]
         if op.release is not None:
             op.release(warps)
+        if mem.sync.clocks is not None:           # bar.sync orders every warp after all
+            mem.sync.clocks.join(warps)
         for w in warps:
             w.pc[w.waiting] += 1
             w.waiting[:] = False
@@ -311,6 +315,8 @@ def _run_until_stuck(warps, code, launch, mem):
             if warp_ready(w, mem):
                 run_warp(w, code, launch)
                 ran = True
+        if ran and stuck(warps, mem):             # store-spins that can never end: parked
+            return
 
 
 def _run_random(warps, code, launch, mem, rng):
@@ -327,6 +333,8 @@ def _run_random(warps, code, launch, mem, rng):
             turn = int(rng.integers(1, 1 + (2 << int(rng.integers(0, 8)))))
             launch.stop = min(launch.steps + turn, budget)
             run_warp(w, code, launch)
+            if stuck(warps, mem):
+                return
     finally:
         launch.stop = budget
 

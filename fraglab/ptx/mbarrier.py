@@ -26,6 +26,7 @@ from .decode import lanes_of, mods, unsupported
 from .errors import BarrierError, Blocked, Deadlock, MemoryAccessError, raise_at
 from .inflight import forget_releases, note_release, write_hazard
 from .memory import PUBLIC, SHARED_WINDOW, WINDOW_SIZE
+from .phases import clocks
 from .registry import handler
 
 
@@ -54,6 +55,7 @@ class BlockSync:
         self.named: dict[int, list] = {}     # id -> [count, arrived threads, generation]
         self.copies: list = []               # (dst, bytes, mbarrier address, warp, instr)
         self.seen: dict = {}                 # (warp, mbarrier) -> phases it saw complete (waits)
+        self.clocks = None                   # what the phases order (phases.py), from a bulk copy on
 
     def changed(self):
         self.epoch += 1
@@ -70,6 +72,8 @@ class BlockSync:
 
     def complete(self, mb: MBar) -> None:
         if mb.pending <= 0 and mb.tx == 0:
+            if self.clocks is not None:
+                self.clocks.complete(self._addr(mb), mb.phase)
             mb.phase += 1
             if self.shared.early:
                 forget_releases(self.shared, self._addr(mb), mb.phase)
@@ -254,6 +258,8 @@ def _arrive(ins, dc, md):
             mb.pending -= n
             if drop:
                 mb.expected -= n
+            if sync.clocks is not None:                    # what the warp did before: released
+                sync.clocks.arrive(w, a, mb.phase)
             sync.complete(mb)
         sync.changed()
         wr(w, token, m)
@@ -291,6 +297,8 @@ def _wait(ins, dc, md):
             ok.append((a, mb.phase))
         for a, phase in ok:                                # what the copies of those phases wrote
             sync.seen[(w.index, a)] = phase                # is visible to this warp from now on
+            if sync.clocks is not None:                    # and what their arrivals did before
+                sync.clocks.wait(w, a, phase)
         wr(w, np.ones(32, bool), m)
     return wait
 
@@ -330,6 +338,8 @@ def named_barrier(ins, dc):
         if st[1] >= cnt:
             st[1], st[2] = 0, st[2] + 1
             sync.shared.barrier(publish=False)
+            if sync.clocks is not None:
+                sync.clocks.join(st[3])
             for x in st[3]:                                # copies its warps landed: visible
                 sync.shared.publish_copies(x, PUBLIC)      # (to all: a named barrier's warps
             st[3] = []                                     # are not tracked further)
@@ -384,6 +394,7 @@ def bulk_copy(ins, dc):
                 if sh.wg_n or sh.early:            # wgmma operands in flight / released early
                     write_hazard(w, ins, np.arange(int(d[j]), int(d[j]) + nb)[None, :],
                                  lanes[j:j + 1])
+                clocks(w).copy_issued(w, ins, int(d[j]), nb, int(ln))   # after its readers?
                 w.mem.sync.copies.append((int(d[j]), data.copy(), None if b[j] is None else int(b[j]),
                                           w, ins))
         return load

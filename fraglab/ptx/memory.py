@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at, source_of
 from .inflight import write_hazard
 from .poison import address_hint
 
@@ -41,6 +41,7 @@ class GlobalMemory:
         self.next = GLOBAL_BASE
         self._bases = np.zeros(0, np.uint64)
         self._ends = np.zeros(0, np.uint64)
+        self.watch = None          # fn(w, instr, addr, lanes, nbytes) told of every store
 
     def map_array(self, arr: np.ndarray, name: str) -> int:
         if not arr.flags.c_contiguous:
@@ -116,6 +117,8 @@ class GlobalMemory:
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
         idx = self._resolve(w, instr, addr, lanes, nbytes, "store")
+        if self.watch is not None:
+            self.watch(w, instr, addr, lanes, nbytes)
         for a in np.unique(idx):
             sel = idx == a
             al = self.allocs[int(a)]
@@ -150,6 +153,11 @@ class SharedMemory:
         self.wg_busy = None
         self.wg_n = 0
         self.early = {}          # (mbarrier, phase) -> wgmma reads released early (inflight.py)
+        self.order = None        # fences and flags (fences.Ordering), from the first fence on
+        self.reads = None        # who read which byte when (phases.Clocks), from the first bulk copy
+        self.wloc = np.full(size, -1, np.int32)   # per byte: the last plain store (wlocs index)
+        self.wlocs: list = []
+        self._wix: dict = {}
 
     def _offsets(self, w, instr, addr, lanes, nbytes, what):
         if len(addr) and (int(addr.max()) + nbytes > self.size):
@@ -178,7 +186,19 @@ class SharedMemory:
             self._copy_visible(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._read_race(w, instr, offs, lanes)
+        elif atomic and self.order is not None:       # a strong load: it may read a release
+            self.order.strong_load(offs, w.tid_linear[lanes])
+        if self.reads is not None and self.check_race:
+            self.reads.read(w, instr, offs)
         return self.buf[offs]
+
+    def fence(self, w, lanes) -> None:
+        """Lanes `lanes` of warp `w` execute a fence (fences.py)."""
+        if self.order is None:
+            bx, by, bz = w.launch.block
+            from .fences import Ordering
+            self.order = Ordering(self.size, bx * by * bz)
+        self.order.fence(w.tid_linear[lanes])
 
     # ---- asynchronous copies -------------------------------------------------------------------
 
@@ -254,8 +274,11 @@ class SharedMemory:
         for d, data, bar, x, ins in sync.copies:
             hit = ((offs >= d) & (offs < d + len(data))).any(axis=1)
             if hit.any():
+                mb = sync.mbar.get(bar) if bar is not None else None
                 self._in_flight_error(w, instr, offs, lanes, hit, _copy_name(ins, x.index, w),
-                                      "the wait on its mbarrier")
+                                      "the wait on its mbarrier" if mb is None else
+                                      f"the completion of phase {mb.phase} of the mbarrier at "
+                                      f"shared address {bar:#x}")
 
     def _in_flight_error(self, w, instr, offs, lanes, hit, copy, wait):
         j = int(np.argmax(hit))
@@ -266,11 +289,13 @@ class SharedMemory:
 
     def _read_race(self, w, instr, offs, lanes):
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
-        a warp): the order of the two is not guaranteed on a GPU."""
+        a warp) and no fenced flag hand-off (fences.py): the order of the two is not guaranteed
+        on a GPU."""
         t = np.repeat(w.tid_linear[lanes], offs.shape[1])
         self._unordered(w, instr, offs, lanes, t, "reads", "with no barrier in between (add "
                         "__syncthreads(), or __syncwarp() within a warp, between the write and "
-                        "the read)")
+                        "the read; a hand-off through a flag needs a fence before the flag is "
+                        "set and one after it is read)")
 
     def _unordered(self, w, instr, offs, lanes, t, verb, why, differs=None):
         """Raise SharedRace where threads `t` (one per byte) access bytes `offs` that another
@@ -282,11 +307,17 @@ class SharedMemory:
                  ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
         if differs is not None:
             hazard &= differs
+        if hazard.any() and self.order is not None:   # ordered by a fence and a flag
+            hazard &= ~self.order.ordered(flat, t, prev)
         if hazard.any():
             k = int(np.argmax(hazard))
             lane = int(lanes[k // offs.shape[1]])
+            by = self.wlocs[self.wloc[flat[k]]] if self.wloc[flat[k]] >= 0 else None
+            at = "" if by is None else \
+                f" at {source_of(by, w.files) or 'PTX line %d' % by.ptx_line} (`{by.text}`)"
             raise_at(SharedRace, f"shared-memory race: thread {int(t[k])} {verb} shared address "
-                     f"{int(flat[k])}, which thread {int(prev[k])} wrote {why}", w, instr, lane=lane)
+                     f"{int(flat[k])}, which thread {int(prev[k])} wrote{at} {why}", w, instr,
+                     lane=lane)
 
     def store(self, w, instr, addr, lanes, data, atomic=False):
         nbytes = data.shape[1]
@@ -296,6 +327,8 @@ class SharedMemory:
             write_hazard(w, instr, offs, lanes)
         if self.check_race and not atomic:
             self._race(w, instr, offs, lanes, data, tids)
+        elif atomic and self.order is not None:       # a strong store: it releases
+            self.order.strong_store(offs, tids, rmw=instr.base in ("atom", "red"))
         self.buf[offs] = data
         self.init[offs] = True
         if instr.base == "cp" and w.launch.lazy_copies:      # a lazy cp.async lands (ops_mem)
@@ -323,6 +356,13 @@ class SharedMemory:
         self.writer[flat] = t
         self.bepoch[flat] = self.epoch
         self.wepoch[flat] = w.sync_epoch
+        ix = self._wix.get(id(instr))
+        if ix is None:
+            ix = self._wix[id(instr)] = len(self.wlocs)
+            self.wlocs.append(instr)
+        self.wloc[flat] = ix
+        if self.order is not None:
+            self.order.wrote(flat, t)
 
     def barrier(self, publish: bool = True):
         """A barrier orders the shared memory of all threads before it (the race checker's

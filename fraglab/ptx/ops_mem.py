@@ -16,6 +16,7 @@ import numpy as np
 from .decode import DT, SPACES, lanes_of, last_type, mods, unsupported
 from .registry import handler
 from .errors import MemoryAccessError, UnsupportedInstruction, raise_at
+from .fences import fence_kind
 from .memory import SHARED_WINDOW, WINDOW_SIZE
 from .ops_float import ftz
 
@@ -170,15 +171,20 @@ def h_ld(ins, dc):
     sync = any(x in mods(ins) for x in ("volatile", "relaxed", "acquire"))
     read_only = _read_only(ins)
 
+    acquire = "acquire" in mods(ins)            # a load, then a fence (fences.py)
+
     def fn(w, m):
         lanes = lanes_of(m)
         at = addr(w)[lanes]
         raw = w.mem.load(w, ins, space, at, lanes, total, total, atomic=sync)
+        if acquire:
+            _fence(w, m)
         if read_only:
             _check_read_only(w, ins, at, lanes, total)
         for j, wr in enumerate(wrs):
             v = np.ascontiguousarray(raw[:, j * es:(j + 1) * es]).view(dt).ravel()
             wr(w, _scatter(v, lanes, dt), m)
+    fn.poll = (addr, space, total)              # what a spin loop polls (crossblock.py)
     return fn
 
 
@@ -201,10 +207,14 @@ def h_st(ins, dc):
     sync = any(x in mods(ins) for x in ("volatile", "relaxed", "release"))
     track = space in ("global", "generic") and _tracks_writes(dc.kernel)
 
+    release = "release" in mods(ins)            # a fence, then the store (fences.py)
+
     def fn(w, m):
         lanes = lanes_of(m)
         data = _value_bytes(rds, w, t)[lanes]
         at = addr(w)[lanes]
+        if release:
+            _fence(w, m)
         w.mem.store(w, ins, space, at, lanes, data, total, atomic=sync)
         if track:
             _note_writes(w, ins, space, at, total)
@@ -340,12 +350,17 @@ def h_atom(ins, dc):
         f = _f64_add(space)
     track = space in ("global", "generic") and _tracks_writes(dc.kernel)
 
+    release = any(x in md for x in ("release", "acq_rel"))
+    acquire = any(x in md for x in ("acquire", "acq_rel"))
+
     def fn(w, m):
         lanes = lanes_of(m)
         a = addr(w)
         bv = b(w)
         cv = c(w) if c is not None else a
         out = np.zeros(32, dt)
+        if release:
+            _fence(w, m)
         for ln in lanes:                            # lanes in order: a valid serialisation
             one = np.array([ln])
             old = w.mem.load(w, ins, space, a[one], one, es, es, atomic=True).view(dt).ravel()
@@ -355,7 +370,10 @@ def h_atom(ins, dc):
             out[ln] = old[0]
         if track:
             _note_writes(w, ins, space, a[lanes], es)
+        if acquire:
+            _fence(w, m)
         wr(w, out, m)
+    fn.poll = (addr, space, es)
     return fn
 
 
@@ -394,9 +412,13 @@ def _f64_add(space):
 
 @handler("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority")
 def h_noop(ins, dc):
-    if ins.base == "fence" and any(x.startswith(("proxy", "mbarrier")) for x in mods(ins)[:1]):
-        pass
+    if fence_kind(ins):                         # orders a flag hand-off (fences.py)
+        return _fence
     return lambda w, m: None
+
+
+def _fence(w, m):
+    w.mem.spaces["shared"].fence(w, lanes_of(m))
 
 
 @handler("createpolicy")

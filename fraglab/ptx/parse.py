@@ -8,7 +8,8 @@ closures.
 Operand tuples:
     ('reg', index)               a register of the kernel (index into Kernel.regs)
     ('sreg', name)               a special register: '%tid.x', '%laneid', '%clock64', ...
-    ('imm', value, kind)         kind 'int', 'f32' (0fXXXXXXXX) or 'f64' (0dXXXXXXXXXXXXXXXX)
+    ('imm', value, kind)         kind 'int', 'f32' (0fXXXXXXXX) or 'f64' (0dXXXXXXXXXXXXXXXX);
+                                 a float's value is a :class:`FloatImm` (its bits kept)
     ('sym', name)                a variable, parameter or label name
     ('addr', base, offset)       [base+offset]; base is a reg/sym operand or None (absolute)
     ('vec', [operands])          {a, b, ...}; an element may be ('sink',) for '_'
@@ -86,15 +87,17 @@ class Module:
 
 _COMMENT = re.compile(r"//.*$")
 _BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.S)
-_REG_DECL = re.compile(r"\.reg\s+(?:\.v\d\s+)?\.(\w+)\s+(.+)$")
+# directives as NVIDIA's headers write them in inline assembly too: `.reg.b16 hl, hu;` (no space
+# between the state space and the type) is as legal as `.reg .b16 hl, hu;`
+_REG_DECL = re.compile(r"\.reg\s*(?:\.v\d\s*)?\.(\w+)\s+(.+)$")
 _RANGE = re.compile(r"^(%?[\w$]+)<(\d+)>$")
 _VAR_DECL = re.compile(
     r"^(?:\.(?:visible|extern|weak|common)\s+)*(?P<ext>\.extern\s+)?\.(?P<space>shared|local|global|const)"
-    r"\s+(?:\.align\s+(?P<align>\d+)\s+)?(?:\.v\d\s+)?\.(?P<type>\w+)\s+(?P<name>[\w$.]+)"
+    r"\s*(?:\.align\s+(?P<align>\d+)\s*)?(?:\.v\d\s*)?\.(?P<type>\w+)\s+(?P<name>[\w$.]+)"
     r"(?P<dims>(?:\[\d*\])*)\s*(?:=\s*(?P<init>.+))?$")
 _FILE = re.compile(r'\.file\s+(\d+)\s+"([^"]*)"')
 _ENTRY = re.compile(r"^(?:\.visible\s+|\.weak\s+)?\.entry\s+([\w$]+)\s*\(?")
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$]+)(\[\d+\])?")
+_PARAM = re.compile(r"\.param\s*(?:\.align\s+(\d+)\s*)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$]+)(\[\d+\])?")
 
 
 def _strip_comments(text: str) -> list[str]:
@@ -160,6 +163,41 @@ def _parse_init(init: str, type_: str, size: int) -> bytes:
     return out.ljust(size, b"\0")[:size]
 
 
+class FloatImm(float):
+    """A float immediate that keeps the bits it was written with (``.bits``, an int of ``.width``
+    bytes): -0.0 and +0.0, and NaNs with different payloads (signalling ones included, which a
+    Python float would quiet), are different immediates: two FloatImms are equal only when their
+    bits are, so a cache keyed by immediates never hands one the other's array."""
+    __slots__ = ("bits", "width")
+
+    def __new__(cls, bits: int, width: int):
+        self = super().__new__(cls, struct.unpack("<f" if width == 4 else "<d",
+                                                  bits.to_bytes(width, "little"))[0])
+        self.bits, self.width = bits, width
+        return self
+
+    @classmethod
+    def of(cls, value: float, width: int = 8) -> "FloatImm":
+        return cls(int.from_bytes(struct.pack("<f" if width == 4 else "<d", value), "little"), width)
+
+    def __eq__(self, other):
+        if isinstance(other, FloatImm):
+            return self.bits == other.bits and self.width == other.width
+        return float.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __hash__(self):             # a float's hash (+-0 share one; eq tells them apart), NaNs by bits
+        return hash((self.bits, self.width)) if self != self else float.__hash__(self)
+
+    def __repr__(self):
+        return f"FloatImm(0{'f' if self.width == 4 else 'd'}{self.bits:0{2 * self.width}X})"
+
+    def __reduce__(self):
+        return (FloatImm, (self.bits, self.width))
+
+
 class _Scopes:
     def __init__(self, kernel: Kernel):
         self.k = kernel
@@ -217,13 +255,13 @@ def parse_operand(tok: str, scopes: _Scopes, where: str):
         a, b = tok.split("|", 1)
         return ("pair", parse_operand(a, scopes, where), parse_operand(b, scopes, where))
     if _F32.fullmatch(tok):
-        return ("imm", struct.unpack(">f", bytes.fromhex(tok[2:]))[0], "f32")
+        return ("imm", FloatImm(int(tok[2:], 16), 4), "f32")
     if _F64.fullmatch(tok):
-        return ("imm", struct.unpack(">d", bytes.fromhex(tok[2:]))[0], "f64")
+        return ("imm", FloatImm(int(tok[2:], 16), 8), "f64")
     if _INT.fullmatch(tok):
         return ("imm", _parse_int(tok), "int")
     if _FLT.fullmatch(tok):
-        return ("imm", float(tok), "f64")
+        return ("imm", FloatImm.of(float(tok)), "f64")
     idx = scopes.lookup(tok)
     if idx is not None:
         return ("reg", idx)
@@ -444,7 +482,7 @@ def _parse_body(mod: Module, k: Kernel, scopes, lines: list[str], i: int) -> int
                 k.vars.append(_parse_var(stmt))
                 continue
             if stmt.startswith(".param"):                 # a call's argument or return value
-                m = re.match(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+([\w$]+)(\[(\d+)\])?", stmt)
+                m = re.match(r"\.param\s*(?:\.align\s+\d+\s*)?\.(\w+)\s+([\w$]+)(\[(\d+)\])?", stmt)
                 if not m:
                     raise PTXSyntaxError(f"PTX line {i}: bad .param declaration {stmt!r}")
                 t = m.group(1)

@@ -224,6 +224,8 @@ class Launch:
         self.seeds = ()                      # the extra schedules a `seeds=` launch ran
         self.lazy_copies = prog.hopper       # cp.async lands at its wait_group (ops_mem)
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
+        self.later = []                      # blocks not run yet, and their runner (crossblock.py)
+        self.run_block = run_block
 
     def opcode_counts(self, base: bool = True):
         """Counter of warp-instructions executed, by opcode (``base``: 'mma' not 'mma.sync...')."""
@@ -350,7 +352,8 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
             if not all(0 <= v < g for v, g in zip(b, grid)):
                 raise ValueError(f"block {b} is outside the grid {grid}")
     with np.errstate(all="ignore"):
-        for b in order:
+        for i, b in enumerate(order):
+            L.later = order[i + 1:]              # the blocks a cross-block wait may wait for
             run_block(L, b, info.code, info)
     return L
 

@@ -23,11 +23,16 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BRANCH, KIND_EXIT
+from . import crossblock
 from .errors import Deadlock, raise_at, source_of
 
 #: Passes of a loop whose registers repeat while memory changes (its own stores) before the warp
 #: yields to the others (a store-spin, e.g. a lock taken with atomicCAS).
 STORE_SPIN_PASSES = 8
+#: Yields in a row at a store-spin, its registers the same each time, after which a warp counts
+#: as stuck when every other warp of its block is stuck too (its stores then write what was
+#: there: an atomicCAS that fails, an atomicAdd of 0 that polls; see :func:`stuck`).
+STUCK_YIELDS = 16
 
 
 def progress(mem) -> int:
@@ -56,7 +61,10 @@ def backward(w, pc, t, taken, code, launch) -> bool:
     fp = _fingerprint(w, pc, t, code, launch)
     if fp != rec[1]:                              # registers moved: the loop makes progress
         rec[1] = fp
+        w.repeats = 0
         return False
+    w.repeats = w.repeats + 1 if w.spin_pc == pc else 1
+    w.repeat_step = w.steps
     # Back where the previous pass was. `same`: nothing it can read changed either, so alone it
     # repeats forever (parked until the progress count moves). Else memory changed (its own
     # stores, or another warp's between a read and this branch): a store-spin, which only yields.
@@ -95,13 +103,28 @@ def _fingerprint(w, pc, t, code, launch) -> bytes:
 
 
 def _loop_regs(info, code, t, pc) -> list:
-    """Registers named by the instructions of the loop from ``t`` to the backward branch at
-    ``pc`` (cached per kernel)."""
+    """Registers that decide whether the loop from ``t`` to the backward branch at ``pc`` goes
+    on (cached per kernel): the guards of its branches and exits, and every register of an
+    instruction of the loop that names one of them (with its guard), to a fixed point. A
+    register the loop changes that decides nothing (a pass counter, a value it accumulates) is
+    left out: a loop that only counts its passes while it polls still spins."""
     cache = info.loops
     regs = cache.get((t, pc))
     if regs is None:
-        body = _loop_body(info, code, t, pc)
-        regs = cache[(t, pc)] = sorted(set().union(*(code[i].touch for i in body)))
+        body = sorted(_loop_body(info, code, t, pc))
+        need = {code[i].guard for i in body
+                if code[i].kind in (KIND_BRANCH, KIND_EXIT) and code[i].guard is not None}
+        grew = True
+        while grew:
+            grew = False
+            for i in body:
+                op = code[i]
+                if op.touch & need:
+                    more = op.touch | ({op.guard} if op.guard is not None else set())
+                    if not more <= need:
+                        need |= more
+                        grew = True
+        regs = cache[(t, pc)] = sorted(need)
     return regs
 
 
@@ -140,6 +163,20 @@ def _loop_body(info, code, t, pc) -> set:
         return seen
     body = cache[("body", t, pc)] = reach(t, succ) & reach(pc, pred)
     return body
+
+
+def stuck(warps, mem) -> bool:
+    """Every warp that can run store-spins (yields with the same registers, :data:`STUCK_YIELDS`
+    times in a row) and every other one is parked, blocked, at bar.sync or gone: each pass stores
+    what its registers decide, the same each time, and reads back what it stored, so none can
+    go on. They are parked (the deadlock report names them) and True returned."""
+    ready = [w for w in warps if warp_ready(w, mem)]
+    if not ready or any(w.repeats < STUCK_YIELDS or w.repeat_step != w.steps for w in ready):
+        return False
+    key = progress(mem)
+    for w in ready:
+        w.parked, w.stalled = key, None
+    return True
 
 
 def time_out(warps, sync) -> bool:
@@ -202,6 +239,10 @@ def spin_deadlock(warps, code, launch):
                      f"{'have' if len(exited) > 1 else 'has'} exited")
     w = next(w for w in warps if w.parked is not None)
     lane = 0 if w.spin_lanes is None else int(np.argmax(w.spin_lanes))
+    polls = crossblock.polled(warps, code,
+                              lambda x: _loop_body(launch.info, code, x.spin_to, x.spin_pc))
+    if polls:                                     # it waits for another block (or the host)
+        crossblock.report(launch, polls, "\n    ".join(parts))
     raise_at(Deadlock, "deadlock: every warp of the block spins, waits or has exited, and none "
              "can change what the spinning warps read (on a GPU the kernel would hang):\n    "
              + "\n    ".join(parts) + hint, w, code[w.spin_pc].instr, lane=lane)

@@ -35,6 +35,7 @@ import numpy as np
 from .decode import lanes_of, mods, unsupported
 from .errors import MemoryAccessError, raise_at
 from .inflight import write_hazard
+from .phases import clocks
 
 MAP_BYTES = 128
 DST_ALIGN = 128
@@ -86,6 +87,7 @@ def tensor_copy(ins, dc, dst, bar):
             lo = int(d[j])
             if sh.wg_n or sh.early:              # wgmma operands in flight / released early
                 write_hazard(w, ins, np.arange(lo, lo + len(data))[None, :], one)
+            clocks(w).copy_issued(w, ins, lo, len(data), int(ln))   # after its readers? (phases.py)
             w.mem.sync.copies.append((lo, data, int(b[j]), w, ins))
     return fn
 
