@@ -43,9 +43,15 @@ FAST_BUILD = ("--Ofast-compile=max",)
 class CompileError(RuntimeError):
     """NVRTC rejected a source. ``log`` holds the compiler log (file(line): error: ...)."""
 
-    def __init__(self, name: str, arch: str, log: str):
+    def __init__(self, name: str, arch: str, log: str, source: str | None = None,
+                 refused: bool = False):
         self.name, self.arch, self.log = name, arch, log
-        super().__init__(f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
+        #: the source compiled (maps a learner's errors back to the cell:
+        #: :func:`fraglab.grading.cuda_region.learner_errors`); ``refused``: grading refused
+        #: the learner's region before NVRTC saw it (``log`` says why)
+        self.source, self.refused = source, refused
+        super().__init__(f"grading refused to compile {name}:\n{log.strip()}" if refused else
+                         f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,6 +159,9 @@ class Build:
 
 
 _memory_cache: dict[str, Build] = {}
+#: The marker comment that opens a learner's region in a graded source
+#: (:data:`fraglab.grading.cuda_region.MARK`, which a test keeps equal).
+_LEARNER_MARK = "// ---- fraglab grading: learner region"
 
 
 def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: str | None = None,
@@ -170,8 +179,17 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             if path.resolve().is_relative_to(REPO_ROOT) else str(path)
     else:
         label = str(name)
+    headers, own = KERNELS_DIR, []
+    if source is not None and _LEARNER_MARK in source:
+        # a graded notebook's source with a learner's region in it: the region is read as the
+        # preprocessor reads it, and compiles with the include path its exercise allows
+        from .grading import cuda_region
+        headers, refused = cuda_region.prepare(source)
+        if refused:
+            raise CompileError(label, arch, "\n".join(refused), source=source, refused=True)
+        own = ["-no-source-include"]      # not the source's folder (the repository) either
     opts = [f"-arch={arch}", "-std=c++17", "-lineinfo", "--ptxas-options=-v",
-            f"-I{KERNELS_DIR}"] + [f"-I{d}" for d in include_dirs()]
+            f"-I{headers}"] + [f"-I{d}" for d in include_dirs()] + own
     opts += [f"-D{k}={v}" for k, v in sorted((defines or {}).items())] + list(options)
     # the name NVRTC is given (see _nvrtc_run) is in the key: builds cached before it was
     # anchored at the repository carry another directory in their line info
@@ -292,7 +310,7 @@ def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) ->
         try:
             lib.compileProgram(prog, opts)
         except lib.NVRTCError:
-            raise CompileError(label, arch, program_log()) from None
+            raise CompileError(label, arch, program_log(), source=source) from None
         log = program_log()
         ptx = lib.getPTX(prog)
         cubin = lib.getCUBIN(prog)

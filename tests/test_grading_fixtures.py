@@ -62,6 +62,9 @@ def test_wrong_answer_fails_its_exercise(lab, label):
 #: What a cheat's reason says, by kind (any of these words): what was refused, or what differed.
 CHEAT_SAYS = {"mutant_switch": ("is not solved yet",),       # no switch there: the check's words
               "cuda_escape": ("compile",),                     # the escape is CUDA: it does not build
+              # the course's copy called by a name split across lines: on the region's include path
+              # it is declared, not defined (fraglab.grading.cuda_region.HIDDEN)
+              "splice_name": ("not defined",),
               "frame_expected": ("grading refused", "KeyError", "AttributeError"),  # no check frame
               # where Landlock hides the course's folders (seen on the H100), the search for
               # solutions/ finds nothing: StopIteration at the learner's line
