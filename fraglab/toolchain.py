@@ -179,7 +179,7 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             if path.resolve().is_relative_to(REPO_ROOT) else str(path)
     else:
         label = str(name)
-    headers, own = KERNELS_DIR, []
+    headers = KERNELS_DIR
     if source is not None and _LEARNER_MARK in source:
         # a graded notebook's source with a learner's region in it: the region is read as the
         # preprocessor reads it, and compiles with the include path its exercise allows
@@ -187,13 +187,15 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
         headers, refused = cuda_region.prepare(source)
         if refused:
             raise CompileError(label, arch, "\n".join(refused), source=source, refused=True)
-        own = ["-no-source-include"]      # not the source's folder (the repository) either
     opts = [f"-arch={arch}", "-std=c++17", "-lineinfo", "--ptxas-options=-v",
-            f"-I{headers}"] + [f"-I{d}" for d in include_dirs()] + own
+            f"-I{headers}"] + [f"-I{d}" for d in include_dirs()]
     opts += [f"-D{k}={v}" for k, v in sorted((defines or {}).items())] + list(options)
     # the name NVRTC is given (see _nvrtc_run) is in the key: builds cached before it was
     # anchored at the repository carry another directory in their line info
-    key = hashlib.sha256(json.dumps([_nvrtc_name(label), source, _headers_digest(), opts,
+    # a learner's source is named inside its include folder: NVRTC searches the folder of the
+    # source's name first, which must not be the repository
+    nvrtc_name = _nvrtc_name(label) if headers == KERNELS_DIR else str(headers / Path(label).name)
+    key = hashlib.sha256(json.dumps([nvrtc_name, source, _headers_digest(), opts,
                                      list(nvrtc_version())]).encode()).hexdigest()[:24]
     if key in _memory_cache:
         return _memory_cache[key]
@@ -204,7 +206,7 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             build = _load_cached(key)
             if build is None:
                 t0, where = _clock(), "nvrtc"
-                build = _nvrtc_compile(label, arch, source, opts, key)
+                build = _nvrtc_compile(label, arch, source, opts, key, nvrtc_name)
                 _store_cached(build)
     _memory_cache[key] = build
     _log_compile(build, where, t0)
@@ -254,14 +256,15 @@ def _compile_lock(key: str):
         f.close()                         # releases the lock; the empty file stays (cheap)
 
 
-def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str,
+                   where: str | None = None) -> Build:
     """One NVRTC run, with ptxas's resource report for every kernel.
 
     NVRTC 12.9+ keeps a compile cache of its own (``~/.nv/ComputeCache``, shared by processes); a
     build it serves from there comes without ptxas's ``-v`` report. ``fraglab`` asks for that
     cache to be off (``CUDA_CACHE_DISABLE=1``, set on import), and where a report is missing all
     the same, it is made by running ``ptxas -v`` on the build's own PTX."""
-    build = _nvrtc_run(label, arch, source, opts, key)
+    build = _nvrtc_run(label, arch, source, opts, key, where)
     missing = sorted(set(build.kernels) - set(build.resources))
     if missing:
         log = _ptxas_report(build.ptx, arch, opts)
@@ -295,12 +298,13 @@ def _nvrtc_name(label: str) -> str:
     return label if os.path.isabs(label) else str(REPO_ROOT / label)
 
 
-def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str,
+               where: str | None = None) -> Build:
     # NVRTC makes a relative name absolute with the process's working directory and writes it
     # into the PTX's .file lines (hence into the SASS's line info): anchor it at the repository
     # instead, so that one key gives one build wherever it is compiled from (a grading notebook
     # runs in a temporary folder). Logs show the name as given.
-    where = _nvrtc_name(label)
+    where = where or _nvrtc_name(label)
     lib = nvrtc()
     prog = lib.createProgram(source, where, [], [])
 

@@ -71,7 +71,7 @@ def test_the_scan_reads_tokens_not_text():
     assert cuda_region.text_of(split).startswith("copy_whole<D,ROWS>(dst,src);")
     assert any("copy_whole<" in p for p in shortcuts.problems("09_instruction_diet", "2", split, True))
     assert cuda_region.text_of("a <: 1 :> = b; // c\n") == "a[1]=b;"
-    ok = "  x[1] = '{' + \"}\"; // }\n  /* } */ int n = 1'000;\n#pragma unroll 4\n"
+    ok = "  x[1] = '{' + \"}\"; // }\n  /* } */ int n = 1'000;\n#pragma unroll 4\n#error \"stub\"\n"
     assert cuda_region.problems(ok) == []
 
 
@@ -79,6 +79,8 @@ def test_the_include_path_of_a_region_leaves_out_its_answer():
     for key, hidden in cuda_region.HIDDEN.items():
         folder = cuda_region.staging_dir(key)
         assert not list(folder.glob("*.cu")), "no kernel file is on a region's include path"
+        assert [p.name for p in cuda_region.staging_dir(key, ("00_hello_warp.cu",)).glob("*.cu")] \
+            == ["00_hello_warp.cu"], "but those the lab's own code includes"
         for header, names in hidden.items():
             if names is None:
                 assert not (folder / header).exists(), (key, header)

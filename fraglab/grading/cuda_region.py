@@ -47,7 +47,8 @@ HIDDEN: dict[str, dict[str, tuple[str, ...] | None]] = {
     "11_fused_lm_head/1": {"11_fused_lm_head_lse.cuh": None},
 }
 
-#: The directives a region may hold: ``#pragma unroll`` / ``nounroll``.
+#: The directives a region may hold: ``#pragma unroll`` / ``nounroll`` (and ``#error``, which
+#: only stops the compile: the lab's stubs hold one).
 ALLOWED_PRAGMAS = ("unroll", "nounroll")
 
 
@@ -238,7 +239,7 @@ def problems(body: str) -> list[str]:
         if t.kind == "punct" and t.text in ("#", "##") and t.first:
             name = toks[k + 1].text if k + 1 < len(toks) and toks[k + 1].line == t.line else ""
             arg = toks[k + 2].text if k + 2 < len(toks) and toks[k + 2].line == t.line else ""
-            if name == "pragma" and arg in ALLOWED_PRAGMAS:
+            if (name == "pragma" and arg in ALLOWED_PRAGMAS) or name == "error":
                 continue
             out.append(f"line {t.line}: the preprocessor directive #{name}"
                        + (" (a region may hold #pragma unroll only)" if name else ""))
@@ -297,12 +298,29 @@ def strip_definitions(text: str, names: tuple[str, ...]) -> str:
     return text
 
 
-def staging_dir(key: str) -> Path:
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+\.cu)"', re.M)
+
+
+def _kernel_files(text: str) -> tuple[str, ...]:
+    """The ``kernels/*.cu`` files a text includes (the lab's own code, outside the learner's
+    region), and those they include."""
+    out: list[str] = []
+    todo = _INCLUDE.findall(text)
+    while todo:
+        name = todo.pop()
+        if name not in out and (KERNELS_DIR / name).is_file():
+            out.append(name)
+            todo += _INCLUDE.findall((KERNELS_DIR / name).read_text())
+    return tuple(sorted(out))
+
+
+def staging_dir(key: str, kernel_files: tuple[str, ...] = ()) -> Path:
     """The include folder of region ``key`` (``lab/region``): every ``kernels/*.cuh`` but what
-    :data:`HIDDEN` keeps from it, under the compile cache, named by its content."""
+    :data:`HIDDEN` keeps from it, and the ``kernels/*.cu`` files the lab's code includes
+    (``kernel_files``), under the compile cache, named by its content."""
     hidden = HIDDEN.get(key, {})
     files = {}
-    for p in sorted(KERNELS_DIR.glob("*.cuh")):
+    for p in sorted(KERNELS_DIR.glob("*.cuh")) + [KERNELS_DIR / f for f in kernel_files]:
         if p.name in hidden and hidden[p.name] is None:
             continue
         text = p.read_text()
@@ -346,10 +364,13 @@ def prepare(source: str) -> tuple[Path, list[str]]:
     if why:
         return KERNELS_DIR, why
     keys = {f"{s.lab}/{s.region}" for s in found}
-    return (staging_dir(sorted(keys)[0]) if len(keys) == 1 else _merged(keys)), []
+    outside = "\n".join(l for n, l in enumerate(lines, 1)
+                        if not any(s.begin <= n <= s.end for s in found))
+    key = sorted(keys)[0] if len(keys) == 1 else _merged(keys)
+    return staging_dir(key, _kernel_files(outside)), []
 
 
-def _merged(keys) -> Path:
+def _merged(keys) -> str:
     hidden: dict = {}
     for k in sorted(keys):
         for header, names in HIDDEN.get(k, {}).items():
@@ -357,7 +378,7 @@ def _merged(keys) -> Path:
             hidden[header] = None if names is None or old is None else tuple(old) + tuple(names)
     key = "+".join(sorted(keys))
     HIDDEN.setdefault(key, hidden)
-    return staging_dir(key)
+    return key
 
 
 # --------------------------------------------------------------------------------------------
