@@ -127,3 +127,12 @@ def test_a_compile_error_names_the_cell_and_line():
     assert got[2].startswith("the lab's code around your region") and got[3].startswith("common.cuh, line 2")
     assert len(got) == 4
 
+    try:              # as a lab's check reports it: a GradeError raised while handling it
+        try:
+            raise toolchain.CompileError("00_hello_warp", "sm_80", log, source=source)
+        except toolchain.CompileError as e:
+            raise AssertionError(f"does not compile: {e.log}")
+    except AssertionError as wrapped:
+        category, reason, detail = verdict.classify(wrapped)
+    assert category == verdict.NOT_COMPILED and reason.splitlines()[0] == got[0]
+    assert "NVRTC's log" in detail and "4 errors detected" in detail
