@@ -44,18 +44,29 @@ def ring_parities(stages: int, tiles: int) -> list[tuple[int, int, int | None]]:
             for j in range(tiles)]
 
 
+#: Exercise 1's claim: the (stage, full parity, empty parity) of every tile, for any ring depth and
+#: any number of key tiles. The cases: depths 1 to 5; one tile; odd and prime counts (7, 13, 31);
+#: and, for each depth, every count from 3 wraps of the ring to 4 (each ring wraps at least three
+#: times, so a parity is used in both phases twice over, and the last tile lands on every slot).
+def parity_cases() -> list[tuple[int, int]]:
+    out = []
+    for stages in (1, 2, 3, 4, 5):
+        tiles = {1, 7, 13, 31} | set(range(3 * stages + 1, 4 * stages + 1))
+        out += [(stages, t) for t in sorted(tiles)]
+    return out
+
+
 def check_parities(exercise: str, fn) -> None:
-    for stages in (1, 2, 3, 4):
-        for tiles in (1, 5, 12):
-            want = ring_parities(stages, tiles)
-            got = [tuple(x) for x in fn(stages, tiles)]
-            if got != want:
-                bad = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w) \
-                    if len(got) == len(want) else None
-                grade.fail(exercise, f"{stages} stages, {tiles} tiles: " + (
-                    f"{len(got)} entries, expected {tiles}" if bad is None else
-                    f"tile {bad} gives {got[bad]}, expected (stage, full parity, empty parity) "
-                    f"= {want[bad]}"))
+    for stages, tiles in parity_cases():
+        want = ring_parities(stages, tiles)
+        got = [tuple(x) for x in fn(stages, tiles)]
+        if got != want:
+            bad = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w) \
+                if len(got) == len(want) else None
+            grade.fail(exercise, f"{stages} stages, {tiles} tiles: " + (
+                f"{len(got)} entries, expected {tiles}" if bad is None else
+                f"tile {bad} gives {got[bad]}, expected (stage, full parity, empty parity) "
+                f"= {want[bad]}"))
 
 
 def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
