@@ -124,7 +124,9 @@ def test_a_compile_error_names_the_cell_and_line():
            "4 errors detected in the compilation of \"00_hello_warp\".\n")
     got = cuda_region.learner_errors(log, source, "00_hello_warp")
     assert got[:2] == ['cell 14, line 12: expected a ";"', 'cell 14, line 13: identifier "q" is undefined']
-    assert got[2].startswith("the lab's code around your region") and got[3].startswith("common.cuh, line 2")
+    assert got[2] == ("cell 14, line 14: expected a declaration (in the lab's code after your "
+                      "region: line 6 of the assembled file)")
+    assert got[3].startswith("common.cuh, line 2")
     assert len(got) == 4
 
     try:              # as a lab's check reports it: a GradeError raised while handling it

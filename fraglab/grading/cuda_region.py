@@ -391,8 +391,9 @@ _ERROR = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<kind>catastrophic err
 
 def learner_errors(log: str, source: str | None, name: str = "") -> list[str]:
     """One line per error of an NVRTC log: ``cell N, line L: message`` where the error lies in a
-    learner's region of ``source``; else where it lies (the lab's code around the region, a
-    header). Repeated lines (one error seen by several instantiations) are given once."""
+    learner's region of ``source``, or in the lab's code around it (L: the region's END line, or
+    the line before its BEGIN; the message says so); an error in a header names the header.
+    Repeated lines (one error seen by several instantiations) are given once."""
     found = spans(source) if source else []
     out: list[str] = []
     for text in log.splitlines():
@@ -409,8 +410,16 @@ def learner_errors(log: str, source: str | None, name: str = "") -> list[str]:
             item = f"cell {s.cell}, line {ln}: {msg}"
         elif header:
             item = f"{Path(file).name}, line {line} (a header the lab includes): {msg}"
+        elif found:
+            # the lab's code around the region, which a mistake in the region breaks (a bracket left
+            # open, a statement cut short): named by the region's END line, or the line before it
+            after = [s for s in found if s.end <= line]
+            s = after[-1] if after else found[0]
+            ln = s.line + (s.end - s.begin - 1) if after else s.line - 1
+            item = (f"cell {s.cell}, line {ln}: {msg} (in the lab's code {'after' if after else 'before'}"
+                    f" your region: line {line} of the assembled file)")
         else:
-            item = f"the lab's code around your region (line {line} of the assembled file): {msg}"
+            item = f"line {line} of {file}: {msg}"
         if item not in out:
             out.append(item)
     return out
