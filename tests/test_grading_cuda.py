@@ -138,3 +138,18 @@ def test_a_compile_error_names_the_cell_and_line():
         category, reason, detail = verdict.classify(wrapped)
     assert category == verdict.NOT_COMPILED and reason.splitlines()[0] == got[0]
     assert "NVRTC's log" in detail and "4 errors detected" in detail
+
+
+def test_lab_05s_translation_unit_leaves_out_the_courses_softmax():
+    """Lab 05's region is assembled into the kernel file's text, not included: the kernel file's
+    own softmax paths (the exercise's arithmetic) are blanked there, line numbers kept."""
+    from fraglab.flash_attention import lab
+    step = "__device__ __forceinline__ void online_softmax_step(float (&x)[8], float (&m)[2], " \
+           "float (&l)[2], float (&alpha)[2], float scale_log2) {}"
+    src = lab.fa1_lab_source(step)
+    for struct in ("SoftmaxPaperBaseline", "SoftmaxFairBaseline", "SoftmaxInRegister"):
+        assert f"struct {struct}" not in src and f"{struct}::" not in src
+    kernel_file = (toolchain.KERNELS_DIR / "05_flash_attention_fa1.cu").read_text()
+    assert src.index("struct SoftmaxLab") > src.index(step)
+    line = next(l for l in kernel_file.splitlines() if l.startswith("template <int D, class Softmax>"))
+    assert src.splitlines().index(line) == kernel_file.splitlines().index(line), "line numbers kept"
