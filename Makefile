@@ -2,7 +2,9 @@
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force,
-#   EX=N for exercise N only, V=1 for every reason in full)
+#   EX=N for exercise N only, V=1 for every reason in full). When an exercise fails, the recipe
+#   ends make itself with SIGPIPE, which make dies of silently: the status is non-zero (141)
+#   without make's "make: *** [Makefile:NN: grade] Error 1", which reads like a crash.
 # make jupyter [LAB=labs/NN_name.ipynb] - install JupyterLab into .venv (the first time) and open it
 #   (JUPYTER_ARGS are passed on, e.g. JUPYTER_ARGS='--no-browser --allow-root' in a container)
 # make clean  - remove the built book, pytest's cache and the compile cache
@@ -59,7 +61,8 @@ labs: $(STAMP)
 
 grade: $(STAMP)
 	@test -n "$(LAB)" || { echo 'usage: make grade LAB=labs/NN_name.ipynb [MODE=cpu|gpu] [EX=N] [V=1]'; exit 2; }
-	@$(PY) -m fraglab.grading $(LAB) $(if $(MODE),--mode $(MODE)) $(if $(EX),--exercise $(EX)) $(if $(V),-v)
+	@$(PY) -m fraglab.grading $(LAB) $(if $(MODE),--mode $(MODE)) $(if $(EX),--exercise $(EX)) $(if $(V),-v) \
+	  || { s=$$?; kill -PIPE $$PPID 2>/dev/null; exit $$s; }
 
 # JupyterLab is not in requirements.txt: the tests and the book never start it, and its server
 # packages pull in a JSON-schema format checker that costs every pytest process a second.

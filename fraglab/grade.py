@@ -94,6 +94,56 @@ class count_calls:
         return False
 
 
+class shifted_results:
+    """Inside a ``with`` block, ``module.name`` returns its true result plus a constant drawn
+    afresh for each call (``shifts.values``, in call order): an answer that computes with the
+    call's results moves with the constants, by an amount the check can work out; one that
+    calls it and computes its answer beside it (with NumPy) does not. :func:`check_follows`
+    tells the two apart::
+
+        with grade.shifted_results(warp, "shfl_sync", rng) as shifts:
+            got = rotate_left(v)
+        grade.check_follows("exercise 2", got, np.roll(v, -1) + shifts.values[0],
+                            np.roll(v, -1), "warp.shfl_sync")
+    """
+
+    def __init__(self, module, name: str, rng, low: int = 1, high: int = 64):
+        self.module, self.name, self.rng, self.values = module, name, rng, []
+        self.low, self.high = low, high
+
+    def __enter__(self):
+        self.original = getattr(self.module, self.name)
+
+        def shifted(*args, **kwargs):
+            out = np.asarray(self.original(*args, **kwargs))
+            c = int(self.rng.integers(self.low, self.high))
+            self.values.append(c)
+            return (out + np.asarray(c).astype(out.dtype)).astype(out.dtype)
+
+        setattr(self.module, self.name, shifted)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.module, self.name, self.original)
+        return False
+
+
+def check_follows(exercise: str, got, want, unshifted, what: str, *, atol: float = 0.0) -> None:
+    """After :class:`shifted_results`: an answer equal to ``unshifted`` (the true answer: the
+    calls' results thrown away, the answer computed beside them) and not to ``want`` (what an
+    answer computed from the shifted results gives) fails with a message that says so. Any
+    other answer passes here: whether it is right is the job of the check of the unshifted run
+    (:func:`check_close`), which comes first."""
+    g, w, u = (np.asarray(x, dtype=np.float64) for x in (got, want, unshifted))
+    if g.shape == w.shape and np.all(np.abs(g - w) <= atol):
+        return
+    if g.shape == u.shape and np.all(np.abs(g - u) <= atol):
+        fail(exercise, f"your answer does not follow the values {what} returned: the check "
+             f"shifted each call's result by a constant and your answer stayed the same, so it was "
+             f"computed beside the calls (with NumPy?) and their results were thrown away. Compute "
+             f"it from what {what} returns")
+
+
 def mode_line(gpu_text: str, cpu_text: str) -> None:
     """Print what this machine did, tagged so that nbval compares it in neither mode."""
     print(f"[gpu] {gpu_text}" if device.gpu_available() else f"[cpu] {cpu_text}")

@@ -43,9 +43,15 @@ FAST_BUILD = ("--Ofast-compile=max",)
 class CompileError(RuntimeError):
     """NVRTC rejected a source. ``log`` holds the compiler log (file(line): error: ...)."""
 
-    def __init__(self, name: str, arch: str, log: str):
+    def __init__(self, name: str, arch: str, log: str, source: str | None = None,
+                 refused: bool = False):
         self.name, self.arch, self.log = name, arch, log
-        super().__init__(f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
+        #: the source compiled (maps a learner's errors back to the cell:
+        #: :func:`fraglab.grading.cuda_region.learner_errors`); ``refused``: grading refused
+        #: the learner's region before NVRTC saw it (``log`` says why)
+        self.source, self.refused = source, refused
+        super().__init__(f"grading refused to compile {name}:\n{log.strip()}" if refused else
+                         f"NVRTC could not compile {name} for {arch}:\n{log.strip()}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -171,6 +177,9 @@ class Build:
 
 
 _memory_cache: dict[str, Build] = {}
+#: The marker comment that opens a learner's region in a graded source
+#: (:data:`fraglab.grading.cuda_region.MARK`, which a test keeps equal).
+_LEARNER_MARK = "// ---- fraglab grading: learner region"
 
 
 def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: str | None = None,
@@ -188,12 +197,23 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             if path.resolve().is_relative_to(REPO_ROOT) else str(path)
     else:
         label = str(name)
+    headers = KERNELS_DIR
+    if source is not None and _LEARNER_MARK in source:
+        # a graded notebook's source with a learner's region in it: the region is read as the
+        # preprocessor reads it, and compiles with the include path its exercise allows
+        from .grading import cuda_region
+        headers, refused = cuda_region.prepare(source)
+        if refused:
+            raise CompileError(label, arch, "\n".join(refused), source=source, refused=True)
     opts = [f"-arch={arch}", "-std=c++17", "-lineinfo", "--ptxas-options=-v",
-            f"-I{KERNELS_DIR}"] + [f"-I{d}" for d in include_dirs()]
+            f"-I{headers}"] + [f"-I{d}" for d in include_dirs()]
     opts += [f"-D{k}={v}" for k, v in sorted((defines or {}).items())] + list(options)
     # the name NVRTC is given (see _nvrtc_run) is in the key: builds cached before it was
     # anchored at the repository carry another directory in their line info
-    key = hashlib.sha256(json.dumps([_nvrtc_name(label), source, _headers_digest(), opts,
+    # a learner's source is named inside its include folder: NVRTC searches the folder of the
+    # source's name first, which must not be the repository
+    nvrtc_name = _nvrtc_name(label) if headers == KERNELS_DIR else str(headers / Path(label).name)
+    key = hashlib.sha256(json.dumps([nvrtc_name, source, _headers_digest(), opts,
                                      list(nvrtc_version())]).encode()).hexdigest()[:24]
     if key in _memory_cache:
         return _memory_cache[key]
@@ -204,7 +224,7 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
             build = _load_cached(key)
             if build is None:
                 t0, where = _clock(), "nvrtc"
-                build = _nvrtc_compile(label, arch, source, opts, key)
+                build = _nvrtc_compile(label, arch, source, opts, key, nvrtc_name)
                 _store_cached(build)
     _memory_cache[key] = build
     _log_compile(build, where, t0)
@@ -254,14 +274,15 @@ def _compile_lock(key: str):
         f.close()                         # releases the lock; the empty file stays (cheap)
 
 
-def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+def _nvrtc_compile(label: str, arch: str, source: str, opts: list[str], key: str,
+                   where: str | None = None) -> Build:
     """One NVRTC run, with ptxas's resource report for every kernel.
 
     NVRTC 12.9+ keeps a compile cache of its own (``~/.nv/ComputeCache``, shared by processes); a
     build it serves from there comes without ptxas's ``-v`` report. ``fraglab`` asks for that
     cache to be off (``CUDA_CACHE_DISABLE=1``, set on import), and where a report is missing all
     the same, it is made by running ``ptxas -v`` on the build's own PTX."""
-    build = _nvrtc_run(label, arch, source, opts, key)
+    build = _nvrtc_run(label, arch, source, opts, key, where)
     missing = sorted(set(build.kernels) - set(build.resources))
     if missing:
         log = _ptxas_report(build.ptx, arch, opts)
@@ -295,12 +316,13 @@ def _nvrtc_name(label: str) -> str:
     return label if os.path.isabs(label) else str(REPO_ROOT / label)
 
 
-def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) -> Build:
+def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str,
+               where: str | None = None) -> Build:
     # NVRTC makes a relative name absolute with the process's working directory and writes it
     # into the PTX's .file lines (hence into the SASS's line info): anchor it at the repository
     # instead, so that one key gives one build wherever it is compiled from (a grading notebook
     # runs in a temporary folder). Logs show the name as given.
-    where = _nvrtc_name(label)
+    where = where or _nvrtc_name(label)
     lib = nvrtc()
     prog = lib.createProgram(source, where, [], [])
 
@@ -310,7 +332,7 @@ def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str) ->
         try:
             lib.compileProgram(prog, opts)
         except lib.NVRTCError:
-            raise CompileError(label, arch, program_log()) from None
+            raise CompileError(label, arch, program_log(), source=source) from None
         log = program_log()
         ptx = lib.getPTX(prog)
         cubin = lib.getCUBIN(prog)

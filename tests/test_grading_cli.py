@@ -109,3 +109,23 @@ def test_two_reasons_one_per_line_under_the_exercise():
     assert lines[0].endswith("FAIL  shortcut: calls the reference")
     assert lines[1].strip() == "shortcut: reads ANSWER"
     assert lines[1].startswith(" " * len("  exercise 2  FAIL  "))
+
+
+def test_an_exercise_left_as_its_stub_is_not_attempted(capsys):
+    """An exercise whose regions still hold the lab's stubs is "not attempted", said without
+    running a notebook."""
+    assert cli.main([str(LAB), "--exercise", "3", "--mode", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert "exercise 3  FAIL  not attempted: region(s) 3 still hold the lab's stub" in out, out
+
+
+@pytest.mark.skipif(not (labs.REPO_ROOT / ".venv" / ".installed").is_file() or not shutil.which("make"),
+                    reason="make grade runs in the course's .venv")
+def test_make_grade_fails_without_makes_own_error_line():
+    """A failing grade ends `make grade` with a non-zero status but without make's
+    "make: *** [Makefile:NN: grade] Error 1", which reads like a crash."""
+    import subprocess
+    r = subprocess.run(["make", "-s", "grade", f"LAB={LAB}", "EX=3", "MODE=cpu"],
+                       cwd=labs.REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert "not attempted" in r.stdout and "make: ***" not in r.stdout + r.stderr, r.stdout + r.stderr

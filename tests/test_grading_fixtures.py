@@ -62,6 +62,9 @@ def test_wrong_answer_fails_its_exercise(lab, label):
 #: What a cheat's reason says, by kind (any of these words): what was refused, or what differed.
 CHEAT_SAYS = {"mutant_switch": ("is not solved yet",),       # no switch there: the check's words
               "cuda_escape": ("compile",),                     # the escape is CUDA: it does not build
+              # the course's copy called by a name split across lines: on the region's include path
+              # it is declared, not defined (fraglab.grading.cuda_region.HIDDEN)
+              "splice_name": ("not defined",),
               "frame_expected": ("grading refused", "KeyError", "AttributeError"),  # no check frame
               # where Landlock hides the course's folders (seen on the H100), the search for
               # solutions/ finds nothing: StopIteration at the learner's line
@@ -95,7 +98,11 @@ def test_a_process_or_kernel_that_never_returns_is_told_what_happened(lab, label
 #: crash of the grader: lab 03 grades with one tolerance per element, which the table once
 #: could not print ("The truth value of an array ... is ambiguous").
 SAYS = {("03_permutation_and_quad_reduction", "3/no_swap"): "values wrong",
-        ("03_permutation_and_quad_reduction", "4/cols_swapped"): "values wrong"}
+        ("03_permutation_and_quad_reduction", "4/cols_swapped"): "values wrong",
+        # the shuffles made and their results thrown away, the answer computed with NumPy: the
+        # check shifts each shuffle's result by a constant and the answer does not move
+        ("00_hello_warp", "1/numpy_beside_shuffles"): "does not follow the values",
+        ("00_hello_warp", "2/numpy_beside_shuffle"): "does not follow the values"}
 
 
 @pytest.mark.nbval
@@ -188,3 +195,52 @@ def test_debug_prints_and_warnings_in_exercise_cells_never_fail_grading():
         bodies[r] = bodies[r][:begin] + noisy + bodies[r][begin:]
     verdicts = grade_bodies(sol_path, [("noisy", bodies, ["1", "2"])])["noisy"]
     assert len(verdicts) == 2 and all(v.ok for v in verdicts), "\n".join(v.line() for v in verdicts)
+
+
+#: Compile errors of three labs' CUDA exercises: a syntax error, an undeclared name, a type error.
+COMPILE_ERRORS = [(lab, f"{region}/compile_{kind}")
+                  for lab, region in (("00_hello_warp", "3"), ("09_instruction_diet", "2"),
+                                      ("11_fused_lm_head", "1"))
+                  for kind in ("syntax", "undeclared", "type")]
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", COMPILE_ERRORS, ids=[f"{a}/{b}" for a, b in COMPILE_ERRORS])
+def test_a_compile_error_is_one_line_per_error_in_the_learners_cell(lab, label):
+    """Each error is one line, ``cell N, line L: message``, N the learner's notebook cell and L
+    the line in it (NVRTC's whole log only behind -v)."""
+    import re
+
+    from fraglab.grading import build, verdict
+    v = graded(lab)[label]
+    text, _, detail = v.text.partition(verdict.DETAIL)
+    lines = text.strip().splitlines()
+    assert lines[0].startswith(verdict.NOT_COMPILED + ": cell "), v.text
+    sol = build.read(ROOT / "solutions" / f"{lab}.ipynb")
+    region = label.split("/")[0]
+    cell = next(k for k, c in enumerate(sol["cells"]) if c["cell_type"] == "code"
+                and any(r == region for r, _, _ in build.labs.regions(build.source(c))))
+    first = next(b for r, b, _ in build.labs.regions(build.source(sol["cells"][cell])) if r == region)
+    for line in lines:
+        m = re.fullmatch(r"(?:does not compile: )?cell (\d+), line (\d+): \S.*", line)
+        assert m and int(m[1]) == cell and int(m[2]) > first + 1, line
+    assert "NVRTC's log" in detail and "error" in detail
+    shown = v.line(more="X").splitlines()
+    assert len(shown) == len(lines) + 1 and "NVRTC's whole log: X" in shown[-1], shown
+    assert "NVRTC's log" in v.line(verbose=True)
+
+
+#: What kind of failure a fixture is, in the verdict's first words.
+KINDS = {("00_hello_warp", "3/compile_syntax"): "does not compile",
+         ("00_hello_warp", "2/rotate_right"): "runs but gives wrong values",
+         ("00_hello_warp", "3/deadlock"): "crashes or hangs",
+         ("00_hello_warp", "1/calls_os_exit"): "crashes or hangs",
+         ("00_hello_warp", "lab:1"): "not attempted",
+         ("00_hello_warp", "lab:3"): "not attempted"}
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("lab, label", sorted(KINDS), ids=[f"{a}/{b}" for a, b in sorted(KINDS)])
+def test_a_failure_says_what_kind_it_is(lab, label):
+    v = graded(lab)[label]
+    assert v.text.startswith(KINDS[lab, label] + ":"), v.text

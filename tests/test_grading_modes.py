@@ -138,3 +138,20 @@ def test_lab07_grader_runs_the_interpreter_cases_on_a_gpu(fake_gpu, monkeypatch,
     assert runs[:n] == [True] * n and not any(runs[n:k]) and k > n     # interpreter first
     assert runs[k:] == [True] * m + [False] * m
     assert "float64" in text and "on Fake GPU and" in text and text.endswith("on the PTX interpreter")
+
+
+GPU_ONLY = ROOT / "tests" / "fixtures" / "gpu_only"
+
+
+@pytest.mark.gpu
+@pytest.mark.nbval
+def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode():
+    """Lab 00 exercise 3, right on the interpreter (%nsmid is 1 there) and one butterfly step short
+    on a GPU: GPU-mode grading runs the GPU's cases and fails it, for its values (its SASS is the
+    solution's five SHFL). GPU-less grading passes it: the interpreter is all it has."""
+    from fraglab.grading import build, grade_bodies
+    sol = ROOT / "solutions" / "00_hello_warp.ipynb"
+    bodies = build.region_bodies(build.read(sol))
+    bodies["3"] = (GPU_ONLY / "00_hello_warp" / "3" / "detects_interpreter.txt").read_text()
+    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="gpu")["interpreter-aware"][0]
+    assert not v.ok and v.text.startswith("runs but gives wrong values"), v.text

@@ -44,18 +44,29 @@ def ring_parities(stages: int, tiles: int) -> list[tuple[int, int, int | None]]:
             for j in range(tiles)]
 
 
+#: Exercise 1's claim: the (stage, full parity, empty parity) of every tile, for any ring depth and
+#: any number of key tiles. The cases: depths 1 to 5; one tile; odd and prime counts (7, 13, 31);
+#: and, for each depth, every count from 3 wraps of the ring to 4 (each ring wraps at least three
+#: times, so a parity is used in both phases twice over, and the last tile lands on every slot).
+def parity_cases() -> list[tuple[int, int]]:
+    out = []
+    for stages in (1, 2, 3, 4, 5):
+        tiles = {1, 7, 13, 31} | set(range(3 * stages + 1, 4 * stages + 1))
+        out += [(stages, t) for t in sorted(tiles)]
+    return out
+
+
 def check_parities(exercise: str, fn) -> None:
-    for stages in (1, 2, 3, 4):
-        for tiles in (1, 5, 12):
-            want = ring_parities(stages, tiles)
-            got = [tuple(x) for x in fn(stages, tiles)]
-            if got != want:
-                bad = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w) \
-                    if len(got) == len(want) else None
-                grade.fail(exercise, f"{stages} stages, {tiles} tiles: " + (
-                    f"{len(got)} entries, expected {tiles}" if bad is None else
-                    f"tile {bad} gives {got[bad]}, expected (stage, full parity, empty parity) "
-                    f"= {want[bad]}"))
+    for stages, tiles in parity_cases():
+        want = ring_parities(stages, tiles)
+        got = [tuple(x) for x in fn(stages, tiles)]
+        if got != want:
+            bad = next(i for i, (g, w) in enumerate(zip(got, want)) if g != w) \
+                if len(got) == len(want) else None
+            grade.fail(exercise, f"{stages} stages, {tiles} tiles: " + (
+                f"{len(got)} entries, expected {tiles}" if bad is None else
+                f"tile {bad} gives {got[bad]}, expected (stage, full parity, empty parity) "
+                f"= {want[bad]}"))
 
 
 def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
@@ -166,6 +177,115 @@ def _code(body: str) -> str:
     return re.sub(r"//[^\n]*|/\*.*?\*/", " ", body, flags=re.S)
 
 
+#: Exercise 3's claim about the ring: before refilling a stage the producer waits for the phase of
+#: the stage's "empty" barrier that its readers completed last, at every use of every stage, for
+#: any ring depth. The attention cases cannot show a wait on a phase already completed (the
+#: interpreter's consumers happen to be done by then: a producer that always waits on parity 0
+#: passes them), so the loop body also runs in a harness of its own (:data:`RING_HARNESS`): the
+#: barrier and copy calls are recorded, not made, over :data:`RING_RUNS` (depths 2-4, each ring
+#: wrapping three times and ending on each of its slots), and every wait is compared with the
+#: ring's parities.
+RING_RUNS = tuple((stages, tiles) for stages in (2, 3, 4)
+                  for tiles in range(3 * stages + 1, 4 * stages + 1))
+#: The producer's loop with the calls recorded (kind, barrier or destination, parity / bytes /
+#: row): 0 mbar_wait, 1 mbar_arrive_expect_tx, 2 tma_load_3d, 3 the start of tile j. The names a
+#: body may use are those of TmaProducer::run (a, t, C, D, BC, map, full, empty, ring, warp, is_k).
+RING_HARNESS = r"""
+typedef unsigned int u32;
+struct RingArgs { const void* qmap; const void* kmap; const void* vmap; };
+struct RingTile { u32 fullQ, fullK, fullV, emptyK, emptyV, base; int q0, bh, tiles; };
+struct RingCfg { enum { STAGES = RING_STAGES, KV_BYTES = 8192, Q_BYTES = 8192, K_OFF = 0,
+                        V_OFF = 65536 }; };
+extern "C" __global__ void ring_log(int* log, int tiles, int room)
+{
+    if (threadIdx.x != 0) return;
+    int n = 0;
+    auto put = [&](int kind, long long x, long long y) {
+        if (n < room) { log[3 * n] = kind; log[3 * n + 1] = (int)x; log[3 * n + 2] = (int)y; }
+        ++n;
+    };
+#define mbar_wait(bar, parity) put(0, (bar), (parity))
+#define mbar_arrive_expect_tx(bar, bytes) put(1, (bar), (bytes))
+#define tma_load_3d(dst, map_, c0, c1, c2, bar) put(2, (dst), (c1))
+    typedef RingCfg C;
+    constexpr int D = 64, BC = 64;
+    const RingArgs a = {nullptr, nullptr, nullptr};
+    const RingTile t = {0x100, 0x200, 0x300, 0x400, 0x500, 0x1000, 0, 0, tiles};
+    const int warp = 0;
+    const bool is_k = true;
+    const void* map = a.kmap;
+    const u32 full = t.fullK, empty = t.emptyK;
+    const u32 ring = t.base;
+    (void)warp; (void)is_k; (void)map; (void)full; (void)ring;
+    for (int j = 0; j < t.tiles; ++j) {
+        put(3, j, 0);
+BODY
+    }
+    log[3 * room] = n;
+}
+"""
+
+
+def ring_waits(body: str, stages: int, tiles: int) -> list[list[tuple[int, int]]] | None:
+    """Per tile j, the (stage, parity) of each wait the body makes on the "empty" barriers before
+    its first copy of the tile (a wait elsewhere: stage -1), from :data:`RING_HARNESS` on the PTX
+    interpreter; None where the harness does not build (a body that uses more of the kernel than
+    the harness has: the attention cases grade it alone)."""
+    import numpy as np
+    from .. import toolchain
+    from ..device import forced_mode
+    src = RING_HARNESS.replace("RING_STAGES", str(stages)).replace("BODY", body)
+    room = 64 * tiles
+    with forced_mode("cpu"):
+        try:
+            fn = launch.get_kernel(f"{TMA_FILE}_ring", "ring_log", source=src)
+        except toolchain.CompileError:
+            return None
+        log = np.zeros(3 * room + 1, np.int32)
+        launch.launch(fn, 1, 32, (log, np.int32(tiles), np.int32(room)))
+    n = min(int(log[3 * room]), room)
+    out: list[list[tuple[int, int]]] = []
+    copied = True
+    for kind, x, y in log[:3 * n].reshape(-1, 3).tolist():
+        if kind == 3:
+            out.append([])
+            copied = False
+        elif kind == 2:
+            copied = True
+        elif kind == 0 and out and not copied:
+            k = x - 0x400
+            out[-1].append((k // 8 if 0 <= k < 8 * stages and k % 8 == 0 else -1, y & 1))
+    return out
+
+
+def ring_problems(body: str) -> list[str]:
+    """Where the body's waits on the "empty" barriers differ from the ring's, over
+    :data:`RING_RUNS`: before the u-th refill (u >= 1) of stage s, exactly the parity of phase
+    u - 1 ((u - 1) & 1); before the first fill, no wait or one on parity 1 (which a fresh barrier
+    passes at once)."""
+    for stages, tiles in RING_RUNS:
+        got = ring_waits(body, stages, tiles)
+        if got is None:
+            return []
+        if len(got) != tiles:
+            return [f"a ring of {stages} stages and {tiles} tiles: the loop body ran {len(got)} "
+                    "times"]
+        for j, waits in enumerate(got):
+            s, u = j % stages, j // stages
+            ok = {(s, 1)} if u == 0 else {(s, (u - 1) & 1)}
+            if any(w not in ok for w in waits) or (u > 0 and not waits):
+                want = ("no wait (or one on parity 1)" if u == 0 else
+                        f"a wait on stage {s}'s empty barrier, parity {(u - 1) & 1} (its readers' "
+                        f"release number {u}, phase {u - 1})")
+                said = ", ".join(f"stage {w[0]} parity {w[1]}" if w[0] >= 0 else
+                                 f"another barrier, parity {w[1]}" for w in waits) or "no wait"
+                return [f"a ring of {stages} stages, tile {j} (stage {s}, its use {u}): your "
+                        f"producer makes {said} before copying; the ring needs {want}. Too early a "
+                        "phase lets the copy overwrite a stage still being read; too late a one "
+                        "never completes"]
+    return []
+
+
 def check_producer(exercise: str, body: str, rng) -> str:
     """Grade the tma producer's tile loop: it calls ``mbar_arrive_expect_tx`` and ``tma_load_3d``
     and copies nothing else (the build has no ``cp.async`` but ``cp.async.bulk.tensor``); the
@@ -186,6 +306,9 @@ def check_producer(exercise: str, body: str, rng) -> str:
                        "each stage's bytes with mbar_arrive_expect_tx and copies each panel "
                        "with tma_load_3d")
     src = producer_source(body)
+    ring = ring_problems(body)
+    if ring:
+        grade.fail(exercise, ring[0])
     try:
         b = toolchain.compile(f"{TMA_FILE}_lab", kernels.ARCH, source=src)
     except toolchain.CompileError as e:

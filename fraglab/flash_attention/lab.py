@@ -20,6 +20,20 @@ FA1_LAB_STEP = ("__device__ __forceinline__ void online_softmax_step(float (&x)[
                 "float (&l)[2], float (&alpha)[2], float scale_log2)")
 
 
+#: The kernel file's own softmax paths (the chapter's), from the first line of the first to the
+#: closing line of the last: the lab's exercise writes that arithmetic, so the lab's translation
+#: unit leaves them out (its kernels use SoftmaxLab only).
+COURSE_SOFTMAX = ("struct SoftmaxPaperBaseline {", "struct SoftmaxInRegister {")
+
+
+def without_course_softmax(lines: list[str]) -> list[str]:
+    """``lines`` of the kernel file with :data:`COURSE_SOFTMAX`'s structs blanked (line numbers
+    kept)."""
+    first, last = (next(i for i, l in enumerate(lines) if l.startswith(m)) for m in COURSE_SOFTMAX)
+    end = next(i for i in range(last, len(lines)) if lines[i].startswith("};"))
+    return lines[:first] + [""] * (end + 1 - first) + lines[end + 1:]
+
+
 def fa1_lab_source(softmax_source: str, *, unroll: int | None = None) -> str:
     """CUDA source of ``kernels/05_flash_attention_fa1.cu`` with its kernels replaced by
     ``fa1_lab_d<D>`` (D = 64, 128, 512): the in-register kernel whose softmax arithmetic is
@@ -45,6 +59,7 @@ def fa1_lab_source(softmax_source: str, *, unroll: int | None = None) -> str:
     if len(lines) - len(keep) != len(FA1_HEAD_DIMS):
         raise RuntimeError(f"{KERNELS_FA1}.cu no longer ends with one FA1_ALL(D) line per head "
                            "dimension; update fa1_lab_source")
+    keep = without_course_softmax(keep)
     head = "" if unroll is None else f"#define FA1_UNROLL {int(unroll)}\n"
     tail = (KERNELS_DIR / FA1_LAB_TAIL).read_text()
     kernels = "".join(f"FA1_KERNEL(fa1_lab, {d}, SoftmaxLab)\n" for d in FA1_HEAD_DIMS)

@@ -153,7 +153,7 @@ def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
             if cuda and python:
                 raise labs.LabFormatError(f"cell {k} holds CUDA and Python regions of one exercise")
             if cuda:
-                text = cells.cuda_cell(text, cuda, f"cell {k}")
+                text = cells.cuda_cell(text, cuda, f"cell {k}", lab=lab, cell=k)
             else:
                 if stubs is None:
                     stubs = region_bodies(labs.make_lab(solution))

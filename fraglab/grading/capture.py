@@ -80,8 +80,11 @@ def run_graded(code: str, exercise: str, result_file: str | None = None) -> None
     except BaseException as e:
         out = kept_lines(buf.getvalue())
         print(out, end="")
+        from .verdict import classify
+        category, summary, detail = classify(e)
         _write(result_file, exercise=exercise, ok=False, error=type(e).__name__,
-               reason=_reason(e), output=out)
+               reason=summary or _reason(e), output=out, category=category,
+               detail=detail or "")
         raise
     finally:
         sandbox.close(result_file)

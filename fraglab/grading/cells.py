@@ -33,13 +33,23 @@ def _char(text_lines: list[str], starts: list[int], lineno: int, col_bytes: int)
     return starts[lineno] + len(line.encode("utf-8")[:col_bytes].decode("utf-8"))
 
 
-def cuda_cell(text: str, bodies: dict[str, str], where: str = "") -> str:
+def cuda_cell(text: str, bodies: dict[str, str], where: str = "", *, lab: str = "",
+              cell: int | None = None) -> str:
     """``text`` (a solution cell) with the bodies of the CUDA regions named in ``bodies`` put
-    into the strings that hold them, each string rewritten as its ``repr``."""
+    into the strings that hold them, each string rewritten as its ``repr``. With ``cell`` (the
+    notebook cell's index), each body goes between the marker comments of
+    :func:`.cuda_region.wrap`: the source it ends up in then compiles as a learner's region
+    (:func:`.cuda_region.prepare`), and its errors name the cell and line."""
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     starts = _offsets(text)
-    wanted = {rid: (b + 1, e + 1) for rid, b, e in labs.regions(text, where) if rid in bodies}
+    found_here = labs.regions(text, where)
+    wanted = {rid: (b + 1, e + 1) for rid, b, e in found_here if rid in bodies}
+    if cell is not None:
+        from . import cuda_region
+        bodies = {rid: cuda_region.wrap(body, lab or "lab", rid, cell,
+                                        next(b for r, b, _ in found_here if r == rid) + 2)
+                  for rid, body in bodies.items()}
     edits = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):

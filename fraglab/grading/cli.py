@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, front, run, shortcuts
+from . import build, front, run, shortcuts, verdict
 
 
 @dataclass
@@ -33,8 +33,14 @@ class Verdict:
         head = f"  {self.exercise:<{width}}{'PASS' if self.ok else 'FAIL'}  "
         if self.ok:
             return head + " ".join(self.text.split())
-        lines = ([l.rstrip() for l in self.text.strip().splitlines() if l.strip()] if verbose
-                 else front.reason_lines(self.text, more or "python -m fraglab.grading LAB -v"))
+        text, _, detail = self.text.partition(verdict.DETAIL)
+        if verbose:
+            lines = [l.rstrip() for l in (text + "\n" + detail).strip().splitlines() if l.strip()]
+        elif detail:             # a compile error: one line per error, NVRTC's log behind -v
+            lines = [" ".join(l.split()) for l in text.strip().splitlines() if l.strip()][:12]
+            lines.append(f"(NVRTC's whole log: {more or 'python -m fraglab.grading LAB -v'})")
+        else:
+            lines = front.reason_lines(text, more or "python -m fraglab.grading LAB -v")
         return head + ("\n" + " " * len(head)).join(lines or ["(no reason given)"])
 
     @property
@@ -72,12 +78,17 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
     lab_name = Path(solution_path).stem
     exs = build.exercises(solution)
     items, static = [], {}
+    stubs = build.region_bodies(build.labs.make_lab(solution))
     for label, bodies, keys in bodies_per_run:
         for ex in exs:
             if keys is not None and ex.key not in keys:
                 continue
-            probs = shortcut_problems(lab_name, solution, ex, bodies)
             tag = f"{label}\x00{ex.name}"
+            if all(_same(bodies.get(r, ""), stubs.get(r, "")) for r in ex.regions):
+                static[tag] = Verdict(ex.name, False, f"{verdict.NOT_ATTEMPTED}: region(s) "
+                                      f"{', '.join(ex.regions)} still hold the lab's stub")
+                continue
+            probs = shortcut_problems(lab_name, solution, ex, bodies)
             if probs:
                 static[tag] = Verdict(ex.name, False, "\n".join("shortcut: " + p for p in probs))
                 continue
@@ -94,6 +105,10 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
                 o = outcomes[tag]
                 result[label].append(Verdict(ex.name, o.ok, _pass_text(o.output) if o.ok else o.reason))
     return result
+
+
+def _same(a: str, b: str) -> bool:
+    return a.split() == b.split()
 
 
 def grade_lab(path, mode: str | None = None, only: list[str] | None = None) -> list[Verdict]:

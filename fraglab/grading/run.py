@@ -36,12 +36,17 @@ class Outcome:
 
 
 def failure_text(result: dict) -> str:
-    """The reason of a failed verdict: ``Type: message``, or the message alone where it says
-    what happened itself (a process or a kernel out of time, a learner's cell that failed)."""
+    """The reason of a failed verdict: what it is (:func:`.verdict.classify`: does not compile,
+    runs but gives wrong values, crashes or hangs, not attempted), then ``Type: message``, or
+    the message alone where it says what happened itself (a process or a kernel out of time, a
+    learner's cell that failed, a compile error in the learner's terms); a compile error's
+    whole NVRTC log follows :data:`.verdict.DETAIL`."""
     error, reason = result.get("error") or "", result.get("reason") or ""
-    if not error or error in ("ExerciseProcessError", "KernelTimeout"):
-        return reason
-    return f"{error}: {reason}"
+    category, detail = result.get("category") or "", result.get("detail") or ""
+    if not (not error or error in ("ExerciseProcessError", "KernelTimeout") or detail):
+        reason = f"{error}: {reason}"
+    head = f"{category}: " if category and not reason.startswith(category) else ""
+    return head + reason + (verdict.DETAIL + detail if detail else "")
 
 
 def _failure_text(case) -> str:

@@ -10,9 +10,13 @@ An exercise is graded as not solved, with a message saying why, when its region
 * patches what grading relies on (``grade``, NumPy, the warp emulator, IPython's input
   transformers, builtins, ``sys.modules``) or escapes to ``exec``/``eval``/a subprocess.
 
-The checks read the region's text with its comments removed (``#`` in Python, ``//`` and ``/* */``
-in CUDA); a name in a comment is fine, and so is one in a Python string (a stub's message), except
-for the solutions and files, which are found in strings too.
+The checks read a Python region's text with its comments removed (``#``); a name in a comment is
+fine, and so is one in a Python string (a stub's message), except for the solutions and files, which
+are found in strings too. A CUDA region is read as the preprocessor reads it
+(:func:`.cuda_region.tokens`: backslash-newline splices joined, digraphs mapped, comments left
+out), so a name split across lines or a ``%:include`` is seen; its directives and brackets are
+checked by :func:`.cuda_region.problems`, the same rules the compile of a graded source applies
+(this scan only says it earlier).
 """
 from __future__ import annotations
 
@@ -31,12 +35,6 @@ PYTHON_TAMPERING = (
      "runs code that grading cannot see"),
     (r"\bfraglab\s*\.\s*grading\b|\bgrading\b|\brun_graded\b", "reaches into the grader"),
     (r"\bopen\s*\(|\bPath\s*\(|\bread_text\b", "reads files"),
-)
-
-#: (pattern, why) that no CUDA region may match.
-CUDA_TAMPERING = (
-    (r"#\s*include\b", "includes a file (the course's kernels hold the reference)"),
-    (r"#\s*define\b|#\s*undef\b", "redefines a macro the kernel relies on"),
 )
 
 #: One line per lab and region: ``lab/region | what it is | pattern`` - the course's reference for
@@ -88,21 +86,18 @@ def _strip_python_comments(text: str) -> str:
     return re.sub(r"#[^\n]*", "", text)
 
 
-def _strip_cuda_comments(text: str) -> str:
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    return re.sub(r"//[^\n]*", "", text)
-
-
 def is_cuda(body: str, begin_line: str = "") -> bool:
     return begin_line.lstrip().startswith("//")
 
 
 def problems(lab: str, region: str, body: str, cuda: bool) -> list[str]:
     """Why a region's text is not accepted as the learner's own work (empty: nothing found)."""
-    text = _strip_cuda_comments(body) if cuda else _strip_python_comments(body)
-    rules = list(CUDA_TAMPERING if cuda else PYTHON_TAMPERING)
+    from . import cuda_region
+    text = cuda_region.text_of(body) if cuda else _strip_python_comments(body)
+    rules = [] if cuda else list(PYTHON_TAMPERING)
     refs = REFERENCES.get(lab, {}).get(region, ())
-    out = []
+    out = [f"region {region}: {p}: write the exercise yourself, inside its function"
+           for p in (cuda_region.problems(body) if cuda else ())]
     for pattern, why in rules:
         m = re.search(pattern, text)
         if m:

@@ -75,4 +75,50 @@ def write_failure(result_file, exercise: str, e: BaseException, where: str,
     text = reason(e)
     if not says_itself:
         text = f"{where} raised {type(e).__name__}: {text}"
-    write(result_file, exercise=exercise, ok=False, error="", reason=text, output="")
+    write(result_file, exercise=exercise, ok=False, error="", reason=text, output="",
+          category=classify(e)[0])
+
+
+#: Where a reason's detail (NVRTC's whole log) starts: ``-v`` shows it, the one-line report not.
+DETAIL = "\n\x1f"
+#: What a failed exercise is, in the learner's words (the first words of its reason).
+NOT_COMPILED, WRONG, CRASHED, NOT_ATTEMPTED = (
+    "does not compile", "runs but gives wrong values", "crashes or hangs", "not attempted")
+#: Exceptions (by class name, anywhere in the chain) of code that crashed or hung: a process or
+#: kernel out of time or dead, the PTX interpreter's diagnostics, a CUDA error.
+_CRASHES = ("KernelTimeout", "ExerciseProcessError", "PTXError", "CUDARuntimeError",
+            "CUDADriverError", "CompileException", "RecursionError", "MemoryError")
+
+
+def _chain(e: BaseException):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
+
+
+def classify(e: BaseException) -> tuple[str, str | None, str | None]:
+    """``(category, reason, detail)`` of a failed check's exception: which of
+    :data:`NOT_COMPILED`, :data:`WRONG`, :data:`CRASHED`, :data:`NOT_ATTEMPTED` it is; for a
+    compile error, the reason in the learner's terms (one line per error, ``cell N, line L:
+    message``: :func:`.cuda_region.learner_errors`) and NVRTC's whole log as the detail (None:
+    the exception's own text is the reason)."""
+    chain = list(_chain(e))
+    compile_error = next((x for x in chain if hasattr(x, "log") and hasattr(x, "refused")), None)
+    if compile_error is not None:
+        from .cuda_region import learner_errors
+        log = compile_error.log or ""
+        lines = ([l for l in log.splitlines() if l.strip()] if compile_error.refused else
+                 learner_errors(log, compile_error.source, compile_error.name))
+        lines = lines or [l.strip() for l in log.splitlines() if l.strip()][:1] or ["(no log)"]
+        stub = any("not written yet" in l for l in lines)
+        return (NOT_ATTEMPTED if stub else NOT_COMPILED), "\n".join(lines), \
+            f"{reason(e)}\n\nNVRTC's log ({compile_error.name}, {compile_error.arch}):\n{log.strip()}"
+    names = {c.__name__ for x in chain for c in type(x).__mro__}
+    if "NotImplementedError" in names or any(str(x).startswith("NotImplementedError")
+                                              for x in chain):
+        return NOT_ATTEMPTED, None, None
+    if names & set(_CRASHES):
+        return CRASHED, None, None
+    return (WRONG if "GradeError" in names else CRASHED), None, None
