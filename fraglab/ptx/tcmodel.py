@@ -35,6 +35,7 @@ once to nearest), for tests that compare the two (:func:`model`).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,6 +53,25 @@ _TWO128 = 2.0 ** 128
 NAN = np.array(0x7FFFFFFFE0000000, np.uint64).view(np.float64)
 
 MODEL = "h100"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The model's parameters, so that a differential run can score neighbouring models too:
+    ``block`` (products per fused block; 0: :data:`BLOCK`), ``extra`` (alignment bits below the
+    f32 significand), ``f32_round`` ("rz" truncation or "rn"), ``unnormalised`` (compare the
+    products' exponents before normalising them, the published model's carry bit)."""
+    block: int = 0
+    extra: int = EXTRA_BITS
+    f32_round: str = "rz"
+    unnormalised: bool = True
+
+
+H100 = Variant()
+#: neighbours of the H100 model that a differential run scores against the hardware
+NEIGHBOURS = {"h100": H100, "extra1": Variant(extra=1), "extra3": Variant(extra=3),
+              "normalised": Variant(unnormalised=False), "round_nearest": Variant(f32_round="rn"),
+              "half_block": Variant(block=-1)}
 
 
 @contextmanager
@@ -73,33 +93,41 @@ def exponents(x, emin: int) -> np.ndarray:
     return np.where(x != 0, np.maximum(e.astype(np.int64) - 1, emin), _NONE)
 
 
-def _round_out(v, ctype: str) -> np.ndarray:
+def _round_out(v, ctype: str, mode: str = "rz") -> np.ndarray:
     """The block's exact sum (float64) -> the accumulator format, as a float64 value."""
     if ctype == "f16":
         with np.errstate(over="ignore"):
             return v.astype(np.float16).astype(np.float64)          # NumPy rounds to nearest even
     with np.errstate(over="ignore"):
-        r = round_pair(v, np.zeros_like(v), np.float32, "rz").astype(np.float64)
+        r = round_pair(v, np.zeros_like(v), np.float32, mode).astype(np.float64)
+    if mode == "rn":
+        return r
     return np.where(np.abs(v) >= _TWO128, np.copysign(np.inf, v), r)
 
 
-def block_fma(A, B, C, itype: str, ctype: str) -> np.ndarray:
+def block_fma(A, B, C, itype: str, ctype: str, var: Variant = H100) -> np.ndarray:
     """One fused block: A (M, k), B (k, N), C (M, N) float64 holding values of ``itype`` /
     ``ctype``, k <= BLOCK[itype] -> D (M, N) float64 holding values of ``ctype``."""
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
     P = A[:, None, :] * B.T[None, :, :]                       # (M, N, k), exact
-    ea, eb = exponents(A, EMIN[itype]), exponents(B, EMIN[itype])
-    ep = ea[:, None, :] + eb.T[None, :, :]
-    ep = np.where(P != 0, ep, _NONE)
+    if var.unnormalised:                                      # ea + eb, significand in [0, 4)
+        ea, eb = exponents(A, EMIN[itype]), exponents(B, EMIN[itype])
+        ep = ea[:, None, :] + eb.T[None, :, :]
+        ep = np.where(P != 0, ep, _NONE)
+    else:                                                     # the product's own exponent
+        ea, eb = exponents(A, EMIN[itype]), exponents(B, EMIN[itype])
+        ep = ea[:, None, :] + eb.T[None, :, :]
+        big = np.abs(P) >= np.ldexp(2.0, ep)
+        ep = np.where(P != 0, ep + big, _NONE)
     ec = np.where(C != 0, exponents(C.astype(np.float32).astype(np.float64), -126), _NONE)
-    E = np.maximum(ep.max(axis=-1, initial=_NONE), ec)
-    qe = np.where(E > _NONE // 2, E - 23 - EXTRA_BITS, 0)
+    pmax = ep.max(axis=-1, initial=_NONE)
+    E = np.maximum(pmax, ec)
+    qe = np.where(E > _NONE // 2, E - 23 - var.extra, 0)
     with np.errstate(all="ignore"):
         terms = np.trunc(np.ldexp(P, -qe[..., None]))            # multiples of 2^qe, truncated
         s = terms.sum(axis=-1) + np.trunc(np.ldexp(C, -qe))       # |s| < 2^33: exact
-        out = _round_out(np.ldexp(s, qe), ctype)
-        # all terms zero: IEEE's sum of zeros (-0 only if every term is -0)
-        zeros = (ep.max(axis=-1, initial=_NONE) == _NONE) & (C == 0)
+        out = _round_out(np.ldexp(s, qe), ctype, var.f32_round)
+        zeros = (pmax == _NONE) & (C == 0)                         # IEEE's sum of zeros
         if zeros.any():
             allneg = np.signbit(C) & np.all(np.signbit(P), axis=-1)
             out = np.where(zeros, np.where(allneg, -0.0, 0.0), out)
@@ -111,15 +139,15 @@ def block_fma(A, B, C, itype: str, ctype: str) -> np.ndarray:
     return out
 
 
-def matmul(A, B, C, itype: str, ctype: str) -> np.ndarray:
+def matmul(A, B, C, itype: str, ctype: str, var: Variant | None = None) -> np.ndarray:
     """D = A @ B + C of one tensor-core instruction (float64 in, float64 values of ``ctype``,
-    the type of D, out; integers: int64), under :data:`MODEL`."""
-    if itype in ("s8", "u8", "s4", "u4", "s32") or itype == "f64" or MODEL == "exact" \
-            or itype not in BLOCK or ctype not in ("f32", "f16"):
+    the type of D, out; integers: int64), under :data:`MODEL` (or the given variant)."""
+    if itype not in BLOCK or ctype not in ("f32", "f16") or (MODEL == "exact" and var is None):
         return A @ B + C
-    blk = BLOCK[itype]
+    var = var or H100
+    blk = BLOCK[itype] if var.block == 0 else (BLOCK[itype] // 2 if var.block < 0 else var.block)
     K = A.shape[1]
     D = np.asarray(C, np.float64)
     for k0 in range(0, max(K, 1), blk):
-        D = block_fma(A[:, k0:k0 + blk], B[k0:k0 + blk], D, itype, ctype)
+        D = block_fma(A[:, k0:k0 + blk], B[k0:k0 + blk], D, itype, ctype, var)
     return D
