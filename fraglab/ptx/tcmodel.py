@@ -106,19 +106,16 @@ def _round_out(v, ctype: str, mode: str = "rz") -> np.ndarray:
 
 
 def block_fma(A, B, C, itype: str, ctype: str, var: Variant = H100) -> np.ndarray:
-    """One fused block: A (M, k), B (k, N), C (M, N) float64 holding values of ``itype`` /
-    ``ctype``, k <= BLOCK[itype] -> D (M, N) float64 holding values of ``ctype``."""
+    """One fused block: A (..., M, k), B (..., k, N), C (..., M, N) float64 holding values of
+    ``itype`` / ``ctype``, k <= BLOCK[itype] -> D (..., M, N) float64 holding values of ``ctype``."""
     A, B, C = (np.asarray(x, np.float64) for x in (A, B, C))
-    P = A[:, None, :] * B.T[None, :, :]                       # (M, N, k), exact
-    if var.unnormalised:                                      # ea + eb, significand in [0, 4)
-        ea, eb = exponents(A, EMIN[itype]), exponents(B, EMIN[itype])
-        ep = ea[:, None, :] + eb.T[None, :, :]
-        ep = np.where(P != 0, ep, _NONE)
-    else:                                                     # the product's own exponent
-        ea, eb = exponents(A, EMIN[itype]), exponents(B, EMIN[itype])
-        ep = ea[:, None, :] + eb.T[None, :, :]
-        big = np.abs(P) >= np.ldexp(2.0, ep)
-        ep = np.where(P != 0, ep + big, _NONE)
+    Bt = np.swapaxes(B, -1, -2)                               # (..., N, k)
+    P = A[..., :, None, :] * Bt[..., None, :, :]              # (..., M, N, k), exact
+    ea, eb = exponents(A, EMIN[itype]), exponents(Bt, EMIN[itype])
+    ep = ea[..., :, None, :] + eb[..., None, :, :]            # ea + eb: significand in [0, 4)
+    if not var.unnormalised:                                  # the product's own exponent
+        ep = ep + (np.abs(P) >= np.ldexp(2.0, ep))
+    ep = np.where(P != 0, ep, _NONE)
     ec = np.where(C != 0, exponents(C.astype(np.float32).astype(np.float64), -126), _NONE)
     pmax = ep.max(axis=-1, initial=_NONE)
     E = np.maximum(pmax, ec)
@@ -131,7 +128,7 @@ def block_fma(A, B, C, itype: str, ctype: str, var: Variant = H100) -> np.ndarra
         if zeros.any():
             allneg = np.signbit(C) & np.all(np.signbit(P), axis=-1)
             out = np.where(zeros, np.where(allneg, -0.0, 0.0), out)
-        bad = ~(np.isfinite(A).all(axis=1)[:, None] & np.isfinite(B).all(axis=0)[None, :]
+        bad = ~(np.isfinite(A).all(axis=-1)[..., :, None] & np.isfinite(Bt).all(axis=-1)[..., None, :]
                 & np.isfinite(C))
         if bad.any():                                              # infinities and NaNs: IEEE
             ieee = np.sum(P, axis=-1) + C
@@ -146,8 +143,8 @@ def matmul(A, B, C, itype: str, ctype: str, var: Variant | None = None) -> np.nd
         return A @ B + C
     var = var or H100
     blk = BLOCK[itype] if var.block == 0 else (BLOCK[itype] // 2 if var.block < 0 else var.block)
-    K = A.shape[1]
+    K = A.shape[-1]
     D = np.asarray(C, np.float64)
     for k0 in range(0, max(K, 1), blk):
-        D = block_fma(A[:, k0:k0 + blk], B[k0:k0 + blk], D, itype, ctype, var)
+        D = block_fma(A[..., k0:k0 + blk], B[..., k0:k0 + blk, :], D, itype, ctype, var)
     return D
