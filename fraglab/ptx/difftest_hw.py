@@ -10,7 +10,8 @@ appendix's record lives in ``book/data/appendix_ptx_interpreter/`` (copy the JSO
 
 Options: ``--only tc|fuzz``, ``--programs N`` (fuzzed programs, default 12,000 on a GPU, 24
 without), ``--seed S`` (first fuzz seed), ``--quick`` (few instances: a smoke test),
-``--no-gpu`` (interpreter only; also what happens, with a message, where no GPU is found).
+``--no-gpu`` (interpreter only; also what happens, with a message, where no GPU is found),
+``--fake-gpu`` (the interpreter in the GPU's place: a self-test of the pipeline), ``--budget S`` (no fuzz batch starts after S seconds, default 200), ``--jobs N``.
 Needs NumPy, and CuPy for the GPU side; run from the repository root (``PYTHONPATH=.``)."""
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def tensor_cores(out: Path, gpu, quick: bool) -> dict:
     print("tensor cores: " + ("GPU vs interpreter, bit for bit" if gpu else
                               "interpreter vs the host model only (no GPU)"), flush=True)
     t0 = time.time()
-    res = T.run(bool(gpu), quick=quick)
+    res = T.run("fake" if gpu == "fake" else bool(gpu), quick=quick)
     bits = {f"{r['form']}|{r['class']}": r.pop("gpu_bits") for r in res if "gpu_bits" in r}
     if bits:
         np.savez_compressed(out / "tensor_cores_gpu_bits.npz", **bits)
@@ -81,16 +82,16 @@ def tensor_cores(out: Path, gpu, quick: bool) -> dict:
     return summary
 
 
-def fuzz(out: Path, gpu, programs: int, seed: int) -> dict:
+def fuzz(out: Path, gpu, programs: int, seed: int, budget_s: float, jobs) -> dict:
     from . import difftest_fuzz as F
     print(f"fuzz: {programs} programs from seed {seed} "
           + ("on the GPU and the interpreter" if gpu else "on the interpreter only (no GPU)"), flush=True)
     t0 = time.time()
-    res = F.run(programs, seed, bool(gpu))
+    res = F.run(programs, seed, "fake" if gpu == "fake" else bool(gpu), jobs=jobs, budget_s=budget_s)
     res["meta"] = _meta(gpu)
     res["seconds"] = round(time.time() - t0, 1)
     (out / "fuzz.json").write_text(json.dumps(res, indent=1))
-    print(f"fuzz: {res['programs']} programs, {res['compared']} compared, {res['differ']} differ, "
+    print(f"fuzz: {res['programs']} programs ({res['skipped']} skipped: time budget), {res['compared']} compared, {res['differ']} differ, "
           f"{res['errors']} interpreter errors, {res.get('gpu_errors', 0)} GPU errors "
           f"({res['seconds']} s)", flush=True)
     return res
@@ -104,9 +105,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-gpu", action="store_true")
+    ap.add_argument("--fake-gpu", action="store_true", help="the interpreter in the GPU's place (self-test)")
+    ap.add_argument("--budget", type=float, default=200.0, help="seconds for starting fuzz batches")
+    ap.add_argument("--jobs", type=int, default=None, help="fuzz worker processes (default: CPUs)")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
-    gpu = None if a.no_gpu else gpu_name()
+    gpu = "fake" if a.fake_gpu else (None if a.no_gpu else gpu_name())
     if gpu is None and not a.no_gpu:
         print("no GPU found (CuPy with a CUDA device is needed for the hardware comparison): "
               "running the interpreter side only", flush=True)
@@ -117,7 +121,7 @@ def main(argv=None) -> int:
         status |= bool(s["errors"] or s["interp_vs_gpu"] or s["interp_vs_model"])
     if a.only in (None, "fuzz"):
         n = a.programs if a.programs is not None else (12000 if gpu else 24)
-        r = fuzz(a.out, gpu, n, a.seed)
+        r = fuzz(a.out, gpu, n, a.seed, a.budget, a.jobs)
         status |= bool(r["differ"] or r["errors"])
     print("result: " + ("all agree" if not status else "differences found (see the JSON files)"))
     return status

@@ -318,9 +318,10 @@ def _sizes(kind, steps, quick):
     return (2, 1) if quick else ((4, 2) if steps > 1 else (16, 4))
 
 
-def check(form, cls, steps, gpu: bool, quick: bool = False, examples: int = 4) -> dict:
+def check(form, cls, steps, gpu, quick: bool = False, examples: int = 4) -> dict:
     """One (form, class): the GPU against the interpreter (word for word) and against the host
-    model's variants (element for element); without a GPU, the interpreter against the model."""
+    model's variants (element for element); without a GPU, the interpreter against the model.
+    ``gpu="fake"`` runs the interpreter in the GPU's place (a self-test of the pipeline)."""
     n_gpu, n_int = _sizes(form[1], steps, quick)
     test = Test(form, cls, n_gpu if gpu else n_int, steps)
     t0 = time.time()
@@ -333,7 +334,7 @@ def check(form, cls, steps, gpu: bool, quick: bool = False, examples: int = 4) -
     if not gpu:
         return res
     try:
-        hw = run_gpu(test)
+        hw = run_interp(test, test.inst) if gpu == "fake" else run_gpu(test)
     except Exception as e:                                         # noqa: BLE001
         res["gpu_error"] = f"{type(e).__name__}: {str(e)[:400]}"
         return res
@@ -358,14 +359,14 @@ def check(form, cls, steps, gpu: bool, quick: bool = False, examples: int = 4) -
     return res
 
 
-def run(gpu: bool, quick: bool = False, log=print) -> list:
+def run(gpu, quick: bool = False, log=print) -> list:
     """Every form x class; returns the per-test results (``gpu_bits`` arrays included)."""
     out = []
     for form in FORMS:
         for cls, s_mma, s_wg in CLASSES:
             steps = s_mma if form[1] == "mma" else s_wg
             try:
-                r = check(form, cls, steps, gpu, quick)
+                r = check(form, cls, steps, gpu or None, quick)
             except Exception as e:                                 # noqa: BLE001
                 r = {"form": form[0], "class": cls, "steps": steps,
                      "error": f"{type(e).__name__}: {str(e)[:400]}"}
