@@ -8,7 +8,8 @@ wrong), ``DIR/tensor_cores_gpu_bits.npz`` (the GPU's results, to refit the model
 ``DIR/fuzz.json`` (programs, seeds, differences with their PTX) and prints a summary. The
 appendix's record lives in ``book/data/appendix_ptx_interpreter/`` (copy the JSON files there).
 
-Options: ``--only tc|fuzz``, ``--programs N`` (fuzzed programs, default 12,000 on a GPU, 24
+``--published DIR`` scores the tensor-core model on the published H100/H200 test vectors
+(:func:`.difftest_tc.published`; no GPU needed). Options: ``--only tc|fuzz``, ``--programs N`` (fuzzed programs, default 12,000 on a GPU, 24
 without), ``--seed S`` (first fuzz seed), ``--quick`` (few instances: a smoke test),
 ``--no-gpu`` (interpreter only; also what happens, with a message, where no GPU is found),
 ``--fake-gpu`` (the interpreter in the GPU's place: a self-test of the pipeline), ``--budget S`` (no fuzz batch starts after S seconds, default 200), ``--jobs N``.
@@ -105,10 +106,18 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-gpu", action="store_true")
+    ap.add_argument("--published", type=Path, default=None,
+                    help="score the model on Khattak and Mikaitis' model_validation folder, then stop")
     ap.add_argument("--fake-gpu", action="store_true", help="the interpreter in the GPU's place (self-test)")
     ap.add_argument("--budget", type=float, default=200.0, help="seconds for starting fuzz batches")
     ap.add_argument("--jobs", type=int, default=None, help="fuzz worker processes (default: CPUs)")
     a = ap.parse_args(argv)
+    if a.published:
+        from .difftest_tc import published
+        res = published(a.published)
+        for k, (n, bad) in res.items():
+            print(f"{k}: {bad} of {n} vectors differ")
+        return int(not res or any(bad for _, bad in res.values()))
     a.out.mkdir(parents=True, exist_ok=True)
     gpu = "fake" if a.fake_gpu else (None if a.no_gpu else gpu_name())
     if gpu is None and not a.no_gpu:

@@ -376,3 +376,39 @@ def run(gpu, quick: bool = False, log=print) -> list:
                 + (f"  ERROR {r['error']}" if "error" in r else "")
                 + (f"  GPU ERROR {r['gpu_error']}" if "gpu_error" in r else ""))
     return out
+
+
+# ---- the published validation vectors ----------------------------------------------------------
+
+def published(root, gpus=("H100", "H200")) -> dict:
+    """Score :mod:`.tcmodel` on the H100/H200 test vectors Khattak and Mikaitis published with
+    their models (``model_validation/<GPU>/<fp16|bf16|tf32>/`` of
+    github.com/north-numerical-computing/MATLAB-tensor-core: per line, one row of A and one column
+    of B as f32 hex words, converted to the input type as their CUDA bench does, C and the
+    tensor core's D as 32-character bit strings). Returns {"GPU type out": (vectors, differing)}."""
+    from pathlib import Path
+
+    def hexes(p):
+        return np.array([[int(x, 16) for x in ln.split()] for ln in open(p)], np.uint32) \
+            .view(np.float32).astype(np.float64)
+
+    def bitstr(p):
+        return np.array([int(ln.strip(), 2) for ln in open(p) if ln.strip()], np.uint32)
+    out = {}
+    for g in gpus:
+        for t, it in (("fp16", "f16"), ("bf16", "bf16"), ("tf32", "tf32")):
+            d = Path(root) / g / t
+            if not (d / f"a_{g}_{t}.txt").exists():
+                continue
+            A, B = to_type(hexes(d / f"a_{g}_{t}.txt"), it), to_type(hexes(d / f"b_{g}_{t}.txt"), it)
+            C = bitstr(d / f"c_{g}_fp32.txt").view(np.float32).astype(np.float64)
+            for o, ct in (("fp32", "f32"), ("fp16", "f16")):
+                f = d / f"d_{g}_{o}.txt"
+                if not f.exists():
+                    continue
+                c = C if ct == "f32" else to_type(C, "f16")
+                D = tcmodel.matmul(A[:, None, :], B[:, :, None], c[:, None, None], it, ct)[:, 0, 0]
+                D = D.astype(np.float32) if ct == "f32" else D.astype(np.float16).astype(np.float32)
+                want = bitstr(f)
+                out[f"{g} {t} {o}"] = (len(want), int((D.view(np.uint32) != want).sum()))
+    return out
