@@ -404,6 +404,7 @@ def _job(seeds, gpu, examples: int = 3) -> dict:
     """One batch in a worker process: GPU, interpreter, comparison."""
     import warnings
     warnings.simplefilter("ignore")
+    np.seterr(all="ignore")
     t0 = time.time()
     text = module(seeds)
     hw = None

@@ -112,6 +112,9 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=200.0, help="seconds for starting fuzz batches")
     ap.add_argument("--jobs", type=int, default=None, help="fuzz worker processes (default: CPUs)")
     a = ap.parse_args(argv)
+    import warnings
+    warnings.simplefilter("ignore")
+    np.seterr(all="ignore")
     if a.published:
         from .difftest_tc import published
         res = published(a.published)
