@@ -360,9 +360,11 @@ def check(form, cls, steps, gpu, quick: bool = False, examples: int = 4) -> dict
 
 
 def run(gpu, quick: bool = False, log=print) -> list:
-    """Every form x class; returns the per-test results (``gpu_bits`` arrays included)."""
+    """Every form x class; returns the per-test results (``gpu_bits`` arrays included). Logs one
+    line per form: the differing elements of each class (interpreter vs GPU, or vs the model)."""
     out = []
     for form in FORMS:
+        line = []
         for cls, s_mma, s_wg in CLASSES:
             steps = s_mma if form[1] == "mma" else s_wg
             try:
@@ -372,9 +374,9 @@ def run(gpu, quick: bool = False, log=print) -> list:
                      "error": f"{type(e).__name__}: {str(e)[:400]}"}
             out.append(r)
             bad = r.get("interp_vs_gpu", r.get("interp_vs_model_h100", "?"))
-            log(f"  {form[0]:28s} {cls:10s} steps {steps:3d}: differing {bad}"
-                + (f"  ERROR {r['error']}" if "error" in r else "")
-                + (f"  GPU ERROR {r['gpu_error']}" if "gpu_error" in r else ""))
+            line.append(f"{cls} {bad}" + (f" (ERROR {r['error'][:150]})" if "error" in r else "")
+                        + (f" (GPU ERROR {r['gpu_error'][:150]})" if "gpu_error" in r else ""))
+        log(f"  {form[0]:26s} " + ", ".join(line))
     return out
 
 
