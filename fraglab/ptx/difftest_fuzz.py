@@ -6,7 +6,8 @@ random instructions follows (integer and bit operations, f32 in every rounding m
 conversions, float immediates including -0.0, NaN and subnormals, predicated instructions,
 divergent branches and loops with lane-dependent trip counts; at the top level only: shuffles,
 votes, redux, shared-memory exchanges between threads of both warps with every load/store width,
-shared reductions, reads of the kernel's own ``.const`` and ``.global`` tables); an epilogue
+shared reductions, reads of the kernel's own ``.const`` and ``.global`` tables, stores and loads
+of every width through the thread's global and local scratch); an epilogue
 stores every register. Results the ISA leaves open are kept out (no approximate instructions, no
 atomics' return values, no integer division, collectives only where the whole warp takes part).
 
@@ -224,14 +225,21 @@ class Gen:
             dst = ("{" + ", ".join(f"%r{i}" for i in g.sample(range(NR), 4)) + "}" if w == "v4.b32"
                    else {"b64": self.rd, "f32": self.f}.get(w, self.r)())
             self.emit(f"ld{'.' + space if space else ''}.{w} {dst}, [%tq]")
-        else:
-            w, size, src = g.choice([("b32", 4, self.r), ("b64", 8, self.rd), ("u16", 2, self.r),
-                                     ("u8", 1, self.r), ("f64", 8, self.d), ("v2.b32", 8, None)])
-            off = g.randrange(0, 32, size)
-            v = f"{{{self.r()}, {self.r()}}}" if src is None else src()
-            self.emit(f"st.global.{w} [%tg+{off}], {v}")
-            w2, s2 = g.choice([("u8", 1), ("s8", 1), ("u16", 2), ("s16", 2), ("b32", 4)])
-            self.emit(f"ld.global.{w2} {self.r()}, [%tg+{g.randrange(0, 32, s2)}]")
+        else:                                 # the thread's own global or local scratch
+            space, base = g.choice([("global", "%tg"), ("local", "%tl")])
+            w, size = g.choice([("b32", 4), ("b64", 8), ("u16", 2), ("u8", 1), ("f64", 8), ("f32", 4),
+                                ("v2.b32", 8), ("v4.b32", 16), ("s16", 2)])
+            self.emit(f"st.{space}.{w} [{base}+{g.randrange(0, 32, size)}], {self._val(w)}")
+            w2, s2 = g.choice([("u8", 1), ("s8", 1), ("u16", 2), ("s16", 2), ("b32", 4), ("b64", 8),
+                               ("v2.b32", 8), ("v4.b32", 16), ("f64", 8)])
+            self.emit(f"ld.{space}.{w2} {self._val(w2, dst=True)}, [{base}+{g.randrange(0, 32, s2)}]")
+
+    def _val(self, w, dst=False):
+        """A register (or vector of distinct registers) of width ``w``."""
+        if w.startswith("v"):
+            n = int(w[1])
+            return "{" + ", ".join(f"%r{i}" for i in self.rng.sample(range(NR), n)) + "}"
+        return {"b64": self.rd, "f64": self.d, "f32": self.f}.get(w, self.r)()
 
     def branch(self):
         lab = self.label()
@@ -272,6 +280,8 @@ def _prologue(k: int, g: Gen) -> list:
           f"\tmul.wide.u32 %tq, %gt, {4 * OUT_WORDS};", "\tadd.u64 %tg, %tout, %tq;",
           f"\tadd.u64 %tg, %tg, {SCRATCH};",
           "\tst.global.v4.b32 [%tg], {%tz, %tz, %tz, %tz};", "\tst.global.v4.b32 [%tg+16], {%tz, %tz, %tz, %tz};",
+          f"\tmov.u64 %tl, lc{k};", "\tst.local.v4.b32 [%tl], {%tz, %tz, %tz, %tz};",
+          "\tst.local.v4.b32 [%tl+16], {%tz, %tz, %tz, %tz};",
           f"\tmov.u32 %ts, sm{k};", "\tshl.b32 %tm, %me, 4;", "\tadd.u32 %tm, %tm, %ts;",
           "\tst.shared.v4.b32 [%tm], {%tz, %tz, %tz, %tz};", "\tsetp.eq.u32 %pl, %me, 0;",
           f"\t@%pl st.shared.b32 [%ts+{THREADS * 16}], %tz;", "\tbar.sync 0;"]
@@ -312,8 +322,8 @@ def program(seed: int, k: int) -> str:
     decl = (f"\t.reg .b32 %r<{NR}>;\n\t.reg .f32 %f<{NF}>;\n\t.reg .b64 %rd<{NRD}>;\n"
             f"\t.reg .f64 %d<{ND}>;\n\t.reg .pred %p<{NP}>;\n"
             "\t.reg .b32 %me, %ts, %tm, %tx, %lc, %ln, %tc, %tz, %gt;\n"
-            "\t.reg .b64 %tin, %tout, %tg, %tq, %tb;\n\t.reg .pred %pl;\n"
-            f"\t.shared .align 16 .b8 sm{k}[{THREADS * 16 + 16}];\n")
+            "\t.reg .b64 %tin, %tout, %tg, %tq, %tb, %tl;\n\t.reg .pred %pl;\n"
+            f"\t.shared .align 16 .b8 sm{k}[{THREADS * 16 + 16}];\n\t.local .align 16 .b8 lc{k}[32];\n")
     return (f".const .align 16 .b8 c{k}[64] = {{{_table(g.rng)}}};\n"
             f".global .align 16 .b8 g{k}[64] = {{{_table(g.rng)}}};\n"
             f".visible .entry fz{k}(.param .u64 p_in, .param .u64 p_out)\n{{\n{decl}"
