@@ -457,7 +457,8 @@ def run(programs: int, seed0: int, gpu, jobs: int | None = None, batch: int = 15
     from multiprocessing import get_context
     seeds = list(range(seed0, seed0 + programs))
     batches = [seeds[i:i + batch] for i in range(0, len(seeds), batch)]
-    jobs = jobs or min(len(batches), os.cpu_count() or 2)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    jobs = jobs or min(len(batches), cpus, 32)
     t0 = time.time()
     rows, done, skipped = [], 0, 0
     if jobs <= 1:
