@@ -7,7 +7,8 @@ conversions, float immediates including -0.0, NaN and subnormals, predicated ins
 divergent branches and loops with lane-dependent trip counts; at the top level only: shuffles,
 votes, redux, shared-memory exchanges between threads of both warps with every load/store width,
 shared reductions, reads of the kernel's own ``.const`` and ``.global`` tables, stores and loads
-of every width through the thread's global and local scratch); an epilogue
+of every width through the thread's global and local scratch, atomics on the thread's own
+addresses, read-only and volatile loads); an epilogue
 stores every register. Results the ISA leaves open are kept out (no approximate instructions, no
 atomics' return values, no integer division, collectives only where the whole warp takes part).
 
@@ -211,7 +212,16 @@ class Gen:
         """A read of the kernel's .const or .global table at a register-chosen aligned offset, or a
         store/load pair through the thread's global scratch with two widths."""
         g = self.rng
-        if g.random() < 0.5:
+        c = g.random()
+        if c < 0.2:
+            self.atomic()
+            return
+        if c < 0.3:                           # the input row: read-only (.nc) or volatile loads
+            w, size = g.choice([("b32", 4), ("u16", 2), ("s8", 1), ("b64", 8), ("v2.b32", 8), ("v4.b32", 16)])
+            self.emit(f"ld.{g.choice(['global.nc', 'volatile.global', 'global'])}.{w} "
+                      f"{self._val(w, dst=True)}, [%ti+{g.randrange(0, 64, size)}]")
+            return
+        if c < 0.65:
             w, size = g.choice([("u8", 1), ("s16", 2), ("b32", 4), ("b64", 8), ("f32", 4), ("v4.b32", 16)])
             self.emit(f"and.b32 %tx, {self.r()}, {64 - size}")
             self.emit(f"and.b32 %tx, %tx, {~(size - 1) & 0xFFFFFFFF}")
@@ -233,6 +243,21 @@ class Gen:
             w2, s2 = g.choice([("u8", 1), ("s8", 1), ("u16", 2), ("s16", 2), ("b32", 4), ("b64", 8),
                                ("v2.b32", 8), ("v4.b32", 16), ("f64", 8)])
             self.emit(f"ld.{space}.{w2} {self._val(w2, dst=True)}, [{base}+{g.randrange(0, 32, s2)}]")
+
+    def atomic(self):
+        """An atomic on the thread's own global scratch or shared slot: the value it returns is
+        defined (no other thread touches the address)."""
+        g = self.rng
+        space, base = g.choice([("global", "%tg"), ("shared", "%tm")])
+        top = 32 if space == "global" else 16
+        op = g.choice(["add.u32", "exch.b32", "and.b32", "or.b32", "xor.b32", "min.s32", "max.u32",
+                       "inc.u32", "dec.u32", "cas.b32", "add.f32", "add.u64", "max.s64", "exch.b64"])
+        size = 8 if op.endswith("64") else 4
+        off = g.randrange(0, top, size)
+        dst, src = ((self.f(), self.f()) if op == "add.f32" else
+                    (self.rd(), self.rd()) if size == 8 else (self.r(), self.r()))
+        extra = f", {self.r()}" if op == "cas.b32" else ""
+        self.emit(f"atom.{space}.{op} {dst}, [{base}+{off}], {src}{extra}")
 
     def _val(self, w, dst=False):
         """A register (or vector of distinct registers) of width ``w``."""
@@ -269,7 +294,7 @@ def _prologue(k: int, g: Gen) -> list:
          "\tld.param.u64 %tout, [p_out];", "\tcvta.to.global.u64 %tout, %tout;",
          "\tmov.u32 %me, %tid.x;", "\tmov.u32 %tc, %ctaid.x;", "\tmov.u32 %tz, 0;",
          f"\tmad.lo.u32 %gt, %tc, {THREADS}, %me;",
-         f"\tmul.wide.u32 %tq, %gt, {4 * IN_WORDS};", "\tadd.u64 %tq, %tin, %tq;"]
+         f"\tmul.wide.u32 %tq, %gt, {4 * IN_WORDS};", "\tadd.u64 %tq, %tin, %tq;", "\tmov.u64 %ti, %tq;"]
     L += [f"\tld.global.b32 %r{i}, [%tq+{4 * i}];" for i in range(NR)]
     L += [f"\tld.global.f32 %f{i}, [%tq+{48 + 4 * i}];" for i in range(4)]
     L += [f"\tmov.f32 %f4, 0f{g.rng.choice(F32_IMM):08X};", "\tcvt.rn.f32.s32 %f5, %r0;",
@@ -322,7 +347,7 @@ def program(seed: int, k: int) -> str:
     decl = (f"\t.reg .b32 %r<{NR}>;\n\t.reg .f32 %f<{NF}>;\n\t.reg .b64 %rd<{NRD}>;\n"
             f"\t.reg .f64 %d<{ND}>;\n\t.reg .pred %p<{NP}>;\n"
             "\t.reg .b32 %me, %ts, %tm, %tx, %lc, %ln, %tc, %tz, %gt;\n"
-            "\t.reg .b64 %tin, %tout, %tg, %tq, %tb, %tl;\n\t.reg .pred %pl;\n"
+            "\t.reg .b64 %tin, %tout, %tg, %tq, %tb, %tl, %ti;\n\t.reg .pred %pl;\n"
             f"\t.shared .align 16 .b8 sm{k}[{THREADS * 16 + 16}];\n\t.local .align 16 .b8 lc{k}[32];\n")
     return (f".const .align 16 .b8 c{k}[64] = {{{_table(g.rng)}}};\n"
             f".global .align 16 .b8 g{k}[64] = {{{_table(g.rng)}}};\n"
