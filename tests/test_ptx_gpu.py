@@ -330,7 +330,8 @@ def test_prmt_modes_bit_identical():
 
 def test_wmma_products_close_to_the_gpu():
     """02's kernels (one WMMA product per kind, stored both ways) on every accumulator kind:
-    integers exact; floats within the tensor cores' accumulation error (tf32 inputs truncated)."""
+    bit for bit (integers exact; f16/bf16/tf32 inputs through the tensor-core model,
+    fraglab.ptx.tcmodel; tf32 inputs truncated); f64 within 1e-15."""
     from test_ptx_kernels_more import MEM, accumulator_kinds, fitted_weights, wmma_operands
     text = toolchain.compile("02_forward_mapping", "sm_80").ptx
     names = set(ptx.Program(text).kernels)
@@ -346,6 +347,9 @@ def test_wmma_products_close_to_the_gpu():
         a, b = mine[4].astype(np.float64), gpu[4].astype(np.float64)
         tol = {"s32": 0.0, "f64": 1e-15, "f32": 1e-5, "f16": 2e-3}[t]
         assert np.abs(a - b).max() <= tol * max(1.0, np.abs(b).max()), kind
+        if t != "f64":
+            bad = np.argwhere(mine[4] != gpu[4])
+            assert not len(bad), (kind, [(int(r), int(c)) for r, c in bad[:5]])
 
 
 MMA_MORE = r'''

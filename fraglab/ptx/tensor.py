@@ -5,9 +5,9 @@
   register e // per_reg at bits (e % per_reg) * width, as the PTX packs them.
 * mma.sync fragments follow the PTX ISA's documented figures ("Matrix fragments for mma.m16n8k16"
   and friends); see :func:`mma_layout`.
-* Products are exact and accumulate in float64 (int64 for integers), rounded once to the
-  accumulator type: the tensor cores' f32 accumulation is at least as accurate, so results agree
-  to the accumulator's rounding.
+* Floating-point products follow the H100's tensor-core arithmetic (:mod:`.tcmodel`: blocks of
+  products aligned to the largest exponent and truncated, the sum truncated to f32 or rounded to
+  f16); integer products are exact (int64), f64 ones rounded once.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from .decode import mods, types_of, unsupported
 from .registry import handler
 from .errors import CollectiveError, defer_or_raise
 from .ops_mem import space_of
+from . import tcmodel
 
 RECORDING = Path(__file__).resolve().parent.parent / "layouts" / "sm_90.json"
 LANES = np.arange(32)
@@ -226,7 +227,7 @@ def _product(ins, frags, shape, sat):
         A = fa.matrix(w, (m_, k_))
         B = fb.matrix(w, (k_, n_))
         C = fc.matrix(w, (m_, n_))
-        fd.write_matrix(w, A @ B + C, m, sat)
+        fd.write_matrix(w, tcmodel.matmul(A, B, C, fa.t, fd.t), m, sat)
     return fn
 
 

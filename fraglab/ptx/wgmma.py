@@ -4,7 +4,7 @@ and the shared-memory matrix descriptors with their swizzled layouts.
 A warpgroup is 4 consecutive warps (warp rank ``index % 4``). The interpreter runs warps one at a
 time, so each warp computes *its own* 16 rows of the 64 x N result (rows ``16 * rank`` on): exact,
 since rows of a product are independent. The product is computed when the instruction issues
-(shared memory read then, products exact and summed in float64, rounded once), but it only becomes
+(shared memory read then; the arithmetic is the tensor cores' own, :mod:`.tcmodel`), but it only becomes
 *available* at the ``wgmma.wait_group`` that covers its commit group: until then every register
 it writes (the accumulators) or reads (an A fragment) is "in flight", and any other instruction
 touching one raises :class:`WgmmaHazard` (a plain ``mov`` copy, which NVRTC emits for loop-carried
@@ -26,6 +26,7 @@ from .decode import Op, mods, types_of, unsupported
 from .errors import WgmmaHazard, raise_at, source_of
 from .inflight import pending_copy
 from .registry import handler
+from . import tcmodel
 from .tensor import Fragment, _require_full, _shape, decode_elems, mma_layout
 
 #: descriptor swizzle field -> swizzle width in bytes (0: none, the "interleaved" core matrices)
@@ -292,11 +293,9 @@ def _mma_async(ins, dc, md):
         else:
             a, a_addr = fa.matrix(w, (16, 16)), None
         b, b_addr = operand(w, uniform(w, rd_b, "B descriptor"), n_, slice(None), tb)     # (N, K)
-        prod = (sa * sb) * (a @ b.T)
         keep = scale_d_imm if rd_scale is None else bool(rd_scale(w)[0])
-        if keep:
-            prod = prod + fd.matrix(w, (16, n_))
-        fd.write_matrix(w, prod, m)
+        c = fd.matrix(w, (16, n_)) if keep else np.zeros((16, n_))
+        fd.write_matrix(w, tcmodel.matmul(sa * a, sb * b.T, c, itype, dtype), m)
         for r in touched:
             w.inflight[r] = st.open
             st.by_reg[r] = ins
