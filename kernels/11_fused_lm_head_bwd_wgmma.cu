@@ -115,10 +115,7 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
         regs_dealloc<LMG_PRODUCER_REGS>();
         if constexpr (TMA) {
             if (threadIdx.x == 0) {
-                tma_prefetch(amap);
-                tma_prefetch(bmap);
-                tma_fence_acquire(amap);
-                tma_fence_acquire(bmap);
+                tma_ready(amap, bmap);
                 int i = 0;
                 for (int s = 0; s < steps; ++s) {
                     const bool skip = !counts(s);      // a k step whose G tile the filter left out

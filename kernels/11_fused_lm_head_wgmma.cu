@@ -170,10 +170,7 @@ __device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u1
         const int chunks = (d + LMW_BK - 1) / LMW_BK, steps = (w1 - w0) / LMW_BN * chunks;
         if constexpr (TMA) {
             if (threadIdx.x == 0) {
-                tma_prefetch(hmap);
-                tma_prefetch(wmap);
-                tma_fence_acquire(hmap);
-                tma_fence_acquire(wmap);
+                tma_ready(hmap, wmap);
                 for (int i = 0; i < steps; ++i) {
                     const int s = i % LMW_STAGES, u = i / LMW_STAGES;
                     if (u > 0) mbar_wait(empty + 8 * s, (u - 1) & 1);   // the stage's last readers

@@ -174,6 +174,13 @@ __device__ __forceinline__ void tma_prefetch(const void* map) {
 __device__ __forceinline__ void tma_fence_acquire(const void* map) {
     asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;\n" :: "l"(map) : "memory");
 }
+// Both, for a thread about to copy through two maps (the producers of chapter 11's tma rung).
+__device__ __forceinline__ void tma_ready(const void* a, const void* b) {
+    tma_prefetch(a);
+    tma_prefetch(b);
+    tma_fence_acquire(a);
+    tma_fence_acquire(b);
+}
 
 // ------------------------------------------------------------------------------------------
 // Warp specialization: setmaxnreg moves registers between warpgroups. It needs a register cap
