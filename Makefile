@@ -39,7 +39,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -r requirements.txt
-	$(VENV)/bin/python -m pip install -q --no-deps -e .
+	@# setuptools' build backend reports every editable install with an "Editable installation."
+	@# warning (information only) that pip -q still prints: silenced by its message alone
+	PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 setup: $(STAMP)
