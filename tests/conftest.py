@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fraglab import device
+from cpu_profile import pytest_runtest_protocol  # noqa: F401  (FRAGLAB_CPU_PROFILE=file: CPU by test)
 
 
 def pytest_configure(config):
