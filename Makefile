@@ -1,5 +1,7 @@
 # make book   - create .venv, install requirements.txt, build the HTML book into _build/html
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
+# make test-quick - the edit loop's subset (about 3 minutes here once the compile cache is warm):
+#   no notebook through nbval, no slow test, no compile of every kernel for every target
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force,
 #   EX=N for exercise N only, V=1 for every reason in full)
@@ -24,7 +26,7 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: book test labs setup clean grade jupyter python-version
+.PHONY: book test test-quick labs setup clean grade jupyter python-version
 
 # The oldest Python the course runs on: pyproject.toml's requires-python (its one home). Checked
 # first, in one line (an older Python otherwise meets pip's "no matching distribution for cupy").
@@ -33,7 +35,7 @@ python-version:
 	@v=$$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null) || v="not found"; \
 	$(PYTHON) -c "import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(MIN_PYTHON)),))" 2>/dev/null || \
 	{ echo "The course needs Python $(MIN_PYTHON) or newer; $(PYTHON) is $$v (run make PYTHON=python3.X with X >= $(word 2,$(subst ., ,$(MIN_PYTHON))))."; exit 2; }
-book test labs setup grade jupyter: python-version
+book test test-quick labs setup grade jupyter: python-version
 
 $(VENV)/.installed: requirements.txt pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +53,14 @@ setup: $(STAMP)
 # that both workers collect the same tests. Serially: make test PYTEST_ARGS=
 test: $(STAMP)
 	PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS)
+
+# What the edit loop leaves to `make test` (run it before a commit): the labs and the chapters
+# through nbval (tests marked nbval: solutions, graded fixtures, cheats), the tests marked slow,
+# and tests/test_toolchain.py (every kernel file for every target; a chapter's own tests still
+# compile what they use).
+QUICK_ARGS ?= -m "not nbval and not slow" --ignore=tests/test_toolchain.py
+test-quick: $(STAMP)
+	PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS) $(QUICK_ARGS)
 
 book: $(STAMP)
 	$(JB) build . --warningiserror --keep-going
