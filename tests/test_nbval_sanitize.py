@@ -85,3 +85,18 @@ def test_stored_outputs_compare_equal_on_another_gpu(path):
                 bad.append(f"cell {i} on {other[0]}: {line[:160]}")
                 break
     assert not bad, "\n".join(bad)
+
+
+def test_a_chapter_this_gpu_cannot_rerun_skips_saying_why():
+    """Chapter 10 was executed on the H100 and needs a Hopper: on an A100 its GPU nbval skips,
+    naming the refusal; chapter 07 re-runs on any GPU of the course (tests/test_book.py)."""
+    from fraglab import runs_where
+    from nbval_run import refused_here
+    from fraglab import device
+    assert refused_here("10_fa3_pipelining") is None or device.gpu_available()
+    with runs_where.simulated_gpu((8, 0)):
+        why = refused_here("10_fa3_pipelining")
+        assert why and "needs a Hopper GPU" in why and "8.0" in why
+        assert refused_here("07_register_reuse") is None
+    with runs_where.simulated_gpu((9, 0)):
+        assert refused_here("10_fa3_pipelining") is None
