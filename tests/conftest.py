@@ -59,6 +59,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:                   # what `make test-seeds` runs again on other seeds
+        if "rng" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.randomised)
     # xdist workers see ``dist == "no"`` and the controller's choice as ``loadgroup``
     if config.getoption("loadgroup", False) or config.getoption("dist", None) == "loadgroup":
         rank = {f: i for i, f in enumerate(FIRST)}
