@@ -1,5 +1,8 @@
 # make book   - create .venv, install requirements.txt, build the HTML book into _build/html
 # make test   - create .venv, install requirements.txt, run the whole test suite (pytest)
+# make test-quick - the edit loop's subset (about 3 minutes here once the compile cache is warm):
+#   no notebook through nbval, no slow test, no compile of every kernel for every target
+# make test-seeds [SEEDS="1 2 3"] - the randomised tests again, on other seeds
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force,
 #   EX=N for exercise N only, V=1 for every reason in full). When an exercise fails, the recipe
@@ -26,7 +29,7 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: book test labs setup clean grade jupyter python-version
+.PHONY: book test test-quick test-seeds labs setup clean grade jupyter python-version
 
 # The oldest Python the course runs on: pyproject.toml's requires-python (its one home). Checked
 # first, in one line (an older Python otherwise meets pip's "no matching distribution for cupy").
@@ -35,13 +38,15 @@ python-version:
 	@v=$$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null) || v="not found"; \
 	$(PYTHON) -c "import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(MIN_PYTHON)),))" 2>/dev/null || \
 	{ echo "The course needs Python $(MIN_PYTHON) or newer; $(PYTHON) is $$v (run make PYTHON=python3.X with X >= $(word 2,$(subst ., ,$(MIN_PYTHON))))."; exit 2; }
-book test labs setup grade jupyter: python-version
+book test test-quick test-seeds labs setup grade jupyter: python-version
 
 $(VENV)/.installed: requirements.txt pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q -r requirements.txt
-	$(VENV)/bin/python -m pip install -q --no-deps -e .
+	@# setuptools' build backend reports every editable install with an "Editable installation."
+	@# warning (information only) that pip -q still prints: silenced by its message alone
+	PYTHONWARNINGS='ignore:Editable installation:UserWarning' $(VENV)/bin/python -m pip install -q --no-deps -e .
 	touch $@
 
 setup: $(STAMP)
@@ -51,6 +56,25 @@ setup: $(STAMP)
 # that both workers collect the same tests. Serially: make test PYTEST_ARGS=
 test: $(STAMP)
 	PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS)
+
+# What the edit loop leaves to `make test` (run it before a commit): the labs and the chapters
+# through nbval (tests marked nbval: solutions, graded fixtures, cheats), the tests marked slow,
+# tests/test_toolchain.py (every kernel file for every target; a chapter's own tests still
+# compile what they use) and tests/test_interpreter.py (every topic's Problems sampled on the
+# interpreter; a chapter's own tests run its cases). Measured here with a cold compile cache and
+# test_interpreter.py still in: 740 CPU-s, 320 of them compiling, 140 test_interpreter.py; so
+# about 280 CPU-s once the cache is warm: under 3 minutes on 2 cores.
+QUICK_ARGS ?= -m "not nbval and not slow" --ignore=tests/test_toolchain.py \
+	--ignore=tests/test_interpreter.py
+test-quick: $(STAMP)
+	PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS) $(QUICK_ARGS)
+
+# The randomised tests (those drawing from the rng fixture, seeded by their test id) again on
+# other seeds: each must pass on every seed it can draw. SEEDS="1 2 3" by default; not in CI.
+SEEDS ?= 1 2 3
+test-seeds: $(STAMP)
+	@for s in $(SEEDS); do echo "FRAGLAB_TEST_SEED=$$s"; \
+	  FRAGLAB_TEST_SEED=$$s PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS) -q -m randomised || exit 1; done
 
 book: $(STAMP)
 	$(JB) build . --warningiserror --keep-going

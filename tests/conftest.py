@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fraglab import device
+from cpu_profile import pytest_runtest_protocol  # noqa: F401  (FRAGLAB_CPU_PROFILE=file: CPU by test)
 
 
 def pytest_configure(config):
@@ -58,6 +59,9 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:                   # what `make test-seeds` runs again on other seeds
+        if "rng" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.randomised)
     # xdist workers see ``dist == "no"`` and the controller's choice as ``loadgroup``
     if config.getoption("loadgroup", False) or config.getoption("dist", None) == "loadgroup":
         rank = {f: i for i, f in enumerate(FIRST)}
@@ -106,11 +110,24 @@ def xp():
     return np
 
 
+#: Draws another set of seeds for the whole suite (every test's seed moves with it), to run the
+#: randomised tests on more inputs: ``FRAGLAB_TEST_SEED=7 make test``. Unset: 0.
+SEED_ENV = "FRAGLAB_TEST_SEED"
+
+
+def seed_of(nodeid: str) -> int:
+    """A test's seed: its node id's CRC-32 (the same in every process, whatever the order of the
+    tests or the worker that runs them, whatever PYTHONHASHSEED), moved by $FRAGLAB_TEST_SEED."""
+    import zlib
+    return zlib.crc32(nodeid.encode()) ^ (int(os.environ.get(SEED_ENV, "0")) * 0x9E3779B1 % 2**32)
+
+
 @pytest.fixture
-def rng():
-    """Fresh random inputs on every run (the seed is printed on failure by pytest's -ra output)."""
-    seed = np.random.SeedSequence().entropy % 2**32
-    print(f"rng seed {seed}")
+def rng(request):
+    """Random inputs seeded by the test (:func:`seed_of`): a run repeats the last one's draws,
+    serially or on any worker, and a failure repeats (the seed is printed with it)."""
+    seed = seed_of(request.node.nodeid)
+    print(f"rng seed {seed} ({SEED_ENV}={os.environ.get(SEED_ENV, '0')})")
     return np.random.default_rng(seed)
 
 

@@ -38,3 +38,21 @@ def graded_cells(nb: dict) -> set[int]:
     """Indices (among code cells, as nbval counts them) of the cells tagged ``graded``."""
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     return {i for i, c in enumerate(code) if "graded" in c.get("metadata", {}).get("tags", [])}
+
+
+def refused_here(topic: str) -> str | None:
+    """Why the GPU in use cannot re-run ``topic``'s notebook as it was executed (on the H100): the
+    checks of the topic's Problems this GPU refuses (``fraglab.runs_where.refusals``: chapter 10
+    needs a Hopper, chapter 05's FA-2 compute capability 8.0), or None where it runs them all or
+    there is no GPU. The GPU tier's nbval of a chapter skips with this reason (a lab's does not:
+    its graded cells say what runs where on every GPU)."""
+    from fraglab import device, runs_where
+    if not device.gpu_available():
+        return None
+    cc = tuple(device.target_cc())
+    r = runs_where.refusals(topic, cc)
+    refused = sum(sum(v.values()) for v in r.skipped.values())
+    if not refused:
+        return None
+    return (f"this GPU (compute capability {cc[0]}.{cc[1]}) refuses {refused} of {topic}'s "
+            f"{r.total} checks, so its notebook cannot re-run as executed: {next(iter(r.skipped))}")

@@ -178,6 +178,14 @@ def test_launch_buttons_and_one_search_box(html_dir):
     assert not soup.select("header#pst-header .search-button-field"), "a second search box in the top bar"
 
 
+def test_every_page_names_a_valid_theme_mode(html_dir):
+    """The theme's script resets any mode but light, dark and auto, logging "Got invalid theme
+    mode" in the browser's console: every page names one of the three (_config.yml)."""
+    for f in sorted(html_dir.rglob("*.html")):
+        m = re.search(r'<body data-default-mode="([^"]*)"', f.read_text(errors="replace"))
+        assert m is None or m.group(1) in ("light", "dark", "auto"), f"{f}: mode {m.group(1)!r}"
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_figures_have_numbered_captions_and_alt_text(html_dir, chapter):
     """Every image a code cell shows sits in a numbered figure with a caption and real alt text

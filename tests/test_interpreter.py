@@ -21,8 +21,12 @@ import fraglab
 from fraglab import launch, ptx
 from fraglab.problem import named_outputs, rel_error
 
-#: Cases per problem in one CPU-tier run (sampled afresh each run from the interpreter cases).
+#: Cases per problem in one CPU-tier run (sampled from the interpreter cases by the test's seed).
 SAMPLE = 3
+#: Topics whose own tests run every interpreter case of every Problem (topic: that test file's
+#: list of (problem, case)): here each of their Problems runs one case, under a random warp
+#: interleaving, which is what this file adds to them (test_the_topics_named_run_every_case...).
+EVERY_CASE_ELSEWHERE = {"fa3_pipelining": ("test_10_fa3_pipelining_kernels", "SMALL")}
 
 
 def _topic_problems():
@@ -67,12 +71,24 @@ def interpreter(monkeypatch):
 def test_problem_on_the_interpreter(name, problem, rng, interpreter):
     cases = [c for c in problem.interpreter_cases if problem.supported(c)[0]]
     assert cases, f"{name} has no case small enough for the interpreter (all are slow=True)"
-    picks = rng.choice(len(cases), size=min(SAMPLE, len(cases)), replace=False)
+    sample = 1 if name.split(".")[0] in EVERY_CASE_ELSEWHERE else SAMPLE
+    picks = rng.choice(len(cases), size=min(sample, len(cases)), replace=False)
     for n, i in enumerate(sorted(picks)):
         # the first case also under one random warp interleaving (its seed is in any failure)
         with ptx.options(seeds=(int(rng.integers(1 << 16)),) if n == 0 else ()):
             res = problem.check(cases[i], rng)
         print(res.line())
+
+
+@pytest.mark.parametrize("topic", sorted(EVERY_CASE_ELSEWHERE))
+def test_the_topics_named_run_every_case_in_their_own_tests(topic):
+    """What lets :func:`test_problem_on_the_interpreter` run one case of their Problems: every
+    interpreter case of every one of them is in the topic's own test list."""
+    module, attr = EVERY_CASE_ELSEWHERE[topic]
+    listed = {(n, c.name) for n, c in getattr(importlib.import_module(module), attr)}
+    want = {(n.split(".", 1)[1], c.name) for n, p in PROBLEMS if n.split(".")[0] == topic
+            for c in p.interpreter_cases}
+    assert want and want <= listed, sorted(want - listed)
 
 
 def test_the_tracer_runs_on_the_interpreter(interpreter):

@@ -34,6 +34,7 @@ CITED = ("ch10-checks", "ch10-sanitizer", "ch10-best-variant", "ch10-gpu", "ch10
          "ch10-tma-over-pingpong", "ch10-goal-main-min", "ch10-goal-main-max", "ch10-goal-headline",
          "ch10-goal-missed", "ch10-goal-points", "ch10-goal-missed-where", "ch10-d64-min",
          "ch10-d64-max", "ch10-d256-best-tflops", "ch10-d256-best-cudnn", "ch10-d256-best-n",
+         "ch10-sweep-headline-tma", "ch10-sweep-headline-cudnn",
          "ch10-tune-points", "ch10-tune-two-stages", "ch10-tune-bc128", "ch10-tune-wg3",
          "ch10-tune-wg3-where", "ch10-tune-other", "ch10-d256-spill",
          "ch10-d256-consumer-regs", "ch10-d256-key_tile", "ch10-d256-consumer", "ch10-d256-o", "ch10-d256-s", "ch10-d256-p", "ch10-d256-total",
@@ -160,6 +161,12 @@ def glue_values(doc: dict) -> dict[str, str]:
                     out[f"ch10-ratio-{k.replace('_', '-')}"] = f"{best / tf[k]:.2f}x"
             out["ch10-goal-met"] = "met" if tf.get("cudnn") and best / tf["cudnn"] >= GOAL \
                 else "not met"
+        row = sweep_row(doc, h["N"], h["d"], h.get("causal", False)) if "N" in h and "d" in h else None
+        if row:                           # the same size in the sweep's own comparison
+            stf = tflops_of(row)
+            for k in ("fa3_tma", "cudnn"):
+                if stf.get(k):
+                    out[f"ch10-sweep-headline-{k.replace('fa3_', '')}"] = f"{stf[k]:.0f}"
         if tf.get("fa3_twostage") and tf.get("fa3_nooverlap"):
             out["ch10-twostage-gain"] = f"{tf['fa3_twostage'] / tf['fa3_nooverlap']:.2f}x"
         if tf.get("fa3_pingpong") and tf.get("fa3_nooverlap"):
@@ -186,6 +193,12 @@ def glue_values(doc: dict) -> dict[str, str]:
     # a record without a section (an older or a failed run) still gives every name the
     # chapter cites: "n/a" says so in the text, and the book builds
     return {**{k: "n/a" for k in CITED}, **out}
+
+
+def sweep_row(doc: dict, n: int, d: int, causal: bool) -> dict | None:
+    """The sweep's row for one size (the sweep table shows it), or None."""
+    return next((r for r in _res(doc).get("sweep") or []
+                 if (r["N"], r["d"], bool(r["causal"])) == (n, d, bool(causal))), None)
 
 
 def variant_table(doc: dict, *, live: list[dict] | None = None):
@@ -312,12 +325,14 @@ def tuning_table(tune: dict):
                      "key tile": r["pick"]["key_tile"], "stages": r["pick"]["stages"],
                      "consumers": r["pick"].get("consumers", 2),
                      "TFLOP/s": f"{tf[best]:.0f}",
+                     "cuDNN": f"{tflops_of(r)['cudnn']:.0f}" if tflops_of(r).get("cudnn") else "-",
                      "other tile, best": f"{max(other):.0f}" if other else "-",
                      "x cuDNN": f"{r['x_cudnn']:.2f}" if r.get("x_cudnn") else "-"})
     if not rows:
         rows = [{"note": "no tuning record yet (python -m fraglab.fa3_pipelining tune)"}]
     return report.table(rows, caption="Table: the tuning sweep's pick at each size (f16): key "
-                        "tile, ring depth and consumer warpgroups, its TFLOP/s, the best "
+                        "tile, ring depth and consumer warpgroups, its TFLOP/s and cuDNN's in the same "
+                        "comparison, the best "
                         "candidate with the other key "
                         "tile, and the pick over cuDNN.", wrap_header=True)
 
@@ -363,7 +378,7 @@ def tma_values(doc: dict, tune: dict) -> dict[str, str]:
             best = max(d256, key=lambda p: p["tma"])
             out["ch10-d256-best-tflops"] = f"{best['tma']:.0f}"
             out["ch10-d256-best-cudnn"] = f"{best['cudnn']:.0f}"
-            out["ch10-d256-best-n"] = _k(best["N"])
+            out["ch10-d256-best-n"] = _k(best["N"]) + (", causal" if best["causal"] else ", non-causal")
     picks = [r["pick"] for r in _res(tune).get("f16") or [] if r.get("pick")]
     if picks:
         out["ch10-tune-points"] = str(len(picks))
