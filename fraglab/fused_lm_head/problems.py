@@ -334,9 +334,10 @@ def run_backward_tma(**inp):
     return run_backward(**inp, variant="tma")
 
 
-#: The tma rung's backward cases on the interpreter: its G kernel's paths (the GEMMs are the
-#: wgmma rung's, covered there); every one on Hopper.
-TMA_BWD_INTERPRETED = ("random", "ragged", "softcap_f16", "filter_cold", "blocks_and_chunks")
+#: The tma rung's backward cases on the interpreter: its producers' edges (ragged rows, words and
+#: columns; the filter's skipped k steps; several chunks); the consumers are the wgmma rung's,
+#: covered there. Every case on Hopper.
+TMA_BWD_INTERPRETED = ("ragged", "filter_cold")
 
 PROBLEMS["linear_cross_entropy_backward_tma"] = _backward_problem(
     "linear_cross_entropy_backward_tma",
@@ -352,8 +353,9 @@ def run_tma(**inp):
 
 
 #: The tma rung's cases on the interpreter: those that reach its boxes' edges (rows past n and V,
-#: columns past d, several tiles and chunks a split); every case on Hopper.
-TMA_INTERPRETED = ("random", "ragged", "softcap_f16", "splits", "one_word", "tiles_and_chunks")
+#: columns past d, several tiles and chunks a split; the consumers are the wgmma rung's, whose
+#: cases cover the rest); every case on Hopper.
+TMA_INTERPRETED = ("ragged", "tiles_and_chunks")
 
 PROBLEMS["fused_linear_cross_entropy_tma"] = Problem(
     "11_fused_lm_head/fused_linear_cross_entropy_tma",
