@@ -23,7 +23,8 @@ def pytest_configure(config):
 #: their work per value is large and independent (one lab's grading runs once, in the worker
 #: that holds its unit, cached by ``graded(lab)``).
 SPLIT_BY = {"test_grading_fixtures.py": r"\d\d_[a-z0-9_]*[a-z0-9]", "test_labs.py": r"\d\d_[a-z0-9_]*[a-z0-9]",
-            "test_toolchain.py": r"sm_\d+a?", "test_ptx_differential.py": r"^[a-z0-9_]+"}
+            "test_toolchain.py": r"sm_\d+a?", "test_ptx_differential.py": r"^[a-z0-9_]+",
+            "test_11_fused_lm_head.py": r"^[a-z0-9_]+"}
 #: Handed out first, in this order: the units that take minutes on the 2-core CI machine, so that
 #: no long one starts last while the other worker idles.
 FIRST = ("test_grading_fixtures.py", "test_toolchain.py", "test_09_instruction_diet.py",

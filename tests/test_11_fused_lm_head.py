@@ -43,13 +43,29 @@ def test_kernels_match_their_reference(name, case, check_supported):
     check_supported(topic.PROBLEMS[name], case)
 
 
-def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
+#: Every small case of every Problem of the topic (every rung, forward and backward), each run here
+#: on the interpreter (tests/test_interpreter.py runs one of each Problem's again, under a random
+#: warp interleaving, and checks that this list holds them all).
+SMALL = [(name, case) for name, p in sorted(topic.PROBLEMS.items()) for case in p.interpreter_cases]
+
+
+@pytest.mark.parametrize("name, case", SMALL, ids=[f"{n}-{c.name}" for n, c in SMALL])
+def test_every_small_case_passes_on_the_interpreter(name, case, rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    # the forward's Problem; the backward's and the wgmma rung's run in their own test files
-    p = topic.PROBLEMS["fused_linear_cross_entropy"]
-    assert len(p.interpreter_cases) >= 10
-    for case in p.interpreter_cases:
-        p.check(case, rng)
+    topic.PROBLEMS[name].check(case, rng)
+
+
+def test_the_rungs_keep_their_small_cases():
+    """How many cases each Problem gives the interpreter (a case marked slow by mistake would
+    leave a path of its kernels unchecked without a GPU)."""
+    small = {n: len(p.interpreter_cases) for n, p in topic.PROBLEMS.items()}
+    assert small["fused_linear_cross_entropy"] >= 10
+    assert small["fused_linear_cross_entropy_wgmma"] >= 10
+    assert small["linear_cross_entropy_backward"] >= 12
+    assert small["linear_cross_entropy_backward_atomic"] == 5
+    assert small["linear_cross_entropy_backward_wgmma"] == 9
+    assert small["fused_linear_cross_entropy_tma"] == 2
+    assert small["linear_cross_entropy_backward_tma"] == 2
 
 
 def _drop_last_tile(h, w, targets, **kw):

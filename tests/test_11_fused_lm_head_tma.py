@@ -41,13 +41,6 @@ def test_builds_without_spills_and_copies_with_the_tma(name):
     assert not re.search(r"C75(1\d|20)", b.log), b.log
 
 
-def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
-    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    assert len(FORWARD.interpreter_cases) == 2 and len(BACKWARD.interpreter_cases) == 2
-    for p in (FORWARD, BACKWARD):
-        for case in p.interpreter_cases:
-            p.check(case, rng)
-
 
 def test_same_bits_as_the_wgmma_rung(rng, monkeypatch):
     """Only the producer changed: the losses and both gradients are the wgmma rung's, bit for bit

@@ -148,12 +148,6 @@ def test_bodies_trap_off_sm90a(arch):
         assert "HGMMA" not in ops and ops.get("BPT", 0) + ops.get("EXIT", 0) >= 1, (k, ops)
 
 
-def test_the_small_cases_pass_on_the_interpreter(rng, monkeypatch):
-    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    assert len(PROBLEM.interpreter_cases) >= 10
-    for case in PROBLEM.interpreter_cases:
-        PROBLEM.check(case, rng)
-
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", PROBLEM.cases, ids=[c.name for c in PROBLEM.cases])

@@ -26,7 +26,8 @@ SAMPLE = 3
 #: Topics whose own tests run every interpreter case of every Problem (topic: that test file's
 #: list of (problem, case)): here each of their Problems runs one case, under a random warp
 #: interleaving, which is what this file adds to them (test_the_topics_named_run_every_case...).
-EVERY_CASE_ELSEWHERE = {"fa3_pipelining": ("test_10_fa3_pipelining_kernels", "SMALL")}
+EVERY_CASE_ELSEWHERE = {"fa3_pipelining": ("test_10_fa3_pipelining_kernels", "SMALL"),
+                        "fused_lm_head": ("test_11_fused_lm_head", "SMALL")}
 
 
 def _topic_problems():
