@@ -414,3 +414,42 @@ def published(root, gpus=("H100", "H200")) -> dict:
                 want = bitstr(f)
                 out[f"{g} {t} {o}"] = (len(want), int((D.view(np.uint32) != want).sum()))
     return out
+
+
+# ---- regression data from a hardware record ----------------------------------------------------
+
+def regression_record(gpu_bits, out, old=None, per_test: int = 48, keep: int = 16) -> dict:
+    """Compact regression data from a GPU run's ``tensor_cores_gpu_bits.npz``: for every
+    one-step (form, class) where the GPU differs from ``old`` (a function (test) -> model bits;
+    default: the current model), ``per_test`` differing elements and ``keep`` agreeing ones, each
+    as its row of A, column of B (input bits), C and the GPU's D (accumulator bits), plus the
+    GPU's words of instance 0 (``<key>|inst0``, to replay the kernel on the interpreter). Writes
+    ``out`` (npz, compressed) and returns {key: differing elements}."""
+    z = np.load(gpu_bits)
+    rng = np.random.default_rng(0)
+    arrays, counts = {}, {}
+    for form in FORMS:
+        for cls, s_mma, s_wg in CLASSES:
+            steps = s_mma if form[1] == "mma" else s_wg
+            key = f"{form[0]}|{cls}"
+            if steps != 1 or key not in z.files:
+                continue
+            hw = z[key]
+            test = Test(form, cls, hw.shape[0], steps)
+            bad = hw != (old(test) if old else test.model(tcmodel.H100))
+            if not bad.any():
+                continue
+            counts[key] = int(bad.sum())
+            pick = []
+            for mask, n in ((bad, per_test), (~bad, keep)):
+                idx = np.argwhere(mask)
+                pick.append(idx[rng.choice(len(idx), min(n, len(idx)), replace=False)])
+            i, r, c = np.concatenate(pick).T
+            A = to_type(test.A[:, 0], test.t)
+            arrays[key + "|a"] = _bits(A[i, r, :], test.t)
+            arrays[key + "|b"] = _bits(test.B[i, 0, :, c], test.t)
+            arrays[key + "|c"] = _bits(test.C[i, r, c], test.ct)
+            arrays[key + "|d"] = hw[i, r, c]
+            arrays[key + "|inst0"] = hw[0]
+    np.savez_compressed(out, **arrays)
+    return counts
