@@ -93,6 +93,7 @@ def fuzz(out: Path, gpu, programs: int, seed: int, budget_s: float, jobs) -> dic
     res["seconds"] = round(time.time() - t0, 1)
     (out / "fuzz.json").write_text(json.dumps(res, indent=1))
     print(f"fuzz: {res['programs']} programs ({res['skipped']} skipped: time budget), {res['compared']} compared, {res['differ']} differ, "
+          f"{res.get('undefined_by_isa', 0)} differ only in NaN bits the ISA leaves open, "
           f"{res['errors']} interpreter errors, {res.get('gpu_errors', 0)} GPU errors "
           f"({res['seconds']} s)", flush=True)
     return res
