@@ -44,7 +44,7 @@ FORMS = [
 ]
 #: input classes: (name, steps for mma, steps for wgmma)
 CLASSES = [("random", 1, 1), ("chain", 48, 12), ("cancel", 1, 1), ("wide", 1, 1),
-           ("subnormal", 1, 1), ("specials", 1, 1)]
+           ("subnormal", 1, 1), ("specials", 1, 1), ("zeros", 1, 1)]
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -105,6 +105,14 @@ def inputs(cls: str, t: str, ct: str, shape, inst: int, steps: int, seed: int):
         A, B = _subnormal(rng, sa, t), _subnormal(rng, sb, t)
         C = np.where(rng.random(sc) < 0.5, _spread(rng, sc, -149, -127), 0.0)
         C = np.where(rng.random(sc) < 0.2, -0.0, C)
+    elif cls == "zeros":
+        # the sign of a sum of zeros: rows of A all +0 or all -0, columns of B all positive or all
+        # negative, C +-0, so that every product and C can be -0 (IEEE: -0), or mixed (+0)
+        A, B = np.abs(rng.standard_normal(sa)), np.abs(rng.standard_normal(sb))
+        A *= np.where(rng.random(sa[:3] + (1,)) < 0.6, 0.0, 1.0) * rng.choice([-1.0, 1.0], sa[:3] + (1,))
+        B *= rng.choice([-1.0, 1.0], sb[:2] + (1, n))
+        B = np.where(rng.random(sb) < 0.1, -B, B)
+        C = np.where(rng.random(sc) < 0.7, 0.0, rng.standard_normal(sc) * 2.0**-20) * rng.choice([-1.0, 1.0], sc)
     elif cls == "specials":
         A, B, C = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(sc)
         pick = [np.inf, -np.inf, np.nan, 0.0, -0.0]
