@@ -511,6 +511,8 @@ def _job(seeds, gpu, examples: int = 3) -> dict:
                                 "gpu": hex(int(h[i])), "interp": hex(int(m[i]))}]
         if len(row) > 1:
             row["ptx"] = program(s, 0)
+            if "differ" in row or "undefined_words" in row:
+                row["gpu_words"] = np.asarray(h, np.uint32)   # every word: offline bisection
             rows.append(row)
     return {"n": len(seeds), "rows": rows, "seconds": time.time() - t0}
 
