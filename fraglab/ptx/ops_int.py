@@ -309,7 +309,9 @@ def _field(pos, ln, bits):
 
 
 def _imm(op):
-    """An integer immediate operand's value, else None."""
+    """An integer immediate's value, else None. With immediate fields the H200 departs from the
+    ISA (ptxas folds them; tests/data/fuzz_h200_cases.json): bfe.s32 at a position >= 32 gives
+    ~0 whatever a is, bfi.b32 takes a length >= 32 mod 32 (registers: as the ISA, H100 record)."""
     return op[1] if op[0] == "imm" and op[2] == "int" else None
 
 
@@ -320,16 +322,9 @@ def h_bfe(ins, dc):
     signed = t[0] == "s"
     u = UINT[bits // 8]
     ipos, iln = _imm(ins.operands[2]), _imm(ins.operands[3])
-    if t == "s32" and ipos is not None and iln is not None and 32 <= ipos & 0xFF and iln & 0xFF:
-        # Immediate position and length, the position past bit 31: the ISA's pseudo-code fills d
-        # with a[31], the hardware writes 0xFFFFFFFF whatever a is (ptxas folds the constants:
-        # H200, driver 13.0, difftest_hw fuzz record, 30 programs, e.g. bfe.s32 d, 0, 38, 16
-        # -> 0xFFFFFFFF; tests/data/fuzz_h200_cases.json). With the position or length in a
-        # register the hardware follows the ISA (H100 differential record, 461 such cases).
-        wr = dc.writer(ins.operands[0], t, ins)
-        ones = np.full(32, -1, np.int32)
-        return lambda w, m: wr(w, ones, m)
-
+    if t == "s32" and ipos is not None and iln is not None and ipos & 0xFF >= 32 and iln & 0xFF:
+        wr = dc.writer(ins.operands[0], t, ins)                  # all ones (_imm)
+        return lambda w, m: wr(w, np.full(32, -1, np.int32), m)
     def f(a, pos, ln):
         pos, ln = _field(pos, ln, bits)
         x = a.view(u).astype(_U64)
@@ -348,13 +343,7 @@ def h_bfi(ins, dc):
     t = last_type(ins)
     bits = 8 * np.dtype(DT[t]).itemsize
     u = UINT[bits // 8]
-    iln = _imm(ins.operands[4])
-    # An immediate length of 32 or more counts mod 32 on the hardware (32 inserts nothing: the
-    # result is b; 33 inserts one bit), where the ISA inserts up to bit 31 (ptxas folds the
-    # constant: H200, driver 13.0, difftest_hw fuzz record, 20 programs, e.g. bfi.b32 d, 0,
-    # 0xFFFFFFFF, 22, 35 -> 0xFE3FFFFF). A length in a register follows the ISA (H100 record).
-    wrap = t == "b32" and iln is not None and 32 <= iln & 0xFF
-
+    wrap = t == "b32" and ((_imm(ins.operands[4]) or 0) & 0xFF) >= 32     # mod 32 (_imm)
     def f(a, b, pos, ln):
         pos, ln = _field(pos, ln, bits)
         if wrap:
