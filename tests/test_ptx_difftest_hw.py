@@ -14,7 +14,7 @@ from fraglab.ptx import tcmodel
 
 @pytest.mark.parametrize("form,cls", [(T.FORMS[0], "cancel"), (T.FORMS[6], "random"),
                                       (T.FORMS[8], "chain"), (T.FORMS[10], "subnormal"),
-                                      (T.FORMS[4], "zeros")])
+                                      (T.FORMS[4], "zeros"), (T.FORMS[2], "subnormal_scaled")])
 def test_tensor_core_pipeline_agrees_with_the_model(form, cls):
     steps = 3 if cls == "chain" else 1
     r = T.check(form, cls, steps, "fake", quick=True)
