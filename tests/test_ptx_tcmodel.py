@@ -5,6 +5,8 @@ format's smallest exponent), every term truncated toward zero to a multiple of 2
 exact sum truncated to f32 (rounded to nearest even for an f16 accumulator)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,52 @@ def test_tf32_blocks_of_eight_and_variants_disagree():
     exact = (A.astype(float) @ B + C).astype(np.float32)
     assert (outs["h100"].astype(np.float32) != exact).any()
     assert (outs["h100"] != outs["round_nearest"]).any()
+
+
+# ---- the H200's own bits (python -m fraglab.ptx.difftest_hw, tests/data/tc_h200_zero_sign.npz) ----
+# Written by difftest_tc.regression_record from an H200 run: for each (form, input class) where
+# the model gave -0 and the GPU +0 (cancellation into an f16 accumulator; bf16/tf32 subnormal
+# products below the f32 range; f16 subnormal products below the f16 range), 48 of those
+# elements and 16 others, as the row of A, the column of B, C and the GPU's D, in raw bits.
+
+_H200 = Path(__file__).parent / "data" / "tc_h200_zero_sign.npz"
+
+
+def _h200():
+    z = np.load(_H200)
+    return z, sorted({k.rsplit("|", 1)[0] for k in z.files})
+
+
+def _vals(bits, t):
+    from fraglab.dtypes import from_bf16
+    if t == "f16":
+        return bits.view(np.float16).astype(np.float64)
+    if t == "bf16":
+        return from_bf16(bits).astype(np.float64)
+    return bits.view(np.float32).astype(np.float64)
+
+
+def _form(key):
+    from fraglab.ptx import difftest_tc as T
+    return next(f for f in T.FORMS if f[0] == key.split("|")[0])
+
+
+@pytest.mark.parametrize("key", _h200()[1])
+def test_zero_results_are_positive_as_on_the_h200(key):
+    z, _ = _h200()
+    _, _, _, t, ct = _form(key)
+    a, b = _vals(z[key + "|a"], t), _vals(z[key + "|b"], t)
+    c, want = _vals(z[key + "|c"], ct), z[key + "|d"]
+    got = tcmodel.matmul(a[:, None, :], b[:, :, None], c[:, None, None], t, ct)[:, 0, 0]
+    got = got.astype(np.float16 if ct == "f16" else np.float32).view(want.dtype)
+    assert (got == want).all(), [(hex(g), hex(w)) for g, w in zip(got, want) if g != w][:4]
+    assert (want == 0).sum() >= 48                       # the cases that used to come out -0
+
+
+@pytest.mark.parametrize("key", ["mma.m16n8k8.f16.f16|cancel", "mma.m16n8k8.f32.bf16|subnormal"])
+def test_the_interpreter_replays_the_h200_kernel_bit_for_bit(key):
+    from fraglab.ptx import difftest_tc as T
+    z, _ = _h200()
+    test = T.Test(_form(key), key.split("|")[1], 256, 1)  # the recorded run's inputs (256 instances)
+    got = T.unpack(test.form, T.run_interp(test, 1), 1)[0]
+    assert (got == z[key + "|inst0"]).all()

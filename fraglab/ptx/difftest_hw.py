@@ -5,7 +5,8 @@ per-instruction differential test cannot reach: tensor-core arithmetic bit for b
 Writes ``DIR/tensor_cores.json`` (per form and input class: elements compared, interpreter
 differences with examples, and how many elements each neighbouring model of the tensor cores gets
 wrong), ``DIR/tensor_cores_gpu_bits.npz`` (the GPU's results, to refit the model offline),
-``DIR/fuzz.json`` (programs, seeds, differences with their PTX) and prints a summary. The
+``DIR/fuzz.json`` (programs, seeds, differences with their PTX), ``DIR/fuzz_gpu_words.npz`` (the
+GPU's output words of those programs, by seed, to bisect offline) and prints a summary. The
 appendix's record lives in ``book/data/appendix_ptx_interpreter/`` (copy the JSON files there).
 
 ``--published DIR`` scores the tensor-core model on the published H100/H200 test vectors
@@ -89,10 +90,14 @@ def fuzz(out: Path, gpu, programs: int, seed: int, budget_s: float, jobs) -> dic
           + ("on the GPU and the interpreter" if gpu else "on the interpreter only (no GPU)"), flush=True)
     t0 = time.time()
     res = F.run(programs, seed, "fake" if gpu == "fake" else bool(gpu), jobs=jobs, budget_s=budget_s)
+    words = {str(r["seed"]): r.pop("gpu_words") for r in res["rows"] if "gpu_words" in r}
+    if words:                     # the GPU's output words of the recorded programs
+        np.savez_compressed(out / "fuzz_gpu_words.npz", **words)
     res["meta"] = _meta(gpu)
     res["seconds"] = round(time.time() - t0, 1)
     (out / "fuzz.json").write_text(json.dumps(res, indent=1))
     print(f"fuzz: {res['programs']} programs ({res['skipped']} skipped: time budget), {res['compared']} compared, {res['differ']} differ, "
+          f"{res.get('undefined_by_isa', 0)} differ only in NaN bits the ISA leaves open, "
           f"{res['errors']} interpreter errors, {res.get('gpu_errors', 0)} GPU errors "
           f"({res['seconds']} s)", flush=True)
     return res

@@ -44,7 +44,7 @@ FORMS = [
 ]
 #: input classes: (name, steps for mma, steps for wgmma)
 CLASSES = [("random", 1, 1), ("chain", 48, 12), ("cancel", 1, 1), ("wide", 1, 1),
-           ("subnormal", 1, 1), ("specials", 1, 1)]
+           ("subnormal", 1, 1), ("specials", 1, 1), ("zeros", 1, 1), ("subnormal_scaled", 1, 1)]
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -105,6 +105,21 @@ def inputs(cls: str, t: str, ct: str, shape, inst: int, steps: int, seed: int):
         A, B = _subnormal(rng, sa, t), _subnormal(rng, sb, t)
         C = np.where(rng.random(sc) < 0.5, _spread(rng, sc, -149, -127), 0.0)
         C = np.where(rng.random(sc) < 0.2, -0.0, C)
+    elif cls == "subnormal_scaled":
+        # subnormal A times large B: products in the normal range, so that flushing the
+        # subnormal inputs (bf16/tf32: not yet measured, the subnormal class's products underflow)
+        # would change every result
+        lo, hi = (3, 14) if t == "f16" else (105, 126)
+        A, B = _subnormal(rng, sa, t), _spread(rng, sb, lo, hi)
+        C = np.where(rng.random(sc) < 0.5, _spread(rng, sc, -12, 4), 0.0)
+    elif cls == "zeros":
+        # the sign of a sum of zeros: rows of A all +0 or all -0, columns of B all positive or all
+        # negative, C +-0, so that every product and C can be -0 (IEEE: -0), or mixed (+0)
+        A, B = np.abs(rng.standard_normal(sa)), np.abs(rng.standard_normal(sb))
+        A *= np.where(rng.random(sa[:3] + (1,)) < 0.6, 0.0, 1.0) * rng.choice([-1.0, 1.0], sa[:3] + (1,))
+        B *= rng.choice([-1.0, 1.0], sb[:2] + (1, n))
+        B = np.where(rng.random(sb) < 0.1, -B, B)
+        C = np.where(rng.random(sc) < 0.7, 0.0, rng.standard_normal(sc) * 2.0**-20) * rng.choice([-1.0, 1.0], sc)
     elif cls == "specials":
         A, B, C = rng.standard_normal(sa), rng.standard_normal(sb), rng.standard_normal(sc)
         pick = [np.inf, -np.inf, np.nan, 0.0, -0.0]
@@ -414,3 +429,42 @@ def published(root, gpus=("H100", "H200")) -> dict:
                 want = bitstr(f)
                 out[f"{g} {t} {o}"] = (len(want), int((D.view(np.uint32) != want).sum()))
     return out
+
+
+# ---- regression data from a hardware record ----------------------------------------------------
+
+def regression_record(gpu_bits, out, old=None, per_test: int = 48, keep: int = 16) -> dict:
+    """Compact regression data from a GPU run's ``tensor_cores_gpu_bits.npz``: for every
+    one-step (form, class) where the GPU differs from ``old`` (a function (test) -> model bits;
+    default: the current model), ``per_test`` differing elements and ``keep`` agreeing ones, each
+    as its row of A, column of B (input bits), C and the GPU's D (accumulator bits), plus the
+    GPU's words of instance 0 (``<key>|inst0``, to replay the kernel on the interpreter). Writes
+    ``out`` (npz, compressed) and returns {key: differing elements}."""
+    z = np.load(gpu_bits)
+    rng = np.random.default_rng(0)
+    arrays, counts = {}, {}
+    for form in FORMS:
+        for cls, s_mma, s_wg in CLASSES:
+            steps = s_mma if form[1] == "mma" else s_wg
+            key = f"{form[0]}|{cls}"
+            if steps != 1 or key not in z.files:
+                continue
+            hw = z[key]
+            test = Test(form, cls, hw.shape[0], steps)
+            bad = hw != (old(test) if old else test.model(tcmodel.H100))
+            if not bad.any():
+                continue
+            counts[key] = int(bad.sum())
+            pick = []
+            for mask, n in ((bad, per_test), (~bad, keep)):
+                idx = np.argwhere(mask)
+                pick.append(idx[rng.choice(len(idx), min(n, len(idx)), replace=False)])
+            i, r, c = np.concatenate(pick).T
+            A = to_type(test.A[:, 0], test.t)
+            arrays[key + "|a"] = _bits(A[i, r, :], test.t)
+            arrays[key + "|b"] = _bits(test.B[i, 0, :, c], test.t)
+            arrays[key + "|c"] = _bits(test.C[i, r, c], test.ct)
+            arrays[key + "|d"] = hw[i, r, c]
+            arrays[key + "|inst0"] = hw[0]
+    np.savez_compressed(out, **arrays)
+    return counts

@@ -19,7 +19,13 @@ A100). One block, as :func:`block_fma` implements it:
    reaches 2, comes to the same quantum measured from the unnormalised exponent).
 4. The truncated terms are added exactly, and the sum is normalised once and rounded to the
    accumulator's format: toward zero (truncation) for an f32 accumulator, to nearest even for an
-   f16 one. A sum that is exactly zero is +0 (all-zero terms: IEEE's rule for a sum of zeros).
+   f16 one. A result that is zero is +0, whatever the sign of the sum that cancelled, was
+   truncated or rounded (underflowed) to it: the H200 gave +0 for all 96,070 such elements of
+   ``difftest_hw``'s record (cancellation with an f16 accumulator, bf16/tf32 subnormal products
+   below the f32 range, f16 subnormal products below the f16 range), never -0, where rounding the
+   negative sum toward zero or to nearest gives -0 (``tests/data/tc_h200_zero_sign.npz``). Only
+   when every term is a zero does IEEE's rule for a sum of zeros apply (-0 when all are -0), a
+   case the record does not contain (the ``zeros`` input class measures it).
    Truncation beyond the largest f32 gives infinity, as in the model.
 5. Longer K (a wmma or mma whose K exceeds the block) is several blocks in turn, each
    rounded to the accumulator format and fed back as the next block's accumulator.
@@ -131,6 +137,7 @@ def block_fma(A, B, C, itype: str, ctype: str, var: Variant = H100) -> np.ndarra
         terms = np.trunc(np.ldexp(P, -qe[..., None]))            # multiples of 2^qe, truncated
         s = terms.sum(axis=-1) + np.trunc(np.ldexp(C, -qe))       # |s| < 2^33: exact
         out = _round_out(np.ldexp(s, qe), ctype, var.f32_round)
+        out = np.where(out == 0, 0.0, out)                         # a zero result is +0 (H200 bits)
         zeros = (pmax == _NONE) & (C == 0)                         # IEEE's sum of zeros
         if zeros.any():
             allneg = np.signbit(C) & np.all(np.signbit(P), axis=-1)
