@@ -115,7 +115,9 @@ def report(launch, polls, state: str):
     lane = 0 if w.spin_lanes is None else int(np.argmax(w.spin_lanes))
     err = None
     try:
-        raise_at(CrossBlockWait, "cross-block wait: " + what + "CUDA promises no forward "
+        # no writer at all: the wait can never end, a deadlock whatever the order of the blocks
+        head = "cross-block wait: " if found is not None else "deadlock (a wait nothing ends): "
+        raise_at(CrossBlockWait, head + what + "CUDA promises no forward "
                  "progress between blocks (the writer may not be scheduled until the waiting "
                  "block ends: on a GPU the kernel can hang), and here blocks run one after "
                  "another. Hand data between blocks through separate launches (or a cooperative "
