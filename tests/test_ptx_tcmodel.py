@@ -90,7 +90,7 @@ def test_blocks_are_rounded_in_turn():
 
 
 def test_signed_zeros_and_specials():
-    assert np.signbit(_block([(-0.0, 1.0), (0.0, -1.0)], -0.0))          # every term -0: -0
+    assert not np.signbit(_block([(-0.0, 1.0), (0.0, -1.0)], -0.0))      # every term -0: +0
     assert not np.signbit(_block([(1.0, 1.0), (-1.0, 1.0)], -0.0))        # cancellation: +0
     nan = _block([(np.inf, 1.0), (-np.inf, 1.0)], 0.0)
     assert np.float32(nan).view(np.uint32) == 0x7FFFFFFF
@@ -158,3 +158,33 @@ def test_the_interpreter_replays_the_h200_kernel_bit_for_bit(key):
     test = T.Test(_form(key), key.split("|")[1], 256, 1)  # the recorded run's inputs (256 instances)
     got = T.unpack(test.form, T.run_interp(test, 1), 1)[0]
     assert (got == z[key + "|inst0"]).all()
+
+
+def test_a_sum_of_zeros_is_plus_zero_as_the_h200_gave():
+    """The second H200 run's 'zeros' inputs (rows of signed zeros, C = -0, every term -0): the GPU
+    gave +0 where IEEE's sum of zeros is -0 (its recorded examples, f16 and bf16 inputs)."""
+    import json
+    from fraglab import tools
+    rec = json.load(open(tools.REPO_ROOT / "book/data/appendix_ptx_interpreter/"
+                         "tensor_cores_h200_confirm.json"))
+    seen = 0
+    for t in rec["tests"]:
+        if t["class"] != "zeros" or "tf32" in t["form"]:
+            continue
+        parts = t["form"].split(".")
+        acc, ab = parts[-2], parts[-1]
+        for e in t["examples"]:
+            bits = np.array([int(x, 16) for x in e["a_row"] + e["b_col"]], np.uint32)
+            vals = (bits.astype(np.uint16).view(np.float16).astype(np.float64) if ab == "f16"
+                    else (bits << 16).view(np.float32).astype(np.float64))
+            k = len(e["a_row"])
+            cb = int(e["c"], 16)
+            c = (np.array([cb], np.uint16).view(np.float16) if acc == "f16"
+                 else np.array([cb], np.uint32).view(np.float32)).astype(np.float64)
+            got = tcmodel.matmul(vals[:k][None, :], vals[k:][:, None], c[None, :], ab, acc)[0, 0]
+            want = int(e["gpu"], 16)
+            have = (int(np.float16(got).view(np.uint16)) if acc == "f16"
+                    else int(np.float32(got).view(np.uint32)))
+            assert have == want, (t["form"], e)
+            seen += 1
+    assert seen >= 10

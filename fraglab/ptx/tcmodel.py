@@ -23,9 +23,11 @@ A100). One block, as :func:`block_fma` implements it:
    truncated or rounded (underflowed) to it: the H200 gave +0 for all 96,070 such elements of
    ``difftest_hw``'s record (cancellation with an f16 accumulator, bf16/tf32 subnormal products
    below the f32 range, f16 subnormal products below the f16 range), never -0, where rounding the
-   negative sum toward zero or to nearest gives -0 (``tests/data/tc_h200_zero_sign.npz``). Only
-   when every term is a zero does IEEE's rule for a sum of zeros apply (-0 when all are -0), a
-   case the record does not contain (the ``zeros`` input class measures it).
+   negative sum toward zero or to nearest gives -0 (``tests/data/tc_h200_zero_sign.npz``). A sum
+   whose every term is a zero is +0 too, even when every term is -0, where IEEE would give -0:
+   the second H200 run's ``zeros`` input class (rows of signed zeros, C = -0) had the GPU give +0
+   in every differing element, against the interpreter's -0 then (book/data/
+   appendix_ptx_interpreter/tensor_cores_h200_confirm.json).
    Truncation beyond the largest f32 gives infinity, as in the model.
 5. Longer K (a wmma or mma whose K exceeds the block) is several blocks in turn, each
    rounded to the accumulator format and fed back as the next block's accumulator.
@@ -137,11 +139,8 @@ def block_fma(A, B, C, itype: str, ctype: str, var: Variant = H100) -> np.ndarra
         terms = np.trunc(np.ldexp(P, -qe[..., None]))            # multiples of 2^qe, truncated
         s = terms.sum(axis=-1) + np.trunc(np.ldexp(C, -qe))       # |s| < 2^33: exact
         out = _round_out(np.ldexp(s, qe), ctype, var.f32_round)
-        out = np.where(out == 0, 0.0, out)                         # a zero result is +0 (H200 bits)
-        zeros = (pmax == _NONE) & (C == 0)                         # IEEE's sum of zeros
-        if zeros.any():
-            allneg = np.signbit(C) & np.all(np.signbit(P), axis=-1)
-            out = np.where(zeros, np.where(allneg, -0.0, 0.0), out)
+        # a zero result is +0, a sum of zeros too, -0 + -0 included (H200 bits, both runs)
+        out = np.where(out == 0, 0.0, out)
         bad = ~(np.isfinite(A).all(axis=-1)[..., :, None] & np.isfinite(Bt).all(axis=-1)[..., None, :]
                 & np.isfinite(C))
         if bad.any():                                              # infinities and NaNs: IEEE
