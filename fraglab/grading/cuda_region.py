@@ -180,15 +180,10 @@ def tokens(text: str) -> tuple[list[Token], list[str]]:
             first = False
             i = j + 1
             continue
-        m = _ID.match(src, i)
+        kind, m = next(((k, m) for k, rx in (("id", _ID), ("num", _NUM))
+                        for m in (rx.match(src, i),) if m), (None, None))
         if m:
-            out.append(Token("id", m.group(0), line, first))
-            i = m.end()
-            first = False
-            continue
-        m = _NUM.match(src, i)
-        if m:
-            out.append(Token("num", m.group(0), line, first))
+            out.append(Token(kind, m.group(0), line, first))
             i = m.end()
             first = False
             continue
