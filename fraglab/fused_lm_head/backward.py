@@ -38,7 +38,8 @@ from . import kernels, wgmma
 KERNELS = "11_fused_lm_head_bwd"
 CHUNKED = "11_fused_lm_head_bwd_chunked"
 #: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
-#: and for "wgmma" and "tma" ``wgmma.RUNG_FILES``' G kernel with ``wgmma.GEMM_FILE``'s GEMMs).
+#: and for "wgmma" and "tma" the G kernel of ``wgmma.RUNG_FILES`` with the GEMMs of
+#: ``wgmma.GEMM_RUNG_FILES``).
 VARIANTS = ("atomic", "chunked", "wgmma", "tma")
 #: The Hopper rungs (sm_90a): the G kernel of the forward's rung of the same name.
 HOPPER = ("wgmma", "tma")
