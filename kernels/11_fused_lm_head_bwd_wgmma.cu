@@ -8,7 +8,8 @@
 // lmhead_wgmma_dh_<f16|bf16>(G, ldg, w, flags, ftiles, kw, n, d, v, v0, gscale, dh32, dh, mode)
 //            grid (ceil(n / LMG_BM), ceil(d / LMG_BN)): C = G[128 tokens, chunk] w[v0 .. v0 + kw]
 //            over k = the chunk's kw words (zeros past v), times gscale; mode bit 0: add dh32's
-//            value, bit 1: round into dh, else store into dh32.
+//            value, bit 1: round into dh, else store into dh32. With mode 1 (a middle chunk) a
+//            block none of whose k steps counts returns at once: dh32 keeps its sums.
 // Block LMG_THREADS, dynamic shared memory LMG_SMEM_BYTES. Python: fraglab.fused_lm_head.backward
 // (variant="wgmma").
 //
@@ -162,6 +163,10 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
         const int ct = threadIdx.x - 128, wg = ct >> 7, wr = (ct >> 5) & 3, lane = ct & 31;
         int live = 0;
         for (int s = 0; s < steps; ++s) live += counts(s);
+        // dh of a middle chunk (sums in, sums out) where the filter left out every G tile of
+        // this token block: nothing to add, so the 128 KB of FP32 sums are neither read nor
+        // written (the round trip that dominates dh at large n when most tiles are skipped)
+        if (live == 0 && prev != nullptr && out16 == nullptr) return;
         float acc[128];
 #pragma unroll
         for (int j = 0; j < 128; ++j) acc[j] = 0.0f;

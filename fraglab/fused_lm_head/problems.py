@@ -258,6 +258,10 @@ BWD_CASES = (
     # draw): two 256-word tiles a chunk, so that each tile has a skipped and a kept block
     Case("filter_cold", n=8, v=600, d=32, cold=True, filter_eps=2.0 ** -12,
          chunk_bytes=2 * 8 * 128 * 4, edge=True),
+    # chunks of one 128-word block on the cold inputs: blocks 0, 2 and 4 (the first, a middle
+    # and the last, ragged chunk) never count, so dh's GEMM of the middle one has nothing to add
+    Case("filter_cold_chunks", n=8, v=600, d=32, cold=True, filter_eps=2.0 ** -12,
+         chunk_bytes=2 * 8 * 128, edge=True),
     # the chunked rung with 3 chunks of one tile (the last ragged): dh's FP32 sums across chunks
     Case("chunks", n=40, v=300, d=32, ignored=0.2, chunk_bytes=2 * 40 * 128, edge=True),
     Case("big", n=1000, v=5003, d=256, peaky=True, reduction="mean", slow=True),
@@ -317,8 +321,9 @@ def run_backward_wgmma(**inp):
 #: rows and words, a chunk of one block, so the G tile's second half lies past it, several tiles
 #: a chunk, the filter's votes and skipped k steps, the soft-cap, no word at all kept); every one
 #: on Hopper.
-WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "filter_cold", "chunks",
-                     "blocks_and_chunks", "all_ignored_mean", "one_word")
+WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "filter_cold",
+                     "filter_cold_chunks", "chunks", "blocks_and_chunks", "all_ignored_mean",
+                     "one_word")
 WGMMA_BWD_CASES = _interpreted_only(WGMMA_INTERPRETED, BWD_CASES)
 
 PROBLEMS["linear_cross_entropy_backward_wgmma"] = _backward_problem(
