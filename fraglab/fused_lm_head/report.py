@@ -26,7 +26,7 @@ CITED = ("ch11-checks", "ch11-course-8k", "ch11-eager-8k", "ch11-fastest-8k",
          "ch11-gerr-course", "ch11-gerr-filter", "ch11-gerr-cce", "ch11-gerr-cce-nofilter",
          "ch11-profile-course", "ch11-profile-filter", "ch11-profile-compile",
          "ch11-ratio-train-8k", "ch11-ratio-filter-8k", "ch11-ratio-fwd-8k", "ch11-ncu-wgmma",
-         "ch11-clocks")
+         "ch11-clocks", "ch11-dh-exit")
 NOT_YET = "not measured yet"
 #: The size the prose cites: Llama 3 8B's head at N = 8192.
 CITED_SIZE = ("llama3_8b", 8192)
@@ -189,7 +189,30 @@ def glue_values(doc: dict) -> dict[str, str]:
     out.update(profile_values(load_profile()))
     out["ch11-ncu-wgmma"] = ncu_text(load_profile(NCU_WGMMA))
     out["ch11-clocks"] = clocks_text(doc)
+    out["ch11-dh-exit"] = dh_exit_text(load_profile(DH_EXIT))
     return out
+
+
+#: The dh GEMM's early exit timed against the kernel before it (its "method" says how: one
+#: process, interleaved, the tma rung with the filter).
+DH_EXIT = RESULTS.parent / "dh_exit_ab.json"
+
+
+def dh_exit_text(doc: dict) -> str:
+    """The dh GEMM's milliseconds before and after its early exit, at both heads' N = 16384."""
+    runs = {(r["head"], r["n"]): r["runs"] for r in doc.get("sizes") or []}
+    parts = []
+    for head, name in (("llama3_8b", "Llama 3 8B"), ("gemma2_2b", "Gemma 2 2B")):
+        r = runs.get((head, 16384), {}).get("tma_filter")
+        if not r:
+            return NOT_YET
+        old, new = r["median_ms"]["old"], r["median_ms"]["new"]
+        same = not any(r["differing"].values())
+        parts.append(f"{old['dh']:.1f} to {new['dh']:.1f} ms at {name}'s head (the whole "
+                     f"backward {old['total']:.1f} to {new['total']:.1f} ms"
+                     f"{', the same bits' if same else ', DIFFERENT bits'})")
+    where = (doc.get("device") or {}).get("name", "?")
+    return " and from ".join(parts) + f", N = 16,384, on {where}"
 
 
 def clocks_text(doc: dict, head: str = "llama3_8b") -> str:
