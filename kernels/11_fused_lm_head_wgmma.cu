@@ -1,16 +1,22 @@
 // 11_fused_lm_head, rung "wgmma": the forward pass of kernels/11_fused_lm_head.cu on Hopper's
 // warpgroup MMA (sm_90a), with chapter 10's warp specialization.
 //
-// lmhead_wgmma_fwd_<f16|bf16>[_softcap](h, w, targets, part, n, v, d, tiles_per_split, softcap)
+// lmhead_wgmma_fwd_<f16|bf16>[_softcap](h, w, targets, part, n, v, d, tiles_per_split, softcap,
+//                                       bmax, nb)
 //            the arguments, grid and outputs of lmhead_fwd_* (kernels/11_fused_lm_head.cu): per
 //            token and vocabulary split the partial (max in the log2 domain, sum, target logit),
 //            merged by that file's lmhead_merge. Grid (ceil(n / LMW_BM), splits), block
 //            LMW_THREADS, dynamic shared memory LMW_SMEM_BYTES. Tiles of LMW_BN words.
+//            With nb > 0 also each 128-word block's largest logit over the CTA's tokens:
+//            bmax[token block][block] (nb = ceil(v / 128) a row, -inf before the launch), for the
+//            backward's filter (GradEpi::needed). nb = 0: bmax is not touched.
 //            Python: fraglab.fused_lm_head.fused_linear_cross_entropy(..., variant="wgmma").
 // lmhead_wgmma_g_<f16|bf16>[_softcap](h, w, targets, lse, dl, G, ldg, flags, skipped, n, v, d, v0,
-//                                     nt, ignore_index, softcap, filter_eps)
+//                                     nt, ignore_index, softcap, filter_eps, bmax, nb)
 //            the backward's G kernel (rung "wgmma" of fraglab.fused_lm_head.backward): the same
 //            mainloop, one tile a CTA, G's epilogue instead of the log-sum-exp (GradEpi, below).
+//            With the filter on and the forward's bmax (nb > 0), a CTA none of whose tokens can
+//            reach filter_eps in its tile returns before its mainloop.
 //
 // A CTA = 3 warpgroups and LMW_BM = 128 tokens:
 //   warpgroup 0, the producer (setmaxnreg.dec): streams the (vocabulary tile, chunk of 64 values
@@ -96,7 +102,8 @@ __device__ __forceinline__ void load_stage(u32 st, const u16* __restrict__ h, co
 }
 
 // After a tile's last chunk (no wgmma in flight): soft-cap, -inf past the vocabulary, the target's
-// logit picked up, the online log-sum-exp. n0: the tile's first word; c4 = lane % 4.
+// logit picked up (the caller then runs the online log-sum-exp). n0: the tile's first word;
+// c4 = lane % 4.
 template <bool SOFTCAP>
 __device__ __forceinline__ void tile_epilogue(Acc& acc, float (&m)[LMH_MT][2], float (&l)[LMH_MT][2],
                                               float (&zt)[LMH_MT][2], const int (&tgt)[2], int n0,
@@ -127,7 +134,14 @@ __device__ __forceinline__ void tile_epilogue(Acc& acc, float (&m)[LMH_MT][2], f
             }
         }
     }
-    lse_tile(acc, m, l);
+}
+
+// A float's atomic maximum through integer atomics: non-negative floats order as signed ints,
+// negative ones (sign bit set, -0 included) in reverse as unsigned ints. -inf is the identity.
+__device__ __forceinline__ void atomic_max_f32(float* p, float x)
+{
+    if (__float_as_uint(x) >> 31) atomicMin(reinterpret_cast<unsigned*>(p), __float_as_uint(x));
+    else atomicMax(reinterpret_cast<int*>(p), __float_as_int(x));
 }
 
 // The mainloop both kernels of this file share: a CTA's LMW_BM tokens m0 .. against the words
@@ -160,7 +174,15 @@ __device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u1
         Epi::setup(ring);
         mbar_init_fence();
     }
-    __syncthreads();
+    if constexpr (Epi::MAY_SKIP) {
+        // every thread's say on whether the CTA has work (Epi::needed); none: nothing to do
+        if (!__syncthreads_or(Epi::needed(args, n, v))) {
+            Epi::skip(args, v);
+            return;
+        }
+    } else {
+        __syncthreads();
+    }
     if (threadIdx.x < 128) {
         // ---- producer: warp p fills steps p, p + 4, ..., each with one cp.async group that
         // it waits for before announcing it (its other warps' steps are in flight meanwhile).
@@ -258,7 +280,9 @@ __device__ __forceinline__ void lmw_mainloop(const u16* __restrict__ h, const u1
 
 template <bool SOFTCAP>
 struct LseEpi {
-    struct Args { const int* targets; float* part; int tiles_per_split; float cap; };
+    struct Args { const int* targets; float* part; int tiles_per_split; float cap; float* bmax; int nb; };
+    static constexpr bool MAY_SKIP = false;
+    static constexpr int BLOCKS = LMW_BN / 128, NTB = LMH_NT / BLOCKS;   // 128-word blocks a tile
     // The split's tiles t0 .. t1 - 1 (none when t0 is past the last tile).
     static __device__ __forceinline__ void setup(unsigned char*) {}
     static __device__ __forceinline__ void range(const Args& a, int v, int& m0, int& w0, int& w1) {
@@ -268,11 +292,12 @@ struct LseEpi {
         w1 = min(t0 + a.tiles_per_split, n_tiles) * LMW_BN;
     }
     float* part;
-    int n, v, row0, c4, tgt[2];
+    float* bmax;
+    int n, v, row0, lane, c4, nb, tgt[2];
     float cap, inv_cap, m[LMH_MT][2], l[LMH_MT][2], zt[LMH_MT][2];
-    __device__ __forceinline__ LseEpi(const Args& a, unsigned char*, int n_, int v_, int row0_, int lane)
-        : part(a.part), n(n_), v(v_), row0(row0_), c4(lane & 3), cap(a.cap),
-          inv_cap(SOFTCAP ? 1.0f / a.cap : 0.0f) {
+    __device__ __forceinline__ LseEpi(const Args& a, unsigned char*, int n_, int v_, int row0_, int lane_)
+        : part(a.part), bmax(a.bmax), n(n_), v(v_), row0(row0_), lane(lane_), c4(lane_ & 3),
+          nb(a.nb), cap(a.cap), inv_cap(SOFTCAP ? 1.0f / a.cap : 0.0f) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             tgt[r] = row0 + 8 * r < n ? a.targets[row0 + 8 * r] : -1;
@@ -282,6 +307,28 @@ struct LseEpi {
     }
     __device__ __forceinline__ void tile(Acc& acc, int n0) {
         tile_epilogue<SOFTCAP>(acc, m, l, zt, tgt, n0, c4, v, cap, inv_cap);
+        if (nb > 0) block_max(acc, n0);
+        lse_tile(acc, m, l);
+    }
+    // Each 128-word block's largest logit over the warp's rows below n (rows past n are zeros,
+    // not tokens; words past v are -inf already): the lane's, the warp's by xor-shuffles, then
+    // one atomic maximum a warp into bmax[token block][block].
+    __device__ __forceinline__ void block_max(const Acc& acc, int n0) {
+#pragma unroll
+        for (int b = 0; b < BLOCKS; ++b) {
+            float mx = FA2MMA_NEG_INF;
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                if (row0 + 8 * r >= n) continue;
+#pragma unroll
+                for (int j = b * NTB; j < (b + 1) * NTB; ++j)
+                    mx = fmaxf(mx, fmaxf(acc[0][j][2 * r], acc[0][j][2 * r + 1]));
+            }
+#pragma unroll
+            for (int o = 1; o < 32; o <<= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
+            const int blk = n0 / 128 + b;
+            if (lane == 0 && blk < nb) atomic_max_f32(bmax + (size_t)blockIdx.x * nb + blk, mx);
+        }
     }
     // The quad's shares of l and of the target logit (m is the quad's already); the warp saw
     // whole rows, so lane c4 = 0 writes its two rows' partials.
@@ -317,8 +364,43 @@ struct GradEpi {
     struct Args {
         const int* targets; const float* lse; const float* dl; u16* G; int ldg;
         unsigned char* flags; unsigned* skipped; int v0, nt, ignore_index; float cap, filter_eps;
+        const float* bmax; int nb;
     };
+    static constexpr bool MAY_SKIP = true;
     static constexpr int BLOCKS = LMW_BN / 128, NTB = LMH_NT / BLOCKS;   // 128-word blocks a tile
+    // Whether this thread's token can have a |softmax - onehot| at or above filter_eps in the
+    // CTA's tile (thread t < LMW_BM speaks for token m0 + t): its target lies in the tile, or the
+    // tile's largest logit (the forward's bmax, the same bits as the logits the mainloop makes)
+    // gives a softmax at or above filter_eps against the token's lse. 2^(z log2 e - lse2) grows
+    // with z, so no logit below bmax gets there either; the margin of 2^-10 in the exponent
+    // covers fast_exp2's error. Without the forward's bmax or the filter, every CTA works.
+    static __device__ __forceinline__ bool needed(const Args& a, int n, int v) {
+        if (a.nb == 0 || a.filter_eps <= 0.0f) return true;
+        int m0, w0, w1;
+        range(a, v, m0, w0, w1);
+        const int row = m0 + (int)threadIdx.x;
+        if (threadIdx.x >= LMW_BM || row >= n) return false;
+        const int t = a.targets[row];
+        if (t == a.ignore_index) return false;              // no gradient: it never votes
+        if (t >= w0 && t < w1) return true;                 // its target's |p - 1| is there
+        const float lse2 = a.lse[row] * LMH_LOG2E, lim = log2f(a.filter_eps) - 1.0f / 1024;
+        bool any = false;
+#pragma unroll
+        for (int b = 0; b < BLOCKS; ++b) {
+            const int blk = w0 / 128 + b;
+            if (blk < a.nb)
+                any |= fmaf(a.bmax[(size_t)blockIdx.x * a.nb + blk], LMH_LOG2E, -lse2) >= lim;
+        }
+        return any;
+    }
+    // A CTA with nothing to do: its blocks stay unflagged (the wrapper zeroed the flags) and are
+    // counted as skipped, as the vote would have.
+    static __device__ __forceinline__ void skip(const Args& a, int) {
+        if (threadIdx.x == 0) {
+            const int first = blockIdx.y * BLOCKS, left = a.nt - first;
+            atomicAdd(a.skipped, (unsigned)(left < BLOCKS ? left : BLOCKS));
+        }
+    }
     static __device__ __forceinline__ void setup(unsigned char* ring) {
         unsigned* vote = reinterpret_cast<unsigned*>(ring + LMW_VOTE_OFF);
         for (int b = 0; b < BLOCKS; ++b) vote[b] = 0;
@@ -392,9 +474,10 @@ struct GradEpi {
 #define LMW_KERNEL(NAME, BF16, SOFTCAP)                                                             \
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
-         int v, int d, int tiles_per_split, float softcap)                                          \
+         int v, int d, int tiles_per_split, float softcap, float* bmax, int nb)                     \
     { SM90A_ONLY((lmw_mainloop<BF16, LseEpi<SOFTCAP>>(h, w, n, v, d,                                \
-                                                      {targets, part, tiles_per_split, softcap}))); }
+                                                      {targets, part, tiles_per_split, softcap,     \
+                                                       bmax, nb}))); }
 
 LMW_KERNEL(lmhead_wgmma_fwd_f16, false, false)
 LMW_KERNEL(lmhead_wgmma_fwd_bf16, true, false)
@@ -408,9 +491,11 @@ LMW_KERNEL(lmhead_wgmma_fwd_bf16_softcap, true, true)
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, const float* lse,    \
          const float* dl, unsigned short* G, int ldg, unsigned char* flags, unsigned* skipped,       \
-         int n, int v, int d, int v0, int nt, int ignore_index, float softcap, float filter_eps)     \
+         int n, int v, int d, int v0, int nt, int ignore_index, float softcap, float filter_eps,     \
+         const float* bmax, int nb)                                                                 \
     { SM90A_ONLY((lmw_mainloop<BF16, GradEpi<BF16, SOFTCAP>>(h, w, n, v, d,                         \
-          {targets, lse, dl, G, ldg, flags, skipped, v0, nt, ignore_index, softcap, filter_eps}))); }
+          {targets, lse, dl, G, ldg, flags, skipped, v0, nt, ignore_index, softcap, filter_eps,     \
+           bmax, nb}))); }
 
 LMW_G_KERNEL(lmhead_wgmma_g_f16, false, false)
 LMW_G_KERNEL(lmhead_wgmma_g_bf16, true, false)

@@ -313,3 +313,73 @@ def test_autograd_module_and_checks():
         autograd.FusedLinearCrossEntropy.apply(h, w, t, -100, "avg", None)
     with pytest.raises(TypeError, match="float16 or uint16|bfloat16|dtype"):
         autograd.FusedLinearCrossEntropy.apply(h.float(), w, t, -100, "mean", None)
+
+
+# --- the forward's block maxima and the G kernel's skip of tiles no token reaches -------------
+
+def test_the_forward_keeps_each_blocks_largest_logit(rng, monkeypatch):
+    """With ``keep`` the Hopper forward writes each (128-token, 128-word) block's largest logit
+    over the tokens below n (ragged n and V, the soft-cap applied; -inf where no word is): the
+    float64 logits' maxima, to the FP32 sums' rounding."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    inp = problems.lm_head_inputs(rng, n=37, v=301, d=48, softcap=10.0)
+    keep: dict = {}
+    backward.forward_with_lse(inp["h"], inp["w"], inp["targets"], softcap=10.0,
+                              variant="wgmma", keep=keep)
+    z = problems.as_float64(inp["h"], "bf16") @ problems.as_float64(inp["w"], "bf16").T
+    z = 10.0 * np.tanh(z / 10.0)
+    want = np.full((1, 3), -np.inf)
+    for b in range(3):
+        want[0, b] = z[:, 128 * b:128 * (b + 1)].max()
+    assert keep["bmax"].shape == (1, 3)
+    np.testing.assert_allclose(keep["bmax"], want, rtol=1e-5, atol=1e-5)
+    keep = {}
+    backward.forward_with_lse(inp["h"], inp["w"], inp["targets"], keep=keep)   # the mma rung
+    assert keep["bmax"] is None
+
+
+#: filter_cold_tiles' 128-word blocks the filter skips: 0 and 1 (cold tile 0), 4 (tile 2's
+#: half without token 0's target) and 8 (cold tile 4, ragged).
+COLD_TILES_SKIPPED = 4
+
+
+def test_the_skip_leaves_flags_and_gradients_as_they_were(rng, monkeypatch):
+    """The G kernel's skip only leaves out work: with and without the forward's block maxima
+    the gradients are the same bits and the same tiles are counted as skipped (cold inputs:
+    tiles 0 and 4 of 256 words have nothing a filter keeps, tile 2 holds token 0's target)."""
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    inp = problems.backward_inputs(rng, **WGMMA.case("filter_cold_tiles").params)
+    out, stats = {}, {}
+    for block_max in (True, False):
+        stats[block_max] = {}
+        out[block_max] = problems.run_backward(**inp, stats=stats[block_max], variant="wgmma",
+                                               block_max=block_max)
+    for k in ("dh", "dw"):
+        assert np.array_equal(out[True][k], out[False][k], equal_nan=True), k
+    assert stats[True] == stats[False] and stats[True]["skipped"] == COLD_TILES_SKIPPED
+
+
+@pytest.mark.parametrize("case, old, new", [
+    # a tile holding a target but no big softmax skipped: token 0's -1 lost (tile 2)
+    ("filter_cold_tiles", "if (t >= w0 && t < w1) return true;", ""),
+    # the bound the wrong way round: warm tiles skipped, cold ones computed
+    ("filter_cold_tiles", "LMH_LOG2E, -lse2) >= lim;", "LMH_LOG2E, -lse2) < lim;"),
+    # a skipped CTA not counted: the filter's count of skipped tiles differs
+    ("filter_cold_tiles", "atomicAdd(a.skipped, (unsigned)(left < BLOCKS ? left : BLOCKS));", ""),
+])
+def test_wrong_skips_of_the_g_kernel_fail(rng, monkeypatch, case, old, new):
+    """Mutants of the G kernel's skip (GradEpi::needed and skip, kernels/11_fused_lm_head_wgmma.cu)
+    on the interpreter: wrong gradients, or a count of skipped tiles that the run without the
+    forward's block maxima does not give."""
+    from fraglab.fused_lm_head import wgmma
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    source = toolchain.kernel_path(wgmma.FILE).read_text()
+    assert source.count(old) == 1, old
+    mutant = {wgmma.FILE: source.replace(old, new), wgmma.GEMM_FILE: None}
+    inp = problems.backward_inputs(rng, **WGMMA.case(case).params)
+    want = problems.backward_reference(**inp)
+    stats: dict = {}
+    got = problems.run_backward(**inp, stats=stats, variant="wgmma", source=mutant)
+    close = all(np.allclose(got[k], want[k], rtol=0, atol=1e-2 * np.abs(want[k]).max())
+                for k in ("dh", "dw"))
+    assert not close or stats["skipped"] != COLD_TILES_SKIPPED

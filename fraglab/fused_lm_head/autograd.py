@@ -40,8 +40,13 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         if variant is not None:
             launch.check_choice("variant", variant, backward.VARIANTS)
         arrays = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
+        # with the filter on, the forward keeps each block's largest logit (a few hundred KB),
+        # which lets the backward skip the tiles no token can reach
+        keep = {} if filter_eps is not None else None
         with kernels.torch_stream():
-            loss, lse = backward.forward_with_lse(*arrays, ignore_index, reduction, softcap)
+            loss, lse = backward.forward_with_lse(*arrays, ignore_index, reduction, softcap,
+                                                  keep=keep)
+        ctx.bmax = keep["bmax"] if keep else None
         ctx.save_for_backward(h, w, targets, kernels._to_torch(lse, h))
         ctx.options = (ignore_index, reduction, softcap, filter_eps, variant)
         return kernels._to_torch(loss, h)
@@ -57,7 +62,8 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         with kernels.torch_stream():
             run, _ = backward.backward_launcher(*conv[:5], ignore_index, reduction, softcap,
                                                 filter_eps=filter_eps, out=(conv[5], conv[6]),
-                                                variant=variant, poison=False, check_targets=False)
+                                                variant=variant, poison=False, check_targets=False,
+                                                bmax=ctx.bmax)
             run()
         return (dh if ctx.needs_input_grad[0] else None,
                 dw if ctx.needs_input_grad[1] else None, None, None, None, None, None, None)

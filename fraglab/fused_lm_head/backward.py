@@ -94,14 +94,19 @@ def lse_from_partials(part):
 
 def forward_with_lse(h, w, targets, ignore_index: int = kernels.IGNORE_INDEX,
                      reduction: str = "mean", softcap: float | None = None, *,
-                     splits: int | None = None):
+                     splits: int | None = None, variant: str | None = None,
+                     keep: dict | None = None):
     """:func:`fraglab.fused_lm_head.fused_linear_cross_entropy` on arrays of this mode, and each
-    token's log-sum-exp for the backward pass: ``(loss, lse)``."""
-    keep: dict = {}
+    token's log-sum-exp for the backward pass: ``(loss, lse)``. ``variant``: the forward's rung;
+    ``keep``: a dict that receives ``bmax``, each filter block's largest logit (the Hopper rungs;
+    None on the mma rung), for :func:`backward_launcher`'s ``bmax``."""
+    kept: dict = {}
     run, _ = kernels.launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits,
-                              keep=keep)
+                              variant=variant, keep=kept, block_max=keep is not None)
     loss = run()
-    return loss, lse_from_partials(keep["part"])
+    if keep is not None:
+        keep["bmax"] = kept["bmax"]
+    return loss, lse_from_partials(kept["part"])
 
 
 def _grad_array(grad, reduction: str, n: int):
@@ -175,7 +180,7 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
                       filter_eps: float | None = None, out=None,
                       source: str | dict | None = None, variant: str | None = None,
                       chunk_bytes: int = CHUNK_BYTES, events: dict | None = None,
-                      poison: bool = True, check_targets: bool = True):
+                      poison: bool = True, check_targets: bool = True, bmax=None):
     """Check everything, allocate, and return ``(run, res)``: ``run()`` launches the rung's
     kernels on the current stream and returns ``(dh, dw)``; ``res`` holds them and ``skipped``
     (a one-element uint32 array: tiles left out by the filter, counted by the last run).
@@ -187,12 +192,18 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
     caller can add up where the time goes (:func:`kernel_ms`). ``poison=False``: ``out`` is not
     poisoned first (the kernels write every element; the checks poison, a training step need not
-    pay a pass over dw for it); ``check_targets``: as :func:`check_backward_arguments` takes it."""
+    pay a pass over dw for it); ``check_targets``: as :func:`check_backward_arguments` takes it.
+    ``bmax``: the forward's largest logit of each filter block (:func:`forward_with_lse`'s
+    ``keep``); with the filter on, the Hopper rungs' G kernel then skips the tiles where no token
+    can reach ``filter_eps`` (the same flags, G and gradients, fewer logits recomputed); the
+    other rungs ignore it."""
     dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
                                                         reduction, softcap, filter_eps,
                                                         check_targets)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
+    if bmax is not None:
+        launch.check_array("bmax", bmax, dtype=np.float32, shape=(-(-n // BM), -(-v // BN)))
     if variant in HOPPER:
         ok, why = wgmma.requires(dtype, fallback="chunked")
         if not ok:
@@ -233,7 +244,8 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     else:
         run = _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, (n, v, d),
                        ignore_index, cap, eps, source, chunk_tiles(n, v, chunk_bytes),
-                       rung=variant, events=events)
+                       rung=variant, events=events,
+                       bmax=bmax if filter_eps is not None else None)
     return run, res
 
 
@@ -263,10 +275,11 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
 
 
 def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index, cap, eps,
-             source, tiles, rung="chunked", events=None):
+             source, tiles, rung="chunked", events=None, bmax=None):
     """The chunked rungs' ``run``: per chunk of ``tiles`` vocabulary tiles, G, dw's rows, dh;
     ``rung``: "chunked" (mma.sync), or a Hopper rung (:data:`HOPPER`: its G kernel, the wgmma
-    GEMMs; ``source``: :func:`backward_launcher`'s)."""
+    GEMMs; ``source``: :func:`backward_launcher`'s; ``bmax``: the forward's block maxima, which
+    its G kernel reads with the filter on)."""
     on_wgmma = rung in HOPPER
     n, v, d = nvd
     xp = _xp()
@@ -289,6 +302,8 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
                     for k in ("dw", "dh"))
         gmaps = wgmma.gemm_maps(G, h, w) if rung == "tma" else {"dw": (), "dh": ()}
         gemm_bn, gemm_threads, gemm_smem = wgmma.GEMM_BN, wgmma.GEMM_THREADS, wgmma.GEMM_SMEM_BYTES
+        pre = ((bmax, np.int32(bmax.shape[1])) if bmax is not None
+               else (xp.zeros(1, xp.float32), np.int32(0)))
     else:
         maps, gmaps = (), {"dw": (), "dh": ()}
         gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
@@ -322,7 +337,7 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
                 timed("g", gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
                       (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
                        np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
-                       np.int32(ignore_index), np.float32(cap or 0.0), eps,
+                       np.int32(ignore_index), np.float32(cap or 0.0), eps, *pre,
                        *(m.device for m in maps)),
                       shared_mem=wgmma.G_SMEM_BYTES)
             else:
@@ -359,7 +374,7 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
                                   reduction: str = "mean", softcap: float | None = None, *,
                                   filter_eps: float | None = None, stats: dict | None = None,
                                   source: str | dict | None = None, variant: str | None = None,
-                                  chunk_bytes: int = CHUNK_BYTES):
+                                  chunk_bytes: int = CHUNK_BYTES, bmax=None):
     """``(dh, dw)``: the gradients of :func:`fraglab.fused_lm_head.fused_linear_cross_entropy`
     (same ``h``, ``w``, ``targets`` and options) for the loss's gradient ``grad``, given the
     forward's log-sum-exp ``lse`` (float32 (n,), :func:`forward_with_lse`):
@@ -369,10 +384,11 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
     (e.g. :data:`FILTER_EPS`); None (default): none left out. ``stats``: a dict that receives
     ``skipped``, how many tiles were left out. ``source``: another kernel file for the rung (a
     mutant). ``variant``: the rung, :data:`VARIANTS` (default :func:`default_variant`);
-    ``chunk_bytes``: the chunked rungs' budget for G (a small one makes several chunks)."""
+    ``chunk_bytes``: the chunked rungs' budget for G (a small one makes several chunks);
+    ``bmax``: as :func:`backward_launcher` takes it."""
     run, res = backward_launcher(h, w, targets, lse, grad, ignore_index, reduction, softcap,
                                  filter_eps=filter_eps, source=source, variant=variant,
-                                 chunk_bytes=chunk_bytes)
+                                 chunk_bytes=chunk_bytes, bmax=bmax)
     out = run()
     if stats is not None:
         stats["skipped"] = int(res["skipped"][0])

@@ -257,10 +257,13 @@ def _filter_count(torch, h, w, t) -> dict:
             "share_skipped": stats["skipped"] / stats["tiles"], "eps": backward.FILTER_EPS}
 
 
-#: The backward settings whose kernels :func:`_breakdown` times: name -> (rung, filter_eps).
-BREAKDOWN = {"tma": ("tma", None), "tma_filter": ("tma", backward.FILTER_EPS),
-             "wgmma": ("wgmma", None), "wgmma_filter": ("wgmma", backward.FILTER_EPS),
-             "chunked": ("chunked", None)}
+#: The backward settings whose kernels :func:`_breakdown` times: name -> (rung, filter_eps,
+#: whether the G kernel gets the forward's block maxima, as the autograd step gives them with
+#: the filter on; "tma_filter_all" computes every tile's logits again, as before the skip).
+BREAKDOWN = {"tma": ("tma", None, False), "tma_filter": ("tma", backward.FILTER_EPS, True),
+             "tma_filter_all": ("tma", backward.FILTER_EPS, False),
+             "wgmma": ("wgmma", None, False), "wgmma_filter": ("wgmma", backward.FILTER_EPS, True),
+             "chunked": ("chunked", None, False)}
 
 
 def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
@@ -270,14 +273,15 @@ def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
     FLOPs of one of the three products unfiltered (2 N V d)."""
     import statistics
     conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
-    _, lse = backward.forward_with_lse(*conv)
+    keep: dict = {}
+    _, lse = backward.forward_with_lse(*conv, keep=keep)     # the blocks' maxima, as autograd's
     out = {"flop_each": 2.0 * h.shape[0] * w.shape[0] * h.shape[1]}
-    for name, (variant, eps) in BREAKDOWN.items():
+    for name, (variant, eps, skip) in BREAKDOWN.items():
         if variant in backward.HOPPER and not backward.wgmma.requires("bf16")[0]:
             continue
         events: dict = {}
         run, res = backward.backward_launcher(*conv, lse, 1.0, filter_eps=eps, variant=variant,
-                                              events=events)
+                                              events=events, bmax=keep["bmax"] if skip else None)
         samples = []
         for _ in range(runs + 1):
             run()

@@ -202,7 +202,7 @@ def check_target_values(targets, ignore_index, v: int) -> None:
 def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "mean",
              softcap: float | None = None, *, splits: int | None = None, source: str | None = None,
              variant: str | None = None,
-             name: str = KERNELS, keep: dict | None = None):
+             name: str = KERNELS, keep: dict | None = None, block_max: bool = False):
     """Check the arguments of :func:`fused_linear_cross_entropy` (arrays of this mode), allocate
     the poisoned partials and losses, and return ``(run, out)``: ``run()`` launches the forward
     and merge kernels (and the reduction) once on the current stream and returns the result
@@ -211,7 +211,10 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     :func:`default_variant`); ``source`` replaces the rung's kernel file, compiled as ``name``
     (the lab); ``keep``: a dict that receives the partials ``part`` (3, splits, n), from
     which :func:`fraglab.fused_lm_head.backward.lse_from_partials` gets each token's log-sum-exp
-    for the backward pass."""
+    for the backward pass. ``block_max`` (the Hopper rungs, with ``keep``): ``keep["bmax"]``
+    receives each (128-token, :data:`BN`-word) block's largest logit, float32 (ceil(n / 128),
+    ceil(V / BN)), with which the backward's filter skips the tiles no token can reach
+    (``backward_launcher(bmax=)``); None on the mma rung."""
     # the targets' values last, just before the caller launches (their check waits for the GPU,
     # which then idles until the first launch: the host's preparations come first)
     dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap,
@@ -247,15 +250,25 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     merge = (launch.get_kernel(name, "lmhead_merge", source=source) if variant == "mma"
              else launch.get_kernel(KERNELS, "lmhead_merge"))
     fwd_args = (h, w, tg, part, np.int32(n), np.int32(v), np.int32(d), np.int32(per),
-                np.float32(cap or 0.0), *(m.device for m in maps))
+                np.float32(cap or 0.0))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
     xp = np if launch.interpreted() else __import__("cupy")
+    # each filter block's largest logit (Hopper rungs, when asked): -inf, then atomic maxima
+    nb = -(-v // BN) if block_max and variant != "mma" else 0
+    bmax = xp.full((row_blocks, nb) if nb else (1,), -np.inf, np.float32)
+    if keep is not None:
+        keep["bmax"] = bmax if nb else None
+    if variant != "mma":
+        fwd_args += (bmax, np.int32(nb))
+    fwd_args += tuple(m.device for m in maps)
     # the count of tokens not ignored stays on the device (no synchronisation before the launch)
     count = None if reduction != "mean" else (targets != ignore_index).sum()
 
     check_target_values(targets, ignore_index, v)
 
     def run():
+        if nb:
+            bmax[...] = -np.inf
         launch.launch(fwd, (row_blocks, splits), threads, fwd_args, shared_mem=smem)
         launch.launch(merge, -(-n // MERGE_THREADS), MERGE_THREADS, merge_args)
         if reduction == "none":

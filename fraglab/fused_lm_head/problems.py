@@ -41,23 +41,30 @@ COLD, COLD_BLOCK = 40.0, 128
 def lm_head_inputs(rng, n: int = 40, v: int = 300, d: int = 64, dtype: str = "bf16",
                    peaky: bool = False, ignored: float = 0.0, ignore_index: int = kernels.IGNORE_INDEX,
                    reduction: str = "none", softcap: float | None = None,
-                   splits: int | None = None, cold: bool = False) -> dict:
+                   splits: int | None = None, cold: bool = False, cold_block: int = COLD_BLOCK,
+                   cold_target: bool = False) -> dict:
     """h (n, d), w (v, d) and targets (n,) int64 as NumPy, with the options the wrapper takes.
     Logits ~ N(0, LOGIT_STD^2); ``peaky``: every row has one logit PEAK above the others, at its
     target for half the rows and elsewhere for the rest; ``ignored``: that fraction of targets
     set to ``ignore_index``; ``cold``: the words of every even 128-word block (:data:`COLD_BLOCK`)
     get logits :data:`COLD` lower (through h's column 0, set to 1, and w's, -COLD there) and are
-    never targets, so that a filter skips exactly those blocks, whatever the draw."""
+    never targets, so that a filter skips exactly those blocks, whatever the draw;
+    ``cold_block``: blocks of that many words instead; ``cold_target``: the targets in the first
+    warm block only (the second has none), and token 0's the middle word of the second cold
+    block all the same (its |softmax - 1| counts)."""
     scale = (LOGIT_STD / np.sqrt(d)) ** 0.5
     w = rng.standard_normal((v, d)) * scale
     h = rng.standard_normal((n, d)) * scale
     targets = rng.integers(0, v, n)
     if cold:
-        is_cold = (np.arange(v) // COLD_BLOCK) % 2 == 0
+        is_cold = (np.arange(v) // cold_block) % 2 == 0
         h[:, 0] = 1.0
         w[:, 0] = np.where(is_cold, -COLD, 0.0)
         warm = np.flatnonzero(~is_cold)
         targets = warm[rng.integers(0, len(warm), n)]
+        if cold_target:
+            targets = cold_block + rng.integers(0, cold_block, n)
+            targets[0] = 2 * cold_block + cold_block // 2
     if peaky:
         peak = np.where(np.arange(n) % 2 == 0, targets, rng.integers(0, v, n))
         wp = w[peak]
@@ -184,13 +191,14 @@ def backward_inputs(rng, n: int = 24, v: int = 200, d: int = 32, dtype: str = "b
                     ignore_index: int = kernels.IGNORE_INDEX, reduction: str = "none",
                     softcap: float | None = None, splits: int | None = None,
                     filter_eps: float | None = None, chunk_bytes: int | None = None,
-                    cold: bool = False) -> dict:
+                    cold: bool = False, cold_block: int = COLD_BLOCK,
+                    cold_target: bool = False) -> dict:
     """:func:`lm_head_inputs` and the loss's gradient ``grad``: N(0, 1) per token for 'none',
     :data:`GRAD_SCALE` for 'mean' and 'sum'; ``filter_eps`` and ``chunk_bytes`` (the chunked
     rung's budget for G; a small one cuts the vocabulary into several chunks) as the wrapper
     takes them."""
     inp = lm_head_inputs(rng, n, v, d, dtype, peaky, ignored, ignore_index, reduction, softcap,
-                         splits, cold)
+                         splits, cold, cold_block, cold_target)
     inp["grad"] = (rng.standard_normal(n).astype(np.float32) if reduction == "none"
                    else np.asarray(GRAD_SCALE, np.float32))
     inp["filter_eps"] = filter_eps
@@ -223,18 +231,26 @@ def backward_reference(h, w, targets, dtype, ignore_index, reduction, softcap, g
 
 
 def run_backward(h, w, targets, grad, dtype, ignore_index, reduction, softcap, splits,
-                 filter_eps, chunk_bytes=None, stats=None, source=None, variant="chunked", **_):
+                 filter_eps, chunk_bytes=None, stats=None, source=None, variant="chunked",
+                 block_max=True, **_):
     """The course's forward (for lse) then its backward on the Problem's inputs; dh and dw as
     float64 (poison, NaN, stays NaN). ``stats``: receives the skipped tiles; ``source``: another
-    kernel file for the rung (a mutant); ``variant``: the backward's rung."""
+    kernel file for the rung (a mutant; for a Hopper rung a dict of files, which may hold the
+    forward's too); ``variant``: the backward's rung. A Hopper rung with the filter on runs the
+    forward of its own rung, keeping the blocks' largest logits for the G kernel's skip
+    (``block_max=False``: not)."""
     from . import backward
     h, w, targets, grad = (launch.to_device(x) for x in (h, w, targets, grad))
+    preskip = block_max and filter_eps is not None and variant in backward.HOPPER
+    keep: dict | None = {} if preskip else None
     _, lse = backward.forward_with_lse(h, w, targets, ignore_index, reduction, softcap,
-                                       splits=splits)
+                                       splits=splits, variant=variant if preskip else None,
+                                       keep=keep)
     dh, dw = backward.linear_cross_entropy_backward(
         h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps=filter_eps,
         stats=stats, source=source, variant=variant,
-        chunk_bytes=backward.CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+        chunk_bytes=backward.CHUNK_BYTES if chunk_bytes is None else chunk_bytes,
+        bmax=keep["bmax"] if keep else None)
     return {"dh": as_float64(launch.to_host(dh), dtype), "dw": as_float64(launch.to_host(dw), dtype)}
 
 
@@ -262,6 +278,11 @@ BWD_CASES = (
     # and the last, ragged chunk) never count, so dh's GEMM of the middle one has nothing to add
     Case("filter_cold_chunks", n=8, v=600, d=32, cold=True, filter_eps=2.0 ** -12,
          chunk_bytes=2 * 8 * 128, edge=True),
+    # cold and warm halves of 256 words, the Hopper G kernel's tile: with the forward's block
+    # maxima its CTAs of cold tiles have nothing to do, except tile 2, where token 0's target is;
+    # warm tile 3 holds no target, so only its softmax keeps it
+    Case("filter_cold_tiles", n=8, v=1100, d=32, cold=True, cold_block=256, cold_target=True,
+         filter_eps=2.0 ** -12, edge=True),
     # the chunked rung with 3 chunks of one tile (the last ragged): dh's FP32 sums across chunks
     Case("chunks", n=40, v=300, d=32, ignored=0.2, chunk_bytes=2 * 40 * 128, edge=True),
     Case("big", n=1000, v=5003, d=256, peaky=True, reduction="mean", slow=True),
@@ -322,7 +343,7 @@ def run_backward_wgmma(**inp):
 #: a chunk, the filter's votes and skipped k steps, the soft-cap, no word at all kept); every one
 #: on Hopper.
 WGMMA_INTERPRETED = ("random", "ragged", "softcap_f16", "filter", "filter_cold",
-                     "filter_cold_chunks", "chunks", "blocks_and_chunks", "all_ignored_mean",
+                     "filter_cold_chunks", "filter_cold_tiles", "chunks", "blocks_and_chunks", "all_ignored_mean",
                      "one_word")
 WGMMA_BWD_CASES = _interpreted_only(WGMMA_INTERPRETED, BWD_CASES)
 
@@ -342,7 +363,7 @@ def run_backward_tma(**inp):
 #: The tma rung's backward cases on the interpreter: its producers' edges (ragged rows, words and
 #: columns; the filter's skipped k steps; several chunks); the consumers are the wgmma rung's,
 #: covered there. Every case on Hopper.
-TMA_BWD_INTERPRETED = ("ragged", "filter_cold")
+TMA_BWD_INTERPRETED = ("ragged", "filter_cold", "filter_cold_tiles")
 
 PROBLEMS["linear_cross_entropy_backward_tma"] = _backward_problem(
     "linear_cross_entropy_backward_tma",

@@ -26,7 +26,7 @@ CITED = ("ch11-checks", "ch11-course-8k", "ch11-eager-8k", "ch11-fastest-8k",
          "ch11-gerr-course", "ch11-gerr-filter", "ch11-gerr-cce", "ch11-gerr-cce-nofilter",
          "ch11-profile-course", "ch11-profile-filter", "ch11-profile-compile",
          "ch11-ratio-train-8k", "ch11-ratio-filter-8k", "ch11-ratio-fwd-8k", "ch11-ncu-wgmma",
-         "ch11-clocks", "ch11-dh-exit")
+         "ch11-clocks", "ch11-dh-exit", "ch11-g-skip-16k")
 NOT_YET = "not measured yet"
 #: The size the prose cites: Llama 3 8B's head at N = 8192.
 CITED_SIZE = ("llama3_8b", 8192)
@@ -283,8 +283,10 @@ def inputs_table(doc: dict):
 
 
 #: The backward settings of the breakdown (``bench.BREAKDOWN``), as the table names them.
-BREAKDOWN_NAMES = {"tma": "tma", "tma_filter": "tma + filter", "wgmma": "wgmma",
-                   "wgmma_filter": "wgmma + filter", "chunked": "chunked (mma.sync)"}
+BREAKDOWN_NAMES = {"tma": "tma", "tma_filter": "tma + filter",
+                   "tma_filter_all": "tma + filter, every tile's logits",
+                   "wgmma": "wgmma", "wgmma_filter": "wgmma + filter",
+                   "chunked": "chunked (mma.sync)"}
 
 
 def _kernels_cell(ms: float | None, flop: float | None) -> str:
@@ -331,6 +333,13 @@ def breakdown_values(doc: dict) -> dict[str, str]:
         out[name] = (f"G {cell('g')}, dw {cell('dw')}, dh {cell('dh')}" if r else NOT_YET)
     r = br.get("tma_filter")
     out["ch11-bwd-filter-gemms-8k"] = f"{r['dw'] + r['dh']:.1f} ms" if r else NOT_YET
+    parts = []
+    for head, label in (("llama3_8b", "Llama 3 8B"), ("gemma2_2b", "Gemma 2 2B")):
+        b = size_record(doc, head, 16384, section="train").get("breakdown") or {}
+        if "tma_filter" in b and "tma_filter_all" in b:
+            parts.append(f"{b['tma_filter_all']['g']:.1f} ms to {b['tma_filter']['g']:.1f} ms "
+                         f"at {label}'s head")
+    out["ch11-g-skip-16k"] = (" and from ".join(parts) + " (N = 16,384)") if parts else NOT_YET
     return out
 
 
