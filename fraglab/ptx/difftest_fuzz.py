@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import time
 
 import numpy as np
@@ -144,6 +145,7 @@ class Gen:
             if c == 5:                                  # two different destination registers
                 a, b = g.sample(range(NR), 2)
                 s = f"mov.b64 {{%r{a}, %r{b}}}, {self.rd()}"
+        s = _foldable_fields(s)
         if g.random() < 0.15 and not s.startswith("setp"):
             s = f"@{'!' if g.random() < 0.5 else ''}{self.p()} " + s
         self.emit(s)
@@ -287,6 +289,20 @@ class Gen:
         self.lines.append(f"{end}:")
 
 
+def _foldable_fields(s: str) -> str:
+    """Bit fields the interpreter refuses (ptxas folds them two ways: fraglab.ptx.ops_int) moved
+    into range, the random draws unchanged (so every other program stays as it was): bfi.b32 at a
+    position that is not a multiple of 8 with a length >= 32 gets the ISA's clamped length
+    32 - pos; bfe.s32 at a position >= 32 gets position - 32."""
+    m = re.fullmatch(r"(bfi\.b32 [^,]+, [^,]+, [^,]+, )(\d+), (\d+)", s)
+    if m and int(m[2]) < 32 and int(m[2]) % 8 and int(m[3]) >= 32:
+        return f"{m[1]}{m[2]}, {32 - int(m[2])}"
+    m = re.fullmatch(r"(bfe\.s32 [^,]+, [^,]+, )(\d+), (\d+)", s)
+    if m and int(m[2]) >= 32 and int(m[3]):
+        return f"{m[1]}{int(m[2]) - 32}, {m[3]}"
+    return s
+
+
 # ---- programs and modules ----------------------------------------------------------------------
 
 def _prologue(k: int, g: Gen) -> list:
@@ -372,18 +388,34 @@ def inputs(seed: int) -> np.ndarray:
     return np.where(pick < 0.35, bits, np.where(pick < 0.65, small, floats)).astype(np.uint32)
 
 
-def undefined_words(hw: np.ndarray, mine: np.ndarray) -> np.ndarray:
-    """Output words where both sides wrote different NaNs into a float register (%f: words 12-17,
-    %d: 26-29): bits the PTX ISA leaves open (abs/neg.f32 "NaN input yields unspecified NaN",
-    min/max of two NaNs and arithmetic "NaN"; ptxas picks them by context). The rest: exact."""
-    h, m = hw.reshape(-1, OUT_WORDS), mine.reshape(-1, OUT_WORDS)
-    ex, frac, out = np.uint32(0x7F800000), np.uint32(0x7FFFFF), np.zeros(h.shape, bool)
-    nan = [((x[:, 12:18] & ex) == ex) & ((x[:, 12:18] & frac) != 0) for x in (h, m)]
-    out[:, 12:18] = nan[0] & nan[1] & (h[:, 12:18] != m[:, 12:18])
-    v = [np.ascontiguousarray(x[:, 26:30]).view(np.float64) for x in (h, m)]   # (rows, 2) f64
-    n64 = np.isnan(v[0]) & np.isnan(v[1]) & (v[0].view(np.uint64) != v[1].view(np.uint64))
-    out[:, 26:30] = np.repeat(n64, 2, axis=1)
-    return out.ravel()
+def open_words(seed: int, text, k: int = 0, mine=None, runs: int = 2) -> np.ndarray:
+    """The output words of kernel ``fz{k}`` (program ``seed``) that depend on bits the PTX ISA
+    leaves open: the program run again on the interpreter with those bits drawn instead
+    (:func:`fraglab.ptx.nan.open_bits`: NaN results of neg/abs.f32 "yield an unspecified NaN",
+    arithmetic and min/max of NaNs give "NaN"), ``runs`` times (pairs in which every sign and
+    payload bit takes both values); a word that changes in any run is open, whatever it went through (a move to an integer register, copysign, a store, a
+    comparison or a branch). ``mine``: the interpreter's words from a plain run (else run here).
+    A perturbed run that fails opens nothing (the comparison stays strict). ``text``: the module's
+    PTX, or its parsed :class:`~fraglab.ptx.program.Program`."""
+    from . import nan
+    from .program import Program
+    prog = Program(text) if isinstance(text, str) else text
+    base = _interp_one(prog, k, seed) if mine is None else mine
+    out = np.zeros(BLOCKS * THREADS * OUT_WORDS, bool)
+    if isinstance(base, str):
+        return out
+    for r in range(runs):
+        with nan.open_bits(seed * 7919 + r // 2, flip=bool(r % 2)):
+            alt = _interp_one(prog, k, seed)
+        if not isinstance(alt, str):
+            out |= alt != base
+    return out
+
+
+def undefined_words(hw: np.ndarray, mine: np.ndarray, open_mask: np.ndarray) -> np.ndarray:
+    """Output words where the two sides differ only in what the ISA leaves open (:func:`open_words`).
+    The rest are compared exactly."""
+    return (hw != mine) & open_mask
 
 
 def compared_words() -> np.ndarray:
@@ -400,22 +432,31 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
 
 
+def _interp_one(prog, k: int, seed: int):
+    """Kernel ``fz{k}`` of a parsed module on program ``seed``'s inputs: its output words, or an
+    error string."""
+    from .program import launch
+    out = np.zeros(BLOCKS * THREADS * OUT_WORDS, np.uint32)
+    try:
+        launch(prog, f"fz{k}", BLOCKS, THREADS, (inputs(seed), out), echo_printf=False)
+        return out
+    except Exception as e:                                         # noqa: BLE001
+        return _first_line(e)
+
+
 def run_interp(seeds, text: str) -> list:
     """Each program's output words (or an error string) on the interpreter: one parse per module."""
-    from .program import Program, launch
+    from .program import Program
     try:
         prog = Program(text)
     except Exception as e:                                         # noqa: BLE001
         return [f"parse: {_first_line(e)}"] * len(seeds)
-    res = []
-    for k, s in enumerate(seeds):
-        out = np.zeros(BLOCKS * THREADS * OUT_WORDS, np.uint32)
-        try:
-            launch(prog, f"fz{k}", BLOCKS, THREADS, (inputs(s), out), echo_printf=False)
-            res.append(out)
-        except Exception as e:                                     # noqa: BLE001
-            res.append(_first_line(e))
-    return res
+    return [_interp_one(prog, k, s) for k, s in enumerate(seeds)]
+
+
+def refused(err: str) -> bool:
+    """An interpreter error that names what the interpreter does not model (not a failure)."""
+    return err.startswith("UnsupportedInstruction")
 
 
 def run_gpu(seeds, text: str) -> list:
@@ -449,7 +490,39 @@ def run_gpu(seeds, text: str) -> list:
     return [host[k * per_out:(k + 1) * per_out] for k in range(n)]
 
 
-def _job(seeds, gpu, examples: int = 3) -> dict:
+def compare(seed: int, k: int, text, h, m, examples: int = 8) -> dict:
+    """The record of one program: the GPU's words ``h`` against the interpreter's ``m`` (either
+    may be an error string). Keys beside ``seed``: ``refused`` (the interpreter names an
+    instruction it does not model), ``interp_error``, ``gpu_error``, ``differ`` and ``examples``
+    (words that differ where the ISA defines them), ``undefined_words`` (words that differ only
+    in bits the ISA leaves open: :func:`open_words`)."""
+    row = {"seed": seed}
+    if isinstance(m, str):
+        row["refused" if refused(m) else "interp_error"] = m
+    if h is None:
+        return row
+    if isinstance(h, str):
+        row["gpu_error"] = h
+        return row
+    if isinstance(m, str):
+        return row
+    mask = compared_words()
+    diff = (h != m) & mask
+    if not diff.any():
+        return row
+    loose = undefined_words(h, m, open_words(seed, text, k, m)) & mask
+    bad = np.flatnonzero(diff & ~loose)
+    if loose.any():
+        row["undefined_words"] = int(loose.sum())
+    shown = bad if len(bad) else np.flatnonzero(loose)
+    if len(bad):
+        row["differ"] = int(len(bad))
+    row["examples"] = [{"thread": int(i // OUT_WORDS), "word": int(i % OUT_WORDS),
+                        "gpu": hex(int(h[i])), "interp": hex(int(m[i]))} for i in shown[:examples]]
+    return row
+
+
+def _job(seeds, gpu, examples: int = 8) -> dict:
     """One batch in a worker process: GPU, interpreter, comparison."""
     import warnings
     warnings.simplefilter("ignore")
@@ -462,31 +535,16 @@ def _job(seeds, gpu, examples: int = 3) -> dict:
             hw = run_interp(seeds, text) if gpu == "fake" else run_gpu(seeds, text)
         except Exception as e:                                     # noqa: BLE001
             hw = [f"GPU: {_first_line(e)}"] * len(seeds)
-    mine = run_interp(seeds, text)
-    mask = compared_words()
+    from .program import Program
+    try:
+        prog = Program(text)
+        mine = [_interp_one(prog, k, s) for k, s in enumerate(seeds)]
+    except Exception as e:                                         # noqa: BLE001
+        prog, mine = text, [f"parse: {_first_line(e)}"] * len(seeds)
     rows = []
     for k, s in enumerate(seeds):
-        m = mine[k]
-        row = {"seed": s}
-        if isinstance(m, str):
-            row["interp_error"] = m
-        if hw is not None:
-            h = hw[k]
-            if isinstance(h, str):
-                row["gpu_error"] = h
-            elif not isinstance(m, str):
-                loose = undefined_words(h, m)
-                bad = np.flatnonzero((h != m) & mask & ~loose)
-                if (loose & mask).any():
-                    row["undefined_words"] = int((loose & mask).sum())
-                if len(bad):
-                    row["differ"] = int(len(bad))
-                    row["examples"] = [{"thread": int(i // OUT_WORDS), "word": int(i % OUT_WORDS),
-                                        "gpu": hex(int(h[i])), "interp": hex(int(m[i]))}
-                                       for i in bad[:examples]]
-        if "undefined_words" in row and len(row) == 2:         # NaN bits only: examples too
-            row["examples"] = [{"thread": int(i // OUT_WORDS), "word": int(i % OUT_WORDS), "gpu": hex(int(
-                h[i])), "interp": hex(int(m[i]))} for i in np.flatnonzero(loose & mask)[:examples]]
+        h = None if hw is None else hw[k]
+        row = compare(s, k, prog, h, mine[k], examples)
         if len(row) > 1:
             row["ptx"] = program(s, 0)
             if "differ" in row or "undefined_words" in row:
@@ -540,11 +598,20 @@ def run(programs: int, seed0: int, gpu, jobs: int | None = None, batch: int = 15
                     skipped += sum(len(b) for b in todo)
                     todo = []
     return {"programs": done, "skipped": skipped, "first_seed": seed0, "batch": batch,
-            "compared": done - sum("gpu_error" in r or "interp_error" in r for r in rows) if gpu else 0,
+            "compared": done - sum("gpu_error" in r or "interp_error" in r or "refused" in r
+                                   for r in rows) if gpu else 0,
             "differ": sum("differ" in r for r in rows),
+            # programs with an instruction the interpreter refuses by name (not compared)
+            "refused": sum("refused" in r for r in rows),
             # programs whose only differences are NaN bits the ISA leaves open (undefined_words)
             "undefined_by_isa": sum("undefined_words" in r and "differ" not in r for r in rows),
             "errors": sum("interp_error" in r or "worker_error" in r for r in rows),
             "gpu_errors": sum("gpu_error" in r for r in rows),
             "words_per_program": int(compared_words().sum()),
-            "rows": sorted(rows, key=lambda r: "differ" not in r and "undefined_words" in r)[:200]}
+            "rows": sorted(rows, key=_rank)[:200]}
+
+
+def _rank(r):
+    """Records in the order they matter: differences, errors, refusals, open bits only."""
+    return (0 if "differ" in r else 1 if "interp_error" in r or "gpu_error" in r else
+            2 if "refused" in r else 3)

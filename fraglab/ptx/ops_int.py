@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_float
+from . import nan, ops_float
 from .decode import DT, SINT, UINT, last_type, mods, unsupported
 from .registry import handler
 
@@ -166,7 +166,10 @@ def h_negabs(ins, dc):
     t = last_type(ins)
     if _is_float(t):
         return ops_float.unary_sign(ins, dc, t)
-    return nary(ins, dc, t, np.negative if ins.base == "neg" else np.abs, 1)
+    if ins.base == "neg":
+        return nary(ins, dc, t, np.negative, 1)
+    low = np.iinfo(np.dtype(DT[t])).min
+    return nary(ins, dc, t, lambda a: nan.open_int(np.abs(a), a == low), 1)   # nan.open_int
 
 
 @handler("and", "or", "xor")
@@ -309,10 +312,41 @@ def _field(pos, ln, bits):
 
 
 def _imm(op):
-    """An integer immediate's value, else None. With immediate fields the H200 departs from the
-    ISA (ptxas folds them; tests/data/fuzz_h200_cases.json): bfe.s32 at a position >= 32 gives
-    ~0 whatever a is, bfi.b32 takes a length >= 32 mod 32 (registers: as the ISA, H100 record)."""
+    """An integer immediate's value, else None."""
     return op[1] if op[0] == "imm" and op[2] == "int" else None
+
+
+# Bit fields that ptxas folds two ways. When ptxas knows a bfe/bfi field at compile time (an
+# immediate), it lowers two forms in a way that departs from the ISA's pseudo-code, and whether it
+# does depends on what else it can prove about the operands. Read from the SASS of ptxas 13.0 for
+# sm_90, every position and length 0-255, and matching the H200 fuzz records:
+#  * bfe.s32 with a position >= 32 and a length > 0 gives ~0 when `a` is a register (the ISA:
+#    copies of a[31]), and the ISA's value when ptxas knows `a`;
+#  * bfi.b32 with a position that is not a multiple of 8 (below 32) and a length >= 32 takes the
+#    length mod 32 when `b` is a register (a mask built with a 32-bit shift), and the ISA's
+#    clamped field when ptxas knows `b`; at a multiple of 8 ptxas uses a byte permute: the ISA.
+# The interpreter cannot know what ptxas proves, so it refuses these forms by name. A field in
+# registers loaded from memory follows the ISA (the H100 per-instruction record); one that ptxas
+# can fold from constants behaves as the immediates above (a limit listed in the README).
+def _refuse_folded_field(ins, base, bits):
+    if bits != 32:
+        return
+    p_op, l_op = ins.operands[-2], ins.operands[-1]
+    for o in (p_op, l_op):
+        v = _imm(o)
+        if v is not None and not 0 <= v <= 255:
+            unsupported(ins, f"a bit-field immediate must lie in 0..255 (ptxas rejects {v})")
+    pos, ln = _imm(p_op), _imm(l_op)
+    if base == "bfe" and last_type(ins) == "s32" and pos is not None and pos >= 32 and ln != 0:
+        unsupported(ins, f"an immediate position {pos} >= 32: the H100/H200 result depends on "
+                    "what ptxas knows of the source (~0, or the ISA's copies of a[31]); pass the "
+                    "position in a register, or extract with a position below 32")
+    if (base == "bfi" and pos is not None and ln is not None and pos < 32 and pos % 8
+            and ln >= 32):
+        unsupported(ins, f"an immediate position {pos} (not a multiple of 8) with an immediate "
+                    f"length {ln} >= 32: ptxas takes the length mod 32 or clamps it as the ISA "
+                    "does, depending on what it knows of the destination's source b; give a "
+                    f"length of at most {32 - pos}")
 
 
 @handler("bfe")
@@ -321,10 +355,7 @@ def h_bfe(ins, dc):
     bits = 8 * np.dtype(DT[t]).itemsize
     signed = t[0] == "s"
     u = UINT[bits // 8]
-    ipos, iln = _imm(ins.operands[2]), _imm(ins.operands[3])
-    if t == "s32" and ipos is not None and iln is not None and ipos & 0xFF >= 32 and iln & 0xFF:
-        wr = dc.writer(ins.operands[0], t, ins)                  # all ones (_imm)
-        return lambda w, m: wr(w, np.full(32, -1, np.int32), m)
+    _refuse_folded_field(ins, "bfe", bits)
     def f(a, pos, ln):
         pos, ln = _field(pos, ln, bits)
         x = a.view(u).astype(_U64)
@@ -343,11 +374,9 @@ def h_bfi(ins, dc):
     t = last_type(ins)
     bits = 8 * np.dtype(DT[t]).itemsize
     u = UINT[bits // 8]
-    wrap = t == "b32" and ((_imm(ins.operands[4]) or 0) & 0xFF) >= 32     # mod 32 (_imm)
+    _refuse_folded_field(ins, "bfi", bits)
     def f(a, b, pos, ln):
         pos, ln = _field(pos, ln, bits)
-        if wrap:
-            ln = ln & 31
         av, bv = a.view(u).astype(_U64), b.view(u).astype(_U64)
         sh = np.minimum(pos, 63).astype(_U64)
         mask = (_lowmask(np.minimum(ln, bits)) << sh) & _lowmask(bits)
