@@ -211,3 +211,27 @@ def test_a_guarded_testp_writes_its_predicate_anyway():
     body = ("\tsetp.eq.u32 %p1, %r0, %r0;\n\tmov.b32 %f0, 0f3F800000;\n"
             "\t@!%p1 testp.subnormal.f32 %p1, %f0;\n\tselp.u32 %r1, 1, 0, %p1;")
     assert _run1(body) == 0
+
+
+# ---- the replay of a record (python -m fraglab.ptx.difftest_hw --replay RECORD) -----------------
+
+def test_replay_runs_the_recorded_programs_three_ways(tmp_path):
+    from fraglab.ptx import difftest_replay as R
+    seeds = R.seeds_of(_DATA / "fuzz_h200_confirm_causes.json")
+    assert len(seeds) == 74
+    pick = [76, 1771, 4139]                         # bfi_byte_aligned, open_nan_bits, ptxas_signed_zero
+    res = R.replay(pick, "fake", tmp_path, R.causes(_DATA / "fuzz_h200_confirm_causes.json"),
+                   log=lambda *a: None)
+    assert [r["cause"] for r in res["rows"]] == ["bfi_byte_aligned", "open_nan_bits", "ptxas_signed_zero"]
+    assert all(res["summary"][w]["agree"] == 3 for w in R.WAYS)
+    words = np.load(tmp_path / "replay_gpu_words.npz")
+    assert sorted(words.files) == sorted(f"{s}-{w}" for s in pick for w in R.WAYS)
+    assert json.loads((tmp_path / "replay.json").read_text())["seeds"] == 3
+
+
+def test_replay_assembles_with_ptxas_at_each_level():
+    from fraglab.ptx import difftest_replay as R
+    if R.ptxas() is None:
+        pytest.skip("no ptxas")
+    text = F.module([76])                           # .target sm_80, assembled for the H200's sm_90
+    assert R._cubin(text, 0, "sm_90")[:4] == b"\x7fELF" == R._cubin(text, 3, "sm_90")[:4]

@@ -459,19 +459,20 @@ def refused(err: str) -> bool:
     return err.startswith("UnsupportedInstruction")
 
 
-def run_gpu(seeds, text: str) -> list:
+def run_gpu(seeds, text: str, image: bytes | None = None) -> list:
     """Each program's output words (or an error string) on the GPU: one module load (JIT) per
     batch, every kernel launched on its slice of one input and one output buffer, one copy back.
-    A module the driver rejects is retried program by program."""
+    A module the driver rejects is retried program by program. ``image``: the module already
+    assembled (a cubin of ``text``: :mod:`.difftest_replay`) instead of the driver's JIT."""
     import cupy
     n = len(seeds)
     per_in, per_out = BLOCKS * THREADS * IN_WORDS, BLOCKS * THREADS * OUT_WORDS
     try:
         mod = cupy.cuda.function.Module()
-        mod.load(text.encode())
+        mod.load(image if image is not None else text.encode())
         fns = [mod.get_function(f"fz{k}") for k in range(n)]
     except Exception:                                              # noqa: BLE001
-        if n == 1:
+        if n == 1 or image is not None:
             raise
         out = []
         for s in seeds:
@@ -490,12 +491,13 @@ def run_gpu(seeds, text: str) -> list:
     return [host[k * per_out:(k + 1) * per_out] for k in range(n)]
 
 
-def compare(seed: int, k: int, text, h, m, examples: int = 8) -> dict:
+def compare(seed: int, k: int, text, h, m, examples: int = 8, open_mask=None) -> dict:
     """The record of one program: the GPU's words ``h`` against the interpreter's ``m`` (either
     may be an error string). Keys beside ``seed``: ``refused`` (the interpreter names an
     instruction it does not model), ``interp_error``, ``gpu_error``, ``differ`` and ``examples``
     (words that differ where the ISA defines them), ``undefined_words`` (words that differ only
-    in bits the ISA leaves open: :func:`open_words`)."""
+    in bits the ISA leaves open: :func:`open_words`; ``open_mask()`` gives them when the caller
+    keeps them)."""
     row = {"seed": seed}
     if isinstance(m, str):
         row["refused" if refused(m) else "interp_error"] = m
@@ -510,7 +512,8 @@ def compare(seed: int, k: int, text, h, m, examples: int = 8) -> dict:
     diff = (h != m) & mask
     if not diff.any():
         return row
-    loose = undefined_words(h, m, open_words(seed, text, k, m)) & mask
+    opened = open_mask() if open_mask is not None else open_words(seed, text, k, m)
+    loose = undefined_words(h, m, opened) & mask
     bad = np.flatnonzero(diff & ~loose)
     if loose.any():
         row["undefined_words"] = int(loose.sum())
