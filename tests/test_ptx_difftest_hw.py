@@ -1,14 +1,14 @@
-"""The GPU-side differential scripts on the CPU: the tensor-core test (difftest_tc) and the
-whole-program fuzzer (difftest_fuzz) run on the interpreter, with the interpreter standing in
+"""The GPU-side differential scripts on the CPU: the tensor-core test (difftest.tc) and the
+whole-program fuzzer (difftest.fuzz) run on the interpreter, with the interpreter standing in
 for the GPU (the comparison pipeline), in a few seconds. The hardware run is
-``python -m fraglab.ptx.difftest_hw --out DIR`` on a GPU machine."""
+``python -m fraglab.ptx.difftest.hw --out DIR`` on a GPU machine."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fraglab.ptx import difftest_fuzz as F
-from fraglab.ptx import difftest_tc as T
+from fraglab.ptx.difftest import fuzz as F
+from fraglab.ptx.difftest import tc as T
 from fraglab.ptx import tcmodel
 
 
@@ -45,7 +45,7 @@ def test_fuzz_modules_hold_several_kernels_and_signed_zero_immediates():
 
 
 # ---- the first H200 fuzz record (tests/data/fuzz_h200_cases.json) -------------------------------
-# Programs that differed on the H200 (python -m fraglab.ptx.difftest_hw), with the GPU's words at
+# Programs that differed on the H200 (python -m fraglab.ptx.difftest.hw), with the GPU's words at
 # the recorded (thread, word): the guarded testp the interpreter now reproduces, NaN bits the ISA
 # leaves open, and bit fields ptxas folds two ways (refused by name since; the generator no longer
 # writes them, so those programs are kept whole in the record).
@@ -213,10 +213,10 @@ def test_a_guarded_testp_writes_its_predicate_anyway():
     assert _run1(body) == 0
 
 
-# ---- the replay of a record (python -m fraglab.ptx.difftest_hw --replay RECORD) -----------------
+# ---- the replay of a record (python -m fraglab.ptx.difftest.hw --replay RECORD) -----------------
 
 def test_replay_runs_the_recorded_programs_three_ways(tmp_path):
-    from fraglab.ptx import difftest_replay as R
+    from fraglab.ptx.difftest import fuzz_replay as R
     seeds = R.seeds_of(_DATA / "fuzz_h200_confirm_causes.json")
     assert len(seeds) == 74
     pick = [76, 1771, 4139]                         # bfi_byte_aligned, open_nan_bits, ptxas_signed_zero
@@ -230,7 +230,7 @@ def test_replay_runs_the_recorded_programs_three_ways(tmp_path):
 
 
 def test_replay_assembles_with_ptxas_at_each_level():
-    from fraglab.ptx import difftest_replay as R
+    from fraglab.ptx.difftest import fuzz_replay as R
     if R.ptxas() is None:
         pytest.skip("no ptxas")
     text = F.module([76])                           # .target sm_80, assembled for the H200's sm_90

@@ -31,7 +31,7 @@ them (neg and abs.f32: "NaN inputs yield an unspecified NaN"; arithmetic and min
 "NaN"), and ptxas changes them with the context (``min.f32 d, x, x`` folded to ``x`` keeps the
 payload, ``neg`` folded into a later operand keeps the sign of the input). :func:`open_bits` runs
 code with those bits drawn at random instead (every lane, every instruction): what changes between
-such runs depends on bits the ISA leaves open (:func:`fraglab.ptx.difftest_fuzz.open_words`).
+such runs depends on bits the ISA leaves open (:func:`fraglab.ptx.difftest.fuzz.open_words`).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The whole-program fuzzer's generator: a seed -> one small PTX kernel (:func:`program`), many
 kernels -> one module (:func:`module`), a seed -> its input words (:func:`inputs`). What the
-programs hold: :mod:`.difftest_fuzz`; the same seed always gives the same text (fields the
+programs hold: :mod:`.fuzz`; the same seed always gives the same text (fields the
 interpreter refuses by name are moved into range without changing the draws)."""
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .difftest_fuzzgen import (BLOCKS, IN_WORDS, OUT_WORDS, SCRATCH, THREADS, Gen,  # noqa: F401
+from .fuzzgen import (BLOCKS, IN_WORDS, OUT_WORDS, SCRATCH, THREADS, Gen,  # noqa: F401
                                inputs, module, program)
 
 
@@ -36,8 +36,8 @@ def open_words(seed: int, text, k: int = 0, mine=None, runs: int = 2) -> np.ndar
     through (a move to an integer register, copysign, a store, a comparison or a branch). ``mine``: the interpreter's words from a plain run (else run here).
     A perturbed run that fails opens nothing (the comparison stays strict). ``text``: the module's
     PTX, or its parsed :class:`~fraglab.ptx.program.Program`."""
-    from . import nan
-    from .program import Program
+    from .. import nan
+    from ..program import Program
     prog = Program(text) if isinstance(text, str) else text
     base = _interp_one(prog, k, seed) if mine is None else mine
     out = np.zeros(BLOCKS * THREADS * OUT_WORDS, bool)
@@ -74,7 +74,7 @@ def _first_line(e: Exception) -> str:
 def _interp_one(prog, k: int, seed: int):
     """Kernel ``fz{k}`` of a parsed module on program ``seed``'s inputs: its output words, or an
     error string."""
-    from .program import launch
+    from ..program import launch
     out = np.zeros(BLOCKS * THREADS * OUT_WORDS, np.uint32)
     try:
         launch(prog, f"fz{k}", BLOCKS, THREADS, (inputs(seed), out), echo_printf=False)
@@ -85,7 +85,7 @@ def _interp_one(prog, k: int, seed: int):
 
 def run_interp(seeds, text: str) -> list:
     """Each program's output words (or an error string) on the interpreter: one parse per module."""
-    from .program import Program
+    from ..program import Program
     try:
         prog = Program(text)
     except Exception as e:                                         # noqa: BLE001
@@ -102,7 +102,7 @@ def run_gpu(seeds, text: str, image: bytes | None = None) -> list:
     """Each program's output words (or an error string) on the GPU: one module load (JIT) per
     batch, every kernel launched on its slice of one input and one output buffer, one copy back.
     A module the driver rejects is retried program by program. ``image``: the module already
-    assembled (a cubin of ``text``: :mod:`.difftest_replay`) instead of the driver's JIT."""
+    assembled (a cubin of ``text``: :mod:`.fuzz_replay`) instead of the driver's JIT."""
     import cupy
     n = len(seeds)
     per_in, per_out = BLOCKS * THREADS * IN_WORDS, BLOCKS * THREADS * OUT_WORDS
@@ -177,7 +177,7 @@ def _job(seeds, gpu, examples: int = 8) -> dict:
             hw = run_interp(seeds, text) if gpu == "fake" else run_gpu(seeds, text)
         except Exception as e:                                     # noqa: BLE001
             hw = [f"GPU: {_first_line(e)}"] * len(seeds)
-    from .program import Program
+    from ..program import Program
     try:
         prog = Program(text)
         mine = [_interp_one(prog, k, s) for k, s in enumerate(seeds)]

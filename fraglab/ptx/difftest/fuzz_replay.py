@@ -1,5 +1,5 @@
 """Replaying a fuzz record: the programs that differed in an earlier run
-(``python -m fraglab.ptx.difftest_hw --replay RECORD``), on the GPU and on the interpreter again,
+(``python -m fraglab.ptx.difftest.hw --replay RECORD``), on the GPU and on the interpreter again,
 each compiled three ways on the GPU:
 
 * ``jit``: the driver's JIT, as the fuzz run loads them (``cuModuleLoadData`` of the PTX);
@@ -9,7 +9,7 @@ each compiled three ways on the GPU:
   the hardware's arithmetic (the ISA says what the instruction computes; ptxas may not change it).
 
 Each program's record says, for each way, how many words differ from the interpreter where the
-ISA defines them (:func:`.difftest_fuzz.compare`), and how many words the ways disagree on among
+ISA defines them (:func:`.fuzz.compare`), and how many words the ways disagree on among
 themselves; every GPU word goes into ``replay_gpu_words.npz`` (keys ``SEED-jit``, ``SEED-O3``,
 ``SEED-O0``) for offline bisection. Programs whose instruction the interpreter now refuses are
 replayed as the generator writes them today (their fields moved into range). All programs go
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import difftest_fuzz as F
+from . import fuzz as F
 
 WAYS = ("jit", "O3", "O0")
 
@@ -54,7 +54,7 @@ def ptxas():
     """The ptxas the O3 and O0 ways use: ``$FRAGLAB_PTXAS``, else the CUDA install's (the
     toolkit the driver's JIT comes with), else :func:`fraglab.tools.find_tool`'s."""
     import os
-    from ..tools import find_tool
+    from ...tools import find_tool
     for c in (os.environ.get("FRAGLAB_PTXAS"), "/usr/local/cuda/bin/ptxas"):
         if c and Path(c).is_file():
             return Path(c)
@@ -105,7 +105,7 @@ def replay(seeds, gpu, out: Path, cause_of: dict | None = None, log=print) -> di
     import warnings
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
-    from .program import Program
+    from ..program import Program
     cause_of = cause_of or {}
     t0 = time.time()
     seeds = list(seeds)
