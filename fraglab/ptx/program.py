@@ -91,7 +91,7 @@ class Program:
         return [u for n in names for u in self.info(n).unsupported]
 
     def _build(self, name: str) -> KernelInfo:
-        from .errors import source_of
+        from .frames import source_of
         k = self.module.kernels[name]
         symbols: dict = {}
         off = 0
@@ -255,7 +255,7 @@ class Launch:
     def line_counts(self):
         """Counter of warp-instructions executed, by CUDA source 'file:line'."""
         from collections import Counter
-        from .errors import source_of
+        from .frames import source_of
         c = Counter()
         for op, n in zip(self.info.code, self.counts):
             if n:
