@@ -142,8 +142,8 @@ def test_words_that_differ_carry_bits_the_isa_leaves_open(case):
 
 def test_what_ptxas_departs_from_is_the_isas_value():
     # ptxas_signed_zero (seeds 2132, 4139): abs of a selected -0.0 is +0.0, a selected -0.0 stays
-    # -0.0 (the H200 gave -0.0 and +0.0 there); ptxas_moved_select (4574): selp reads its
-    # predicate where it stands. The interpreter follows the ISA; the replay checks at -O0.
+    # -0.0 (the H200 gave -0.0 and +0.0 there). The interpreter follows the ISA; the replay
+    # checks at -O0.
     body = ("\tsetp.eq.u32 %p1, %r0, %r0;\n\tmov.f32 %f0, 0f80000000;\n"
             "\tselp.f32 %f1, %f0, 0fBF800000, %p1;\n\tmov.b32 %r1, %f1;")
     assert _run1(body) == 0x80000000
@@ -235,3 +235,18 @@ def test_replay_assembles_with_ptxas_at_each_level():
         pytest.skip("no ptxas")
     text = F.module([76])                           # .target sm_80, assembled for the H200's sm_90
     assert R._cubin(text, 0, "sm_90")[:4] == b"\x7fELF" == R._cubin(text, 3, "sm_90")[:4]
+
+
+@pytest.mark.parametrize("case", _by_cause("ptxas_moved_past_loop", 3))
+def test_what_the_gpu_computed_with_a_later_loops_values(case):
+    """The GPU's words of these programs are what one instruction gives with the value its
+    predicate or source register gets only in a later loop; the interpreter gives the ISA's (the
+    value where the instruction stands). Seed 11963, thread 1: `@%p1 mul.lo.s32 %r4, %r1, 2`
+    then `@%p0 max.s32 %r5, %r10, %r4`, %p1 false there and true after the loop
+    (testp.infinite of +inf): the ISA gives max(5, %r4) = 5, the H200 0x00FFFFFE = 2 x %r1."""
+    hw, out, _ = _replay(case)
+    assert (hw != out).any()
+    if case["seed"] == 11963:
+        i = 1 * F.OUT_WORDS + 5
+        r1 = int(F.inputs(11963).reshape(-1, F.IN_WORDS)[1, 1])
+        assert int(out[i]) == 5 and int(hw[i]) == (2 * r1) & 0xFFFFFFFF == 0x00FFFFFE
