@@ -105,7 +105,7 @@ def _sx(a, w):
 
 def _numpy_expectation(case):
     """The expected outputs of the cheap combinations, computed with NumPy (None: not checked)."""
-    from fraglab.ptx.difftest_gen import INTS, split
+    from fraglab.ptx.difftest.gen import INTS, split
     base, mods, types = split(case.combo)
     ins = [a for _, a in case.srcs]
     t = types[-1] if types else "b32"
@@ -196,7 +196,7 @@ def test_interpreter_matches_the_gpu_live(family):
 
 def test_comparison_rules():
     """The bounds of the approximate instructions, the ISA's special values and ranges."""
-    from fraglab.ptx.difftest_rules import compare, rules_for
+    from fraglab.ptx.difftest.rules import compare, rules_for
     f = lambda *v: np.array(v, np.float32).view(np.uint32)             # noqa: E731
     ex2 = rules_for("ex2.approx.f32", ["f32"])[0]
     one = f(1.0)[0]

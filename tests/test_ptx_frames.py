@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fraglab import ptx, toolchain
-from fraglab.ptx.errors import function_name, is_builtin, source_line, source_of
+from fraglab.ptx.frames import function_name, is_builtin, source_line, source_of
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
 HEADER = "#include <cuda_fp16.h>\n"

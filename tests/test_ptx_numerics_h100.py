@@ -213,7 +213,7 @@ def test_f64_directed_rounding_and_fma_exact(op, t, cases):
 def test_upper_word_f64_approximations():
     # NaN -> 0x7FFFFFFF00000000; an upper word 0x7FF00000 is +inf; subnormals flushed; exact
     # values whose upper word is the H100's (elsewhere within one unit of it: a bound, see
-    # difftest_rules)
+    # difftest.rules)
     check("rcp.approx.ftz.f64", "f64", [(QN, 0x7FFFFFFF00000000), (NSN, 0x7FFFFFFF00000000), (SN1, 0),
                                         (0x000FFFFFFFFFFFFF, INF), (0x3FF8000000000000, 0x3FE5555500000000),
                                         (0x4004000000000000, 0x3FD9999900000000),

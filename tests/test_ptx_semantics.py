@@ -402,3 +402,39 @@ THEN:
     lane = np.arange(32)
     v = np.where(lane & 1, lane + 1000, lane + 100)
     assert (out == v + v[lane ^ 1]).all()
+
+
+def test_sm_ids_are_what_a_gpu_could_read():
+    """%nsmid is the 132 SMs the interpreter models (an H100 SXM), not 1: an answer that branches on
+    it reads a value a GPU could give (the ISA: %smid in 0 .. %nsmid - 1, not contiguous, %nsmid
+    maybe above the SM count). A block's warps share one %smid; 300 blocks spread over every SM."""
+    from fraglab.ptx import program as P
+    text = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %nsmid;
+    mov.u32 %r2, %smid;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %tid.x;
+    mov.u32 %r5, %ntid.x;
+    mad.lo.u32 %r6, %r3, %r5, %r4;
+    mul.wide.u32 %rd2, %r6, 8;
+    add.u64 %rd3, %rd1, %rd2;
+    st.global.v2.u32 [%rd3], {%r1, %r2};
+    ret;
+}
+"""
+    out = np.zeros((300, 64, 2), np.uint32)
+    P.launch(P.Program(text), "k", (300,), (64,), (out,))
+    nsmid, smid = out[..., 0], out[..., 1]
+    assert (nsmid == P.SMS).all() and P.SMS == 132
+    assert (smid < nsmid).all()
+    assert (smid == smid[:, :1]).all()                        # one SM per block, every warp
+    assert len(np.unique(smid)) == P.SMS                       # every SM gets blocks
+    assert (smid[:, 0] == np.arange(300) % P.SMS).all()

@@ -111,8 +111,8 @@ def test_tf32_blocks_of_eight_and_variants_disagree():
     assert (outs["h100"] != outs["round_nearest"]).any()
 
 
-# ---- the H200's own bits (python -m fraglab.ptx.difftest_hw, tests/data/tc_h200_zero_sign.npz) ----
-# Written by difftest_tc.regression_record from an H200 run: for each (form, input class) where
+# ---- the H200's own bits (python -m fraglab.ptx.difftest.hw, tests/data/tc_h200_zero_sign.npz) ----
+# Written by difftest.tc.regression_record from an H200 run: for each (form, input class) where
 # the model gave -0 and the GPU +0 (cancellation into an f16 accumulator; bf16/tf32 subnormal
 # products below the f32 range; f16 subnormal products below the f16 range), 48 of those
 # elements and 16 others, as the row of A, the column of B, C and the GPU's D, in raw bits.
@@ -135,7 +135,7 @@ def _vals(bits, t):
 
 
 def _form(key):
-    from fraglab.ptx import difftest_tc as T
+    from fraglab.ptx.difftest import tc as T
     return next(f for f in T.FORMS if f[0] == key.split("|")[0])
 
 
@@ -153,7 +153,7 @@ def test_zero_results_are_positive_as_on_the_h200(key):
 
 @pytest.mark.parametrize("key", ["mma.m16n8k8.f16.f16|cancel", "mma.m16n8k8.f32.bf16|subnormal"])
 def test_the_interpreter_replays_the_h200_kernel_bit_for_bit(key):
-    from fraglab.ptx import difftest_tc as T
+    from fraglab.ptx.difftest import tc as T
     z, _ = _h200()
     test = T.Test(_form(key), key.split("|")[1], 256, 1)  # the recorded run's inputs (256 instances)
     got = T.unpack(test.form, T.run_interp(test, 1), 1)[0]

@@ -11,7 +11,8 @@ import numpy as np
 
 from .decode import unsupported
 from .registry import handler
-from .errors import DeviceAssertion, MemoryAccessError, raise_at, short_path
+from .errors import DeviceAssertion, MemoryAccessError, raise_at
+from .frames import short_path
 
 _SPEC = re.compile(r"%([-+ #0]*)(\d+|\*)?(?:\.(\d+|\*))?(hh|h|ll|l|z|j|t|L)?([diouxXcsfFeEgGaAp%])")
 MAX_STRING = 4096

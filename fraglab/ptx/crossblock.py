@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import CrossBlockWait, PTXError, raise_at, source_of
+from .errors import CrossBlockWait, PTXError, raise_at
+from .frames import source_of
 
 #: Warp-instructions the blocks not run yet may take to show which of them writes a polled byte.
 SEARCH_STEPS = 500_000

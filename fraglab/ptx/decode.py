@@ -254,7 +254,7 @@ def _decode_all(kernel, dc, table, code):
         op.touch = frozenset(_regs_named(ins.operands))
         if ins.base == "testp" and op.guard is not None:
             # A guarded testp writes its predicate in every lane that reaches it, the guard
-            # false or not: ptxas drops the guard (H200, driver 13.0, difftest_hw fuzz record:
+            # false or not: ptxas drops the guard (H200, driver 13.0, difftest.hw fuzz record:
             # 47 programs, e.g. `@!%p1 testp.subnormal.f32 %p1, %f2` with %p1 true and %f2
             # normal leaves %p1 false; tests/data/fuzz_h200_cases.json). The PTX ISA says a
             # guarded instruction does nothing where its guard is false.

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from .decode import KIND_BARRIER, KIND_BRANCH, KIND_EXIT, KIND_NORMAL
-from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at, source_of
+from .errors import BarrierError, Blocked, Defer, StepBudgetExceeded, raise_at
+from .frames import source_of
 from .memory import BlockMemory, LocalMemory, SharedMemory
 from .mbarrier import BlockSync, deadlock
 from .poison import fresh_registers

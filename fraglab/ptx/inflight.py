@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import WgmmaHazard, raise_at, source_of
+from .errors import WgmmaHazard, raise_at
+from .frames import source_of
 
 
 def pending_copy(w, byte_addr) -> str | None:

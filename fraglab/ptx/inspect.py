@@ -15,7 +15,7 @@ import fnmatch
 
 import numpy as np
 
-from .errors import frames, is_builtin, short_path
+from .frames import frames, is_builtin, short_path
 from .program import launch
 
 
@@ -114,7 +114,7 @@ def _reg_names(op, kernel):
 def _matches(instr, line, file, files):
     """Whether ``instr`` comes from source ``line``: its own position or any call site it is
     inlined at (so the line of a call to a helper or a CUDA intrinsic covers the inlined code).
-    Without ``file``, frames in CUDA's own headers do not count (``errors.is_builtin``)."""
+    Without ``file``, frames in CUDA's own headers do not count (``frames.is_builtin``)."""
     for path, ln, _ in frames(instr, files):
         if ln != line:
             continue

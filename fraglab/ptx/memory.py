@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at, source_of
+from .errors import MemoryAccessError, SharedRace, UninitializedRead, raise_at
+from .frames import source_of
 from .inflight import write_hazard
 from .poison import address_hint
 
@@ -379,7 +380,6 @@ def _what(instr) -> str:
 
 
 def _copy_name(ins, warp: int, w) -> str:
-    from .errors import source_of
     return (f"the {ins.opcode} of warp {warp} at "
             f"{source_of(ins, w.files) or f'PTX line {ins.ptx_line}'}")
 

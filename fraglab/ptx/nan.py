@@ -25,8 +25,17 @@ wrote in the differential record (``tests/data/ptx_differential.npz``, 2026-11-2
    rsqrt.approx.ftz.f64) give 0x7FFFFFFF00000000 for a NaN (:data:`CANON64_HI`; PTX ISA
    9.7.3.14/17 "Input NaNs map to a canonical NaN with encoding 0x7fffffff00000000"); an input
    whose upper word is an infinity (0x7FF0000000000001) is an infinity to them, not a NaN.
+
+These are the bits the H100 wrote in the per-instruction kernels; the PTX ISA does not promise
+them (neg and abs.f32: "NaN inputs yield an unspecified NaN"; arithmetic and min/max of two NaNs:
+"NaN"), and ptxas changes them with the context (``min.f32 d, x, x`` folded to ``x`` keeps the
+payload, ``neg`` folded into a later operand keeps the sign of the input). :func:`open_bits` runs
+code with those bits drawn at random instead (every lane, every instruction): what changes between
+such runs depends on bits the ISA leaves open (:func:`fraglab.ptx.difftest.fuzz.open_words`).
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -42,18 +51,72 @@ F64_ORDER = {"add": (1, 0), "sub": (1, 0), "mul": (1, 0), "min": (1, 0), "max": 
              "rsqrt": (0,)}
 
 
-def canon32(v):
-    """Rule 1: NaN results of f32 arithmetic -> 0x7FFFFFFF."""
+_OPEN = None        # None: the H100's patterns; a numpy Generator: open bits drawn (open_bits)
+
+
+_FLIP = False
+
+
+@contextmanager
+def open_bits(seed: int, flip: bool = False):
+    """Within the block, NaN results whose bits the PTX ISA leaves open are drawn from ``seed``
+    instead of the H100's patterns: negative NaNs with random payloads, or with ``flip`` positive
+    NaNs with the complements of the same payloads, so that every sign and payload bit takes
+    both values in the two runs (whatever the pattern a third run gives, each bit differs from
+    it in one of them)."""
+    global _OPEN, _FLIP
+    old, _OPEN, _FLIP = (_OPEN, _FLIP), np.random.default_rng(seed), flip
+    try:
+        yield
+    finally:
+        _OPEN, _FLIP = old
+
+
+def _draw(shape, bits: int):
+    """NaN bit patterns for :func:`open_bits` (quiet or signalling)."""
+    n = int(np.prod(shape)) if shape else 1
+    width = {32: 23, 64: 52, 16: 7}[bits]
+    ut = {32: np.uint32, 64: np.uint64, 16: np.uint16}[bits]
+    full = (1 << width) - 1
+    pay = _OPEN.integers(1, full, n, dtype=np.uint64)             # neither 0 nor all ones
+    if _FLIP:
+        pay = pay ^ np.uint64(full)
+    top = {32: 0xFF800000, 64: 0xFFF0000000000000, 16: 0xFF80}[bits]   # sign, exponent
+    if _FLIP:
+        top &= ~(1 << (bits - 1))
+    out = (np.uint64(top) | pay).astype(ut).reshape(shape)        # 16 bits: 0x7F80 | x is a NaN
+    return out.view({32: np.float32, 64: np.float64, 16: np.uint16}[bits])  # of f16 and bf16
+
+
+def open_int(v, where):
+    """Integer results the ISA gives no value for (``abs`` of the most negative value: its
+    ``d = |a|`` does not fit the type; the GPU's IABS returns the input, and ptxas may assume the
+    result is not negative, e.g. convert it to float as signed): ``v`` as it is, random at
+    ``where`` under :func:`open_bits`."""
+    if _OPEN is None or not np.any(where):
+        return v
+    u = np.dtype(f"u{v.dtype.itemsize}")
+    r = _OPEN.integers(0, np.iinfo(u).max, np.shape(v), dtype=u, endpoint=True)
+    if _FLIP:
+        r = ~r
+    return np.where(where, r.view(v.dtype), v)
+
+
+def canon32(v, fixed: bool = False):
+    """Rule 1: NaN results of f32 arithmetic -> 0x7FFFFFFF (random under :func:`open_bits` unless
+    ``fixed``: results the ISA names as the canonical NaN)."""
     nan = np.isnan(v)
     if nan.any():
-        v = np.where(nan, CANON32, v)
+        v = np.where(nan, CANON32 if _OPEN is None or fixed else _draw(np.shape(v), 32), v)
     return v
 
 
 def canon16(bits, v):
     """Rule 2: the 16-bit results `bits` of values `v` (float32/float64) -> 0x7FFF where v is NaN."""
     nan = np.isnan(v)
-    return np.where(nan, CANON16, bits).astype(np.uint16) if nan.any() else bits
+    if not nan.any():
+        return bits
+    return np.where(nan, CANON16 if _OPEN is None else _draw(np.shape(bits), 16), bits).astype(np.uint16)
 
 
 def is_nan16(h, t: str):
@@ -66,7 +129,9 @@ def canon16_bits(h, result, t: str):
     """Rule 2 for bit operations (abs, neg) on raw 16-bit patterns: where the input `h` is a NaN
     the result is 0x7FFF."""
     nan = is_nan16(h, t)
-    return np.where(nan, CANON16, result).astype(np.uint16) if nan.any() else result
+    if not nan.any():
+        return result
+    return np.where(nan, CANON16 if _OPEN is None else _draw(np.shape(result), 16), result).astype(np.uint16)
 
 
 def quiet64(x):
@@ -80,6 +145,8 @@ def propagate64(v, operands):
     nan = np.isnan(v)
     if not nan.any():
         return v
+    if _OPEN is not None:
+        return np.where(nan, _draw(np.shape(v), 64), v)
     out = np.where(nan, DEFAULT64, v)
     for x in reversed(operands):                # the first in the order is applied last
         xn = np.isnan(x) & nan
@@ -88,7 +155,10 @@ def propagate64(v, operands):
     return out
 
 
-def unary64(v, x):
-    """Rule 3 for abs/neg.f64: a NaN input comes back quieted, its sign unchanged."""
+def unary64(v, x, neg: bool = False):
+    """Rule 3 for abs/neg.f64: a NaN input comes back quieted, its sign unchanged (random for neg
+    under :func:`open_bits`: "NaN inputs yield an unspecified NaN"; abs.f64 passes a NaN through)."""
     nan = np.isnan(x)
-    return np.where(nan, quiet64(x), v) if nan.any() else v
+    if not nan.any():
+        return v
+    return np.where(nan, _draw(np.shape(v), 64) if neg and _OPEN is not None else quiet64(x), v)

@@ -157,6 +157,7 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None, tiny=None):
     fz = "ftz" in md and t == "f32"
     st = "sat" in md
     is32 = t == "f32"
+    fixed = "NaN" in md            # min/max.NaN: "the result is canonical NaN" (PTX ISA)
     order = nan.F64_ORDER.get(ins.base, tuple(range(n))) if t == "f64" else None
     rds = [dc.reader(o, t, ins) for o in ins.operands[1:1 + n]]
     wr = dc.writer(ins.operands[0], t, ins)
@@ -178,7 +179,7 @@ def _float_op(ins, dc, t, fn64, fn_native=None, n=2, fn_exact=None, tiny=None):
         if st:
             v = sat(v)
         if is32:
-            v = canon32(v)
+            v = canon32(v, fixed)
         elif order is not None:
             v = nan.propagate64(v, [args[i] for i in order])
         wr(w, v, m)
@@ -296,12 +297,13 @@ def unary_sign(ins, dc, t):
         wr = dc.writer(ins.operands[0], rt, ins)
         return lambda w, m: wr(w, op(a(w)), m)
     if t == "f64":                       # a NaN comes back quieted, its sign unchanged (nan.py)
+        neg = ins.base == "neg"
         rd = dc.reader(ins.operands[1], t, ins)
         wr = dc.writer(ins.operands[0], t, ins)
 
         def f64op(w, m):
             x = rd(w)
-            wr(w, nan.unary64(fn(x), x), m)
+            wr(w, nan.unary64(fn(x), x, neg), m)
         return f64op
     return _float_op(ins, dc, t, fn, fn, 1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops_float
+from . import nan, ops_float
 from .decode import DT, SINT, UINT, last_type, mods, unsupported
 from .registry import handler
 
@@ -166,7 +166,10 @@ def h_negabs(ins, dc):
     t = last_type(ins)
     if _is_float(t):
         return ops_float.unary_sign(ins, dc, t)
-    return nary(ins, dc, t, np.negative if ins.base == "neg" else np.abs, 1)
+    if ins.base == "neg":
+        return nary(ins, dc, t, np.negative, 1)
+    low = np.iinfo(np.dtype(DT[t])).min
+    return nary(ins, dc, t, lambda a: nan.open_int(np.abs(a), a == low), 1)   # nan.open_int
 
 
 @handler("and", "or", "xor")
@@ -276,129 +279,6 @@ def h_prmt(ins, dc):
             vals = np.where(sel & 8, np.where(vals & 0x80, 0xFF, 0), vals).astype(np.uint8)
         return np.ascontiguousarray(vals.astype(np.uint8)).view(np.uint32).ravel()
     return nary(ins, dc, "b32", f, 3)
-
-
-_U64 = np.uint64
-_ONES = _U64(0xFFFFFFFFFFFFFFFF)
-
-
-def _lowmask(n):
-    """uint64 masks of the n low bits, n in 0..64 (an array)."""
-    n = np.asarray(n, np.int64)
-    return np.where(n >= 64, _ONES, (_U64(1) << np.minimum(n, 63).astype(_U64)) - _U64(1))
-
-
-def _bitlength(x):
-    """Number of significant bits of uint64 values (0 for 0), exact."""
-    x = x.astype(_U64)
-    hi = (x >> _U64(32)).astype(np.float64)
-    lo = (x & _U64(0xFFFFFFFF)).astype(np.float64)
-    bl = lambda v: np.where(v > 0, np.floor(np.log2(np.maximum(v, 1))) + 1, 0)  # noqa: E731
-    return np.where(hi > 0, 32 + bl(hi), bl(lo)).astype(np.int64)
-
-
-def _field(pos, ln, bits):
-    """bfe/bfi's position and length as int64. The ISA restricts both to 0..255 and its
-    pseudo-code takes them mod 256 (``pos = b & 0xff``): the 32-bit forms do so on an H100, the
-    64-bit forms do not: a value >= 256 counts as what it is (>= 64: past the end), e.g.
-    bfe.u64 of 0xffffffffffffffff at position 1, length 0x100 gives 0x7fffffffffffffff, not 0
-    (H100, 2026-11-27 differential record; 864 bfe.u64/s64 and 512 bfi.b64 cases)."""
-    if bits == 32:
-        return (pos & 0xFF).astype(np.int64), (ln & 0xFF).astype(np.int64)
-    return pos.astype(np.int64), ln.astype(np.int64)
-
-
-def _imm(op):
-    """An integer immediate's value, else None. With immediate fields the H200 departs from the
-    ISA (ptxas folds them; tests/data/fuzz_h200_cases.json): bfe.s32 at a position >= 32 gives
-    ~0 whatever a is, bfi.b32 takes a length >= 32 mod 32 (registers: as the ISA, H100 record)."""
-    return op[1] if op[0] == "imm" and op[2] == "int" else None
-
-
-@handler("bfe")
-def h_bfe(ins, dc):
-    t = last_type(ins)
-    bits = 8 * np.dtype(DT[t]).itemsize
-    signed = t[0] == "s"
-    u = UINT[bits // 8]
-    ipos, iln = _imm(ins.operands[2]), _imm(ins.operands[3])
-    if t == "s32" and ipos is not None and iln is not None and ipos & 0xFF >= 32 and iln & 0xFF:
-        wr = dc.writer(ins.operands[0], t, ins)                  # all ones (_imm)
-        return lambda w, m: wr(w, np.full(32, -1, np.int32), m)
-    def f(a, pos, ln):
-        pos, ln = _field(pos, ln, bits)
-        x = a.view(u).astype(_U64)
-        valid = np.clip(np.minimum(ln, bits - pos), 0, None)
-        ext = (x >> np.minimum(pos, bits - 1).astype(_U64)) & _lowmask(valid)
-        if signed:
-            msb = np.minimum(pos + ln - 1, bits - 1)
-            sbit = np.where(ln > 0, (x >> np.maximum(msb, 0).astype(_U64)) & _U64(1), _U64(0))
-            ext = np.where(sbit == 1, ext | ~_lowmask(valid), ext)
-        return (ext & _lowmask(bits)).astype(u).view(DT[t])
-    return nary(ins, dc, t, f, 3, src_types=[t, "u32", "u32"])
-
-
-@handler("bfi")
-def h_bfi(ins, dc):
-    t = last_type(ins)
-    bits = 8 * np.dtype(DT[t]).itemsize
-    u = UINT[bits // 8]
-    wrap = t == "b32" and ((_imm(ins.operands[4]) or 0) & 0xFF) >= 32     # mod 32 (_imm)
-    def f(a, b, pos, ln):
-        pos, ln = _field(pos, ln, bits)
-        if wrap:
-            ln = ln & 31
-        av, bv = a.view(u).astype(_U64), b.view(u).astype(_U64)
-        sh = np.minimum(pos, 63).astype(_U64)
-        mask = (_lowmask(np.minimum(ln, bits)) << sh) & _lowmask(bits)
-        r = (bv & ~mask) | ((av << sh) & mask)
-        return np.where(pos >= bits, bv, r).astype(u).view(DT[t])
-    return nary(ins, dc, t, f, 4, src_types=[t, t, "u32", "u32"])
-
-
-_REV8 = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
-
-
-def _unary_bits(ins, dc, fn, dst=None):
-    t = last_type(ins)
-    bits = 8 * np.dtype(DT[t]).itemsize
-    u = UINT[bits // 8]
-    dst = dst or t
-    return nary(ins, dc, t, lambda a: fn(np.ascontiguousarray(a).view(u), bits).astype(
-        UINT[np.dtype(DT[dst]).itemsize]).view(DT[dst]), 1, dst_t=dst)
-
-
-@handler("popc")
-def h_popc(ins, dc):
-    return _unary_bits(ins, dc, lambda x, n: np.unpackbits(x.view(np.uint8).reshape(32, -1),
-                                                           axis=1).sum(axis=1), "u32")
-
-
-@handler("clz")
-def h_clz(ins, dc):
-    return _unary_bits(ins, dc, lambda x, n: n - _bitlength(x), "u32")
-
-
-@handler("brev")
-def h_brev(ins, dc):
-    return _unary_bits(ins, dc, lambda x, n: _REV8[x.view(np.uint8).reshape(32, -1)[:, ::-1]]
-                       .copy().view(x.dtype).ravel())
-
-
-@handler("bfind")
-def h_bfind(ins, dc):
-    t = last_type(ins)
-    shamt = "shiftamt" in mods(ins)
-
-    def fb(x, n):
-        x = x.astype(_U64)
-        if t[0] == "s":
-            neg = (x >> _U64(n - 1)) & _U64(1)
-            x = np.where(neg == 1, ~x & _lowmask(n), x)
-        p = _bitlength(x) - 1
-        r = (n - 1 - p) if shamt else p
-        return np.where(x == 0, 0xFFFFFFFF, r).astype(np.int64).astype(_U64)
-    return _unary_bits(ins, dc, fb, "u32")
 
 
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,

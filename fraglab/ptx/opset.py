@@ -1,8 +1,8 @@
 """Every opcode handler of the interpreter, loaded: :func:`table` is what decoding uses."""
 from __future__ import annotations
 
-from . import (calls, collectives, hopper, mbarrier, ops_ctrl, ops_cvt, ops_float,  # noqa: F401
-               ops_int, ops_mem, tensor, wgmma)
+from . import (calls, collectives, hopper, mbarrier, ops_bits, ops_ctrl, ops_cvt,  # noqa: F401
+               ops_float, ops_int, ops_mem, tensor, wgmma)
 from .registry import HANDLERS
 
 

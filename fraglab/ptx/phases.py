@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import SharedRace, raise_at, source_of
+from .errors import SharedRace, raise_at
+from .frames import source_of
 
 
 class Clocks:

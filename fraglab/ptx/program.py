@@ -91,7 +91,7 @@ class Program:
         return [u for n in names for u in self.info(n).unsupported]
 
     def _build(self, name: str) -> KernelInfo:
-        from .errors import source_of
+        from .frames import source_of
         k = self.module.kernels[name]
         symbols: dict = {}
         off = 0
@@ -160,6 +160,20 @@ def _referenced_symbols(k) -> set:
     return out
 
 
+#: The SMs the interpreter models: an H100 SXM's 132. %nsmid reads SMS (PTX ISA 10.13: "the SM
+#: identifier numbering is not guaranteed to be contiguous, so %nsmid may be larger than the
+#: physical number of SMs"; equal here), and a block's %smid is its linear index mod SMS (10.12:
+#: "%smid ... ranges from 0 to %nsmid - 1"; every warp of a block reads the same). A kernel that
+#: branches on them reads what a GPU could give, not a value only the interpreter gives.
+SMS = 132
+
+
+def _smid(w) -> int:
+    gx, gy, _ = w.launch.grid
+    bx, by, bz = w.block_idx
+    return (bx + gx * (by + gy * bz)) % SMS
+
+
 def special_register(name: str, instr):
     """fn(w) -> (32,) array for a special register."""
     base, _, comp = name.partition(".")
@@ -178,12 +192,14 @@ def special_register(name: str, instr):
              "%lanemask_eq": (np.uint32(1) << lanes).astype(u32),
              "%lanemask_lt": ((np.uint64(1) << lanes.astype(np.uint64)) - np.uint64(1)).astype(u32),
              "%lanemask_le": ((np.uint64(2) << lanes.astype(np.uint64)) - np.uint64(1)).astype(u32),
-             "%smid": np.zeros(32, u32), "%nsmid": np.ones(32, u32), "%gridid": np.zeros(32, np.uint64)}
+             "%nsmid": np.full(32, SMS, u32), "%gridid": np.zeros(32, np.uint64)}
     fixed["%lanemask_gt"] = (~fixed["%lanemask_le"]).astype(u32)
     fixed["%lanemask_ge"] = (~fixed["%lanemask_lt"]).astype(u32)
     if name in fixed:
         arr = fixed[name]
         return lambda w: arr
+    if name == "%smid":
+        return lambda w: np.full(32, _smid(w), u32)
     if name == "%warpid":
         return lambda w: np.full(32, w.index, u32)
     if name == "%nwarpid":
@@ -239,7 +255,7 @@ class Launch:
     def line_counts(self):
         """Counter of warp-instructions executed, by CUDA source 'file:line'."""
         from collections import Counter
-        from .errors import source_of
+        from .frames import source_of
         c = Counter()
         for op, n in zip(self.info.code, self.counts):
             if n:

@@ -24,7 +24,8 @@ import numpy as np
 
 from .decode import KIND_BRANCH, KIND_EXIT
 from . import crossblock
-from .errors import Deadlock, raise_at, source_of
+from .errors import Deadlock, raise_at
+from .frames import source_of
 
 #: Passes of a loop whose registers repeat while memory changes (its own stores) before the warp
 #: yields to the others (a store-spin, e.g. a lock taken with atomicCAS).

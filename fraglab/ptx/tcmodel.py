@@ -21,7 +21,7 @@ A100). One block, as :func:`block_fma` implements it:
    accumulator's format: toward zero (truncation) for an f32 accumulator, to nearest even for an
    f16 one. A result that is zero is +0, whatever the sign of the sum that cancelled, was
    truncated or rounded (underflowed) to it: the H200 gave +0 for all 96,070 such elements of
-   ``difftest_hw``'s record (cancellation with an f16 accumulator, bf16/tf32 subnormal products
+   ``difftest.hw``'s record (cancellation with an f16 accumulator, bf16/tf32 subnormal products
    below the f32 range, f16 subnormal products below the f16 range), never -0, where rounding the
    negative sum toward zero or to nearest gives -0 (``tests/data/tc_h200_zero_sign.npz``). A sum
    whose every term is a zero is +0 too, even when every term is -0, where IEEE would give -0:
@@ -37,9 +37,9 @@ written as the canonical 0x7FFFFFFF (f32) or 0x7FFF (f16) as for the hardware's 
 arithmetic (:mod:`.nan`).
 
 The model reproduces, bit for bit, all 40,000 test vectors the authors published for the H100
-and the H200 (fp16 -> fp32 and fp16, bf16 -> fp32, tf32 -> fp32; :func:`.difftest_tc.published`),
+and the H200 (fp16 -> fp32 and fp16, bf16 -> fp32, tf32 -> fp32; :func:`.difftest.tc.published`),
 and every neighbouring variant (:data:`NEIGHBOURS`) fails on hundreds of them; the GPU run
-(``python -m fraglab.ptx.difftest_hw``) scores them all again on the instructions themselves.
+(``python -m fraglab.ptx.difftest.hw``) scores them all again on the instructions themselves.
 fp8 (e4m3/e5m2, a different alignment in the published model) is not modelled: the interpreter
 refuses fp8 mma.
 

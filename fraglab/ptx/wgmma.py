@@ -23,7 +23,8 @@ from functools import lru_cache
 import numpy as np
 
 from .decode import Op, mods, types_of, unsupported
-from .errors import WgmmaHazard, raise_at, source_of
+from .errors import WgmmaHazard, raise_at
+from .frames import source_of
 from .inflight import pending_copy
 from .registry import handler
 from . import tcmodel

@@ -1,26 +1,11 @@
-"""Whole random programs on the GPU and on the interpreter, compared bit for bit.
-
-:func:`program` turns a seed into one small PTX kernel (2 blocks of 64 threads): a prologue loads
-16 random words per thread into integer, f32, 64-bit, f64 registers and predicates; a body of
-random instructions follows (integer and bit operations, f32 in every rounding mode, f64, f16x2,
-conversions, float immediates including -0.0, NaN and subnormals, predicated instructions,
-divergent branches and loops with lane-dependent trip counts; at the top level only: shuffles,
-votes, redux, shared-memory exchanges between threads of both warps with every load/store width,
-shared reductions, reads of the kernel's own ``.const`` and ``.global`` tables, stores and loads
-of every width through the thread's global and local scratch, atomics on the thread's own
-addresses, read-only and volatile loads); an epilogue
-stores every register. Results the ISA leaves open are kept out (no approximate instructions, no
-atomics' return values, no integer division, collectives only where the whole warp takes part).
-
-:func:`module` packs many kernels into one module (several kernels per process, each with its
-own constant and global tables); :func:`run` runs batches in worker processes (each with its own
-CUDA context) on the GPU and the interpreter and compares each program's output words. The seed
-of every program, and the PTX of every program that differs, go into the record."""
+"""The whole-program fuzzer's generator: a seed -> one small PTX kernel (:func:`program`), many
+kernels -> one module (:func:`module`), a seed -> its input words (:func:`inputs`). What the
+programs hold: :mod:`.fuzz`; the same seed always gives the same text (fields the
+interpreter refuses by name are moved into range without changing the draws)."""
 from __future__ import annotations
 
-import os
 import random
-import time
+import re
 
 import numpy as np
 
@@ -144,6 +129,7 @@ class Gen:
             if c == 5:                                  # two different destination registers
                 a, b = g.sample(range(NR), 2)
                 s = f"mov.b64 {{%r{a}, %r{b}}}, {self.rd()}"
+        s = _foldable_fields(s)
         if g.random() < 0.15 and not s.startswith("setp"):
             s = f"@{'!' if g.random() < 0.5 else ''}{self.p()} " + s
         self.emit(s)
@@ -287,6 +273,20 @@ class Gen:
         self.lines.append(f"{end}:")
 
 
+def _foldable_fields(s: str) -> str:
+    """Bit fields the interpreter refuses (ptxas folds them two ways: fraglab.ptx.ops_int) moved
+    into range, the random draws unchanged (so every other program stays as it was): bfi.b32 at a
+    position that is not a multiple of 8 with a length >= 32 gets the ISA's clamped length
+    32 - pos; bfe.s32 at a position >= 32 gets position - 32."""
+    m = re.fullmatch(r"(bfi\.b32 [^,]+, [^,]+, [^,]+, )(\d+), (\d+)", s)
+    if m and int(m[2]) < 32 and int(m[2]) % 8 and int(m[3]) >= 32:
+        return f"{m[1]}{m[2]}, {32 - int(m[2])}"
+    m = re.fullmatch(r"(bfe\.s32 [^,]+, [^,]+, )(\d+), (\d+)", s)
+    if m and int(m[2]) >= 32 and int(m[3]):
+        return f"{m[1]}{int(m[2]) - 32}, {m[3]}"
+    return s
+
+
 # ---- programs and modules ----------------------------------------------------------------------
 
 def _prologue(k: int, g: Gen) -> list:
@@ -370,181 +370,3 @@ def inputs(seed: int) -> np.ndarray:
                       rng.standard_normal(n).astype(np.float32).view(np.uint32))
     pick = rng.random(n)
     return np.where(pick < 0.35, bits, np.where(pick < 0.65, small, floats)).astype(np.uint32)
-
-
-def undefined_words(hw: np.ndarray, mine: np.ndarray) -> np.ndarray:
-    """Output words where both sides wrote different NaNs into a float register (%f: words 12-17,
-    %d: 26-29): bits the PTX ISA leaves open (abs/neg.f32 "NaN input yields unspecified NaN",
-    min/max of two NaNs and arithmetic "NaN"; ptxas picks them by context). The rest: exact."""
-    h, m = hw.reshape(-1, OUT_WORDS), mine.reshape(-1, OUT_WORDS)
-    ex, frac, out = np.uint32(0x7F800000), np.uint32(0x7FFFFF), np.zeros(h.shape, bool)
-    nan = [((x[:, 12:18] & ex) == ex) & ((x[:, 12:18] & frac) != 0) for x in (h, m)]
-    out[:, 12:18] = nan[0] & nan[1] & (h[:, 12:18] != m[:, 12:18])
-    v = [np.ascontiguousarray(x[:, 26:30]).view(np.float64) for x in (h, m)]   # (rows, 2) f64
-    n64 = np.isnan(v[0]) & np.isnan(v[1]) & (v[0].view(np.uint64) != v[1].view(np.uint64))
-    out[:, 26:30] = np.repeat(n64, 2, axis=1)
-    return out.ravel()
-
-
-def compared_words() -> np.ndarray:
-    """The output words compared (registers, predicates and scratch of every thread)."""
-    row = np.zeros(OUT_WORDS, bool)
-    row[:34] = True
-    row[SCRATCH // 4:] = True
-    return np.tile(row, BLOCKS * THREADS)
-
-
-# ---- running -----------------------------------------------------------------------------------
-
-def _first_line(e: Exception) -> str:
-    return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-
-
-def run_interp(seeds, text: str) -> list:
-    """Each program's output words (or an error string) on the interpreter: one parse per module."""
-    from .program import Program, launch
-    try:
-        prog = Program(text)
-    except Exception as e:                                         # noqa: BLE001
-        return [f"parse: {_first_line(e)}"] * len(seeds)
-    res = []
-    for k, s in enumerate(seeds):
-        out = np.zeros(BLOCKS * THREADS * OUT_WORDS, np.uint32)
-        try:
-            launch(prog, f"fz{k}", BLOCKS, THREADS, (inputs(s), out), echo_printf=False)
-            res.append(out)
-        except Exception as e:                                     # noqa: BLE001
-            res.append(_first_line(e))
-    return res
-
-
-def run_gpu(seeds, text: str) -> list:
-    """Each program's output words (or an error string) on the GPU: one module load (JIT) per
-    batch, every kernel launched on its slice of one input and one output buffer, one copy back.
-    A module the driver rejects is retried program by program."""
-    import cupy
-    n = len(seeds)
-    per_in, per_out = BLOCKS * THREADS * IN_WORDS, BLOCKS * THREADS * OUT_WORDS
-    try:
-        mod = cupy.cuda.function.Module()
-        mod.load(text.encode())
-        fns = [mod.get_function(f"fz{k}") for k in range(n)]
-    except Exception:                                              # noqa: BLE001
-        if n == 1:
-            raise
-        out = []
-        for s in seeds:
-            try:
-                out += run_gpu([s], module([s]))
-            except Exception as e:                                 # noqa: BLE001
-                out.append(f"JIT: {_first_line(e)}")
-        return out
-    din = cupy.asarray(np.concatenate([inputs(s) for s in seeds]))
-    dout = cupy.zeros(n * per_out, np.uint32)
-    for k, fn in enumerate(fns):
-        fn((BLOCKS, 1, 1), (THREADS, 1, 1), (din[k * per_in:(k + 1) * per_in],
-                                            dout[k * per_out:(k + 1) * per_out]))
-    cupy.cuda.get_current_stream().synchronize()
-    host = dout.get()
-    return [host[k * per_out:(k + 1) * per_out] for k in range(n)]
-
-
-def _job(seeds, gpu, examples: int = 3) -> dict:
-    """One batch in a worker process: GPU, interpreter, comparison."""
-    import warnings
-    warnings.simplefilter("ignore")
-    np.seterr(all="ignore")
-    t0 = time.time()
-    text = module(seeds)
-    hw = None
-    if gpu:
-        try:
-            hw = run_interp(seeds, text) if gpu == "fake" else run_gpu(seeds, text)
-        except Exception as e:                                     # noqa: BLE001
-            hw = [f"GPU: {_first_line(e)}"] * len(seeds)
-    mine = run_interp(seeds, text)
-    mask = compared_words()
-    rows = []
-    for k, s in enumerate(seeds):
-        m = mine[k]
-        row = {"seed": s}
-        if isinstance(m, str):
-            row["interp_error"] = m
-        if hw is not None:
-            h = hw[k]
-            if isinstance(h, str):
-                row["gpu_error"] = h
-            elif not isinstance(m, str):
-                loose = undefined_words(h, m)
-                bad = np.flatnonzero((h != m) & mask & ~loose)
-                if (loose & mask).any():
-                    row["undefined_words"] = int((loose & mask).sum())
-                if len(bad):
-                    row["differ"] = int(len(bad))
-                    row["examples"] = [{"thread": int(i // OUT_WORDS), "word": int(i % OUT_WORDS),
-                                        "gpu": hex(int(h[i])), "interp": hex(int(m[i]))}
-                                       for i in bad[:examples]]
-        if "undefined_words" in row and len(row) == 2:         # NaN bits only: examples too
-            row["examples"] = [{"thread": int(i // OUT_WORDS), "word": int(i % OUT_WORDS), "gpu": hex(int(
-                h[i])), "interp": hex(int(m[i]))} for i in np.flatnonzero(loose & mask)[:examples]]
-        if len(row) > 1:
-            row["ptx"] = program(s, 0)
-            if "differ" in row or "undefined_words" in row:
-                row["gpu_words"] = np.asarray(h, np.uint32)   # every word: offline bisection
-            rows.append(row)
-    return {"n": len(seeds), "rows": rows, "seconds": time.time() - t0}
-
-
-def run(programs: int, seed0: int, gpu, jobs: int | None = None, batch: int = 150,
-        budget_s: float = 150.0, log=print) -> dict:
-    """Programs ``seed0 .. seed0 + programs - 1`` in batches of ``batch`` kernels per module, in
-    worker processes (spawned: each its own CUDA context); batches not started within
-    ``budget_s`` seconds are skipped (the record says how many ran)."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from multiprocessing import get_context
-    seeds = list(range(seed0, seed0 + programs))
-    batches = [seeds[i:i + batch] for i in range(0, len(seeds), batch)]
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    jobs = jobs or min(len(batches), cpus, 32)
-    t0 = time.time()
-    rows, done, skipped = [], 0, 0
-    if jobs <= 1:
-        for b in batches:
-            if time.time() - t0 > budget_s:
-                skipped += len(b)
-                continue
-            r = _job(b, gpu)
-            rows += r["rows"]
-            done += r["n"]
-    else:
-        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as ex:
-            todo, running = list(batches), set()
-            while todo or running:
-                while todo and len(running) < 2 * jobs and time.time() - t0 < budget_s:
-                    running.add(ex.submit(_job, todo.pop(0), gpu))
-                if not running:
-                    skipped += sum(len(b) for b in todo)
-                    break
-                fin, running = wait(running, return_when=FIRST_COMPLETED)
-                for f in fin:
-                    try:
-                        r = f.result()
-                    except Exception as e:                         # noqa: BLE001
-                        rows.append({"seed": None, "worker_error": _first_line(e)})
-                        continue
-                    rows += r["rows"]
-                    done += r["n"]
-                    if done // 3000 != (done - r["n"]) // 3000:
-                        log(f"  fuzz: {done} programs ({time.time() - t0:.0f} s)")
-                if time.time() - t0 >= budget_s and todo:
-                    skipped += sum(len(b) for b in todo)
-                    todo = []
-    return {"programs": done, "skipped": skipped, "first_seed": seed0, "batch": batch,
-            "compared": done - sum("gpu_error" in r or "interp_error" in r for r in rows) if gpu else 0,
-            "differ": sum("differ" in r for r in rows),
-            # programs whose only differences are NaN bits the ISA leaves open (undefined_words)
-            "undefined_by_isa": sum("undefined_words" in r and "differ" not in r for r in rows),
-            "errors": sum("interp_error" in r or "worker_error" in r for r in rows),
-            "gpu_errors": sum("gpu_error" in r for r in rows),
-            "words_per_program": int(compared_words().sum()),
-            "rows": sorted(rows, key=lambda r: "differ" not in r and "undefined_words" in r)[:200]}

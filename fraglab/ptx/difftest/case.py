@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .difftest_values import WIDTH
+from .values import WIDTH
 
 VERSION = ".version 8.8"          # what NVRTC 12.9 writes for sm_80 (and the H100 driver loads)
 
@@ -61,7 +61,7 @@ class Case:
     srcs: [(PTX type, bit patterns)] loaded into registers ``%s0, %s1, ...``;
     dsts: PTX types of the outputs ``%d0, %d1, ...`` (a ``pred`` output is stored as 0/1);
     body: PTX lines computing the outputs, with ``{s0}``, ``{d0}``, ``{k}`` (kernel name) holes;
-    rules: one comparison rule per output (:mod:`.difftest_rules`); decls: extra declarations
+    rules: one comparison rule per output (:mod:`.rules`); decls: extra declarations
     at the kernel's top; consts: module-scope ``.const`` declarations (``{k}`` hole); loads:
     False when the body reads the inputs itself (memory tests); scratch: global regions after
     the outputs (the hole ``{g0}`` is the first one's offset from ``%x_p``); params: extra

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
 
-from . import difftest as D
+from . import core as D
 
 
 def _job(family, combos, gpu, examples, fake=False):
@@ -50,7 +50,7 @@ def _job(family, combos, gpu, examples, fake=False):
 def coverage(combos) -> dict:
     """Counts of instructions, (instruction, modifiers) and full combinations: generated,
     covered by a named GPU test, and neither."""
-    from .difftest_gen import split
+    from .gen import split
     gen, cov, none = set(), set(), set()
     for c in combos:
         if D.covered_by(c):

@@ -1,6 +1,6 @@
-"""``python -m fraglab.ptx.difftest_hw --out DIR``: the interpreter against the GPU on what the
+"""``python -m fraglab.ptx.difftest.hw --out DIR``: the interpreter against the GPU on what the
 per-instruction differential test cannot reach: tensor-core arithmetic bit for bit
-(:mod:`.difftest_tc`) and whole random programs (:mod:`.difftest_fuzz`).
+(:mod:`.tc`) and whole random programs (:mod:`.fuzz`).
 
 Writes ``DIR/tensor_cores.json`` (per form and input class: elements compared, interpreter
 differences with examples, and how many elements each neighbouring model of the tensor cores gets
@@ -9,8 +9,14 @@ wrong), ``DIR/tensor_cores_gpu_bits.npz`` (the GPU's results, to refit the model
 GPU's output words of those programs, by seed, to bisect offline) and prints a summary. The
 appendix's record lives in ``book/data/appendix_ptx_interpreter/`` (copy the JSON files there).
 
+``--replay RECORD`` first runs again the programs that differed in an earlier fuzz record (a
+``fuzz.json``, e.g. ``book/data/appendix_ptx_interpreter/fuzz_h200_confirm.json``): the driver's
+JIT, ``ptxas -O3`` and ``ptxas -O0``, each against the interpreter, every GPU word kept
+(:mod:`.fuzz_replay`: ``DIR/replay.json``, ``DIR/replay_gpu_words.npz``); then the parts
+``--only`` names (``--only replay``: the replay alone).
+
 ``--published DIR`` scores the tensor-core model on the published H100/H200 test vectors
-(:func:`.difftest_tc.published`; no GPU needed). Options: ``--only tc|fuzz``, ``--programs N`` (fuzzed programs, default 12,000 on a GPU, 24
+(:func:`.tc.published`; no GPU needed). Options: ``--only tc|fuzz|replay``, ``--programs N`` (fuzzed programs, default 12,000 on a GPU, 24
 without), ``--seed S`` (first fuzz seed), ``--quick`` (few instances: a smoke test),
 ``--no-gpu`` (interpreter only; also what happens, with a message, where no GPU is found),
 ``--fake-gpu`` (the interpreter in the GPU's place: a self-test of the pipeline), ``--budget S`` (no fuzz batch starts after S seconds, default 150), ``--jobs N``.
@@ -54,7 +60,7 @@ def _meta(gpu):
 
 
 def tensor_cores(out: Path, gpu, quick: bool) -> dict:
-    from . import difftest_tc as T
+    from . import tc as T
     print("tensor cores: " + ("GPU vs interpreter, bit for bit" if gpu else
                               "interpreter vs the host model only (no GPU)"), flush=True)
     t0 = time.time()
@@ -85,7 +91,7 @@ def tensor_cores(out: Path, gpu, quick: bool) -> dict:
 
 
 def fuzz(out: Path, gpu, programs: int, seed: int, budget_s: float, jobs) -> dict:
-    from . import difftest_fuzz as F
+    from . import fuzz as F
     print(f"fuzz: {programs} programs from seed {seed} "
           + ("on the GPU and the interpreter" if gpu else "on the interpreter only (no GPU)"), flush=True)
     t0 = time.time()
@@ -97,16 +103,22 @@ def fuzz(out: Path, gpu, programs: int, seed: int, budget_s: float, jobs) -> dic
     res["seconds"] = round(time.time() - t0, 1)
     (out / "fuzz.json").write_text(json.dumps(res, indent=1))
     print(f"fuzz: {res['programs']} programs ({res['skipped']} skipped: time budget), {res['compared']} compared, {res['differ']} differ, "
-          f"{res.get('undefined_by_isa', 0)} differ only in NaN bits the ISA leaves open, "
+          f"{res.get('undefined_by_isa', 0)} differ only in bits the ISA leaves open, "
+          f"{res.get('refused', 0)} refused by name, "
           f"{res['errors']} interpreter errors, {res.get('gpu_errors', 0)} GPU errors "
           f"({res['seconds']} s)", flush=True)
     return res
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fraglab.ptx.difftest_hw")
+    ap = argparse.ArgumentParser(prog="python -m fraglab.ptx.difftest.hw")
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "difftest_hw_out")))
-    ap.add_argument("--only", choices=("tc", "fuzz"), default=None)
+    ap.add_argument("--only", choices=("tc", "fuzz", "replay"), default=None)
+    ap.add_argument("--replay", type=Path, default=None,
+                    help="a fuzz record: replay its differing programs (jit, ptxas -O3, -O0) first")
+    ap.add_argument("--causes", type=Path, default=Path(__file__).resolve().parents[3] / "tests"
+                    / "data" / "fuzz_h200_confirm_causes.json",
+                    help="seed -> cause of the replayed programs (for the summary)")
     ap.add_argument("--programs", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
@@ -122,7 +134,7 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     np.seterr(all="ignore")
     if a.published:
-        from .difftest_tc import published
+        from .tc import published
         res = published(a.published)
         for k, (n, bad) in res.items():
             print(f"{k}: {bad} of {n} vectors differ")
@@ -134,6 +146,12 @@ def main(argv=None) -> int:
               "running the interpreter side only", flush=True)
     print(f"device: {gpu or 'none'}; output: {a.out}", flush=True)
     status = 0
+    if a.replay is not None:
+        from . import fuzz_replay as R
+        r = R.replay(R.seeds_of(a.replay), gpu, a.out, R.causes(a.causes))
+        status |= bool(r["summary"]["jit"]["differ"])
+    elif a.only == "replay":
+        ap.error("--only replay needs --replay RECORD")
     if a.only in (None, "tc"):
         s = tensor_cores(a.out, gpu, a.quick)
         status |= bool(s["errors"] or s["interp_vs_gpu"] or s["interp_vs_model"])

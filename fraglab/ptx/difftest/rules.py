@@ -18,7 +18,7 @@ import re
 
 import numpy as np
 
-from . import difftest_values as V
+from . import values as V
 
 # (pattern of the full opcode, rule). Rules: ("ulp", k): at most k ulps apart (integer distance of
 # the bit patterns); ("rel", e) / ("abs", e): relative / absolute difference; the named ones below.

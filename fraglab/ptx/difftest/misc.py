@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import difftest_values as V
-from .difftest_case import Case, memtype, seed_of
-from .difftest_gen import NoTest, draw, split
+from . import values as V
+from .case import Case, memtype, seed_of
+from .gen import NoTest, draw, split
 
 QUIET = ("membar", "fence", "prefetch", "prefetchu", "discard", "applypriority", "createpolicy",
          "nanosleep", "pmevent", "griddepcontrol", "trap", "brkpt")

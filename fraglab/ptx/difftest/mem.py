@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import difftest_values as V
-from .difftest_case import Case, memtype, seed_of
-from .difftest_gen import NoTest, draw, split, thin
+from . import values as V
+from .case import Case, memtype, seed_of
+from .gen import NoTest, draw, split, thin
 
 SPACES = ("global", "shared", "local", "const", "param")
 #: modifiers that do not change the values a single thread sees (memory ordering, scopes, the

@@ -12,7 +12,7 @@ GPU's raw output words are compared with the interpreter's word for word, and th
 with :mod:`.tcmodel` on the host for every neighbouring model (:data:`.tcmodel.NEIGHBOURS`), so a
 run also says which variant of the published model the hardware follows.
 
-Entry point: :func:`run` (``python -m fraglab.ptx.difftest_hw`` runs it with the fuzzer)."""
+Entry point: :func:`run` (``python -m fraglab.ptx.difftest.hw`` runs it with the fuzzer)."""
 from __future__ import annotations
 
 import hashlib
@@ -20,10 +20,10 @@ import time
 
 import numpy as np
 
-from ..dtypes import from_bf16, to_bf16
-from . import tcmodel
-from .tensor import mma_layout
-from .wgmma import d_layout, encode_descriptor, operand_offsets
+from ...dtypes import from_bf16, to_bf16
+from .. import tcmodel
+from ..tensor import mma_layout
+from ..wgmma import d_layout, encode_descriptor, operand_offsets
 
 LBO, SBO = 128, 256                       # B image: K halves 128 bytes apart, 8-row groups 256
 
@@ -319,7 +319,7 @@ def run_gpu(test: Test) -> np.ndarray:
 
 
 def run_interp(test: Test, inst: int) -> np.ndarray:
-    from .program import Program, launch
+    from ..program import Program, launch
     out = test.out_words(inst)
     launch(Program(test.ptx), test.name, inst, test.threads,
            (test.buf.copy(), out, np.uint32(test.steps)), echo_printf=False)

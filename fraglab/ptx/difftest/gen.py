@@ -1,7 +1,7 @@
 """Generators of differential tests for the data-path instructions: integer, bit, float,
 half/bf16 (scalar and x2), conversions, comparisons and selects. :func:`build` turns one accepted
-combination (its full opcode) into a :class:`~.difftest_case.Case`, or raises :class:`NoTest`
-saying why none is generated. Memory instructions and warp collectives: :mod:`.difftest_mem`."""
+combination (its full opcode) into a :class:`~.case.Case`, or raises :class:`NoTest`
+saying why none is generated. Memory instructions and warp collectives: :mod:`.mem`."""
 from __future__ import annotations
 
 import math
@@ -9,8 +9,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import difftest_values as V
-from .difftest_case import Case, pad32, seed_of
+from . import values as V
+from .case import Case, pad32, seed_of
 
 TYPES = set(V.WIDTH) | {"b128", "e2m1x2", "e2m3x2", "e3m2x2", "ue8m0x2"}
 INTS = {"u8", "s8", "b8", "u16", "s16", "b16", "u32", "s32", "b32", "u64", "s64", "b64"}

@@ -8,9 +8,9 @@ compressed, with each combination's input hash) and ``DIR/differences.json`` (ev
 where the two differ, with examples); it prints progress, the differences and the coverage.
 ``tests/test_ptx_differential.py`` replays the record on the CPU (``tests/data/``).
 
-Generators: :mod:`.difftest_gen` (data path), :mod:`.difftest_mem` (memory, collectives);
-inputs: :mod:`.difftest_values`; comparison: :mod:`.difftest_rules`; kernel layout:
-:mod:`.difftest_case`. Combinations that a one-instruction kernel cannot test meaningfully
+Generators: :mod:`.gen` (data path), :mod:`.mem` (memory, collectives);
+inputs: :mod:`.values`; comparison: :mod:`.rules`; kernel layout:
+:mod:`.case`. Combinations that a one-instruction kernel cannot test meaningfully
 (control flow, barriers, asynchronous copies, tensor-core and matrix instructions, calls) are
 mapped to the GPU test that covers them in :data:`COVERED_BY`."""
 from __future__ import annotations
@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import difftest_gen, difftest_mem, difftest_misc, difftest_rules
-from .difftest_case import Case, module, pack, split_outputs
-from .difftest_gen import NoTest
+from . import gen as difftest_gen, mem as difftest_mem, misc as difftest_misc, rules as difftest_rules
+from .case import Case, module, pack, split_outputs
+from .gen import NoTest
 
 #: the committed H100 record (FRAGLAB_PTX_RECORD overrides, e.g. to replay a fresh one)
 RECORD = Path(os.environ.get("FRAGLAB_PTX_RECORD")
-              or Path(__file__).resolve().parents[2] / "tests" / "data" / "ptx_differential.npz")
+              or Path(__file__).resolve().parents[3] / "tests" / "data" / "ptx_differential.npz")
 CHUNK = 48                   # combinations per module (and per CPU test unit)
 
 #: opcode (or regular expression over the full opcode) -> the GPU test that checks it against
@@ -126,7 +126,7 @@ def combinations() -> list[str]:
     """Every accepted combination's full opcode (from :mod:`fraglab.ptx.accepted` when it
     exists, else a stand-in list), sorted, without repeats."""
     try:
-        from . import accepted
+        from .. import accepted
     except ImportError:
         return sorted(set(_standin()))
     return sorted({c.text for c in accepted.combinations()})
@@ -197,7 +197,7 @@ def build_family(combos) -> tuple[dict, dict]:
 
 def packed(cases: dict) -> dict:
     """{arch: (PTX text, [(kernel name, Case, parts)])}: the kernels of `cases` packed
-    (:func:`~.difftest_case.pack`), one module per target."""
+    (:func:`~.case.pack`), one module per target."""
     by: dict = {}
     for c, case in cases.items():
         by.setdefault(case.arch, {})[c] = case
@@ -227,7 +227,7 @@ def launch_args(case: Case, buf, gpu: bool = False):
 def run_interp(cases: dict) -> dict:
     """{combo: list of output arrays, or an error string} on the interpreter (each module
     parsed once, each kernel decoded once)."""
-    from .program import Program, launch
+    from ..program import Program, launch
     out = {}
     for arch, (text, kernels) in packed(cases).items():
         try:
@@ -416,7 +416,3 @@ def replay(cases: dict, missing: dict, mine: dict, record: Record | None) -> lis
                                           for x in r["examples"]))
     return problems
 
-
-if __name__ == "__main__":
-    from .difftest_cli import main
-    sys.exit(main())
