@@ -435,13 +435,15 @@ _STT_OBJECT = 1
 
 
 def elf_int_globals(cubin: bytes) -> dict[str, int]:
-    """``{name: value}`` of the 4-byte data symbols of a cubin's initialised global memory
-    (section ``.nv.global.init``): what ``extern "C" __device__ const int NAME = value;``
-    compiles to. Signed 32-bit, little-endian."""
+    """``{name: value}`` of the 4-byte data symbols of a cubin's global memory: what
+    ``extern "C" __device__ const int NAME = value;`` compiles to (section ``.nv.global.init``,
+    or ``.nv.global`` where the value is 0). Signed 32-bit, little-endian."""
     headers = list(_section_headers(cubin))
     shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
     names = headers[shstrndx][2]
-    init = {i for i, h in enumerate(headers) if _string(cubin, names + h[0]) == ".nv.global.init"}
+    section = {i: _string(cubin, names + h[0]) for i, h in enumerate(headers)}
+    init = {i for i, n in section.items() if n == ".nv.global.init"}
+    zero = {i for i, n in section.items() if n == ".nv.global"}      # = 0: no bytes in the file
     out = {}
     for _, sh_type, offset, size, link, entsize in headers:
         if sh_type != _SHT_SYMTAB:
@@ -451,9 +453,10 @@ def elf_int_globals(cubin: bytes) -> dict[str, int]:
             sym = offset + j * entsize
             name_off, info, _other, shndx = struct.unpack_from("<IBBH", cubin, sym)
             value, sym_size = struct.unpack_from("<QQ", cubin, sym + 8)
-            if info & 0xF == _STT_OBJECT and shndx in init and sym_size == 4:
+            if info & 0xF == _STT_OBJECT and shndx in init | zero and sym_size == 4:
                 at = headers[shndx][2] + value
-                out[_string(cubin, strtab + name_off)], = struct.unpack_from("<i", cubin, at)
+                out[_string(cubin, strtab + name_off)] = \
+                    struct.unpack_from("<i", cubin, at)[0] if shndx in init else 0
     return out
 
 

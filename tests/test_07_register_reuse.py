@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from fraglab import ARCHES, ncu, sass, toolchain
+from fraglab import ARCHES, launch, ncu, sass, toolchain, tools
 from fraglab import register_reuse as rr
 from fraglab.device import gpu_available
 from fraglab.register_reuse import bench, kernels, problems, sass_counts
@@ -102,6 +102,38 @@ def test_tiles_table_matches_the_cu_defaults(variant):
         kernels.build(variant, "sm_90").sass(f"sgemm_{variant}").split(".text.", 1)[1]
 
 
+@pytest.mark.parametrize("variant", kernels.VARIANTS)
+def test_launch_numbers_are_read_back_from_the_build(variant):
+    """The launch takes threads, the block's tile of C and the dynamic shared memory from the
+    build of the tiles it passes (SGEMM_LAUNCH in the rung file); the chooser's checks before a
+    build (threads, shared_bytes, block_tile) give the same numbers, for the rung's tiles and
+    for every configuration rung 10's table chooses from."""
+    configs = [kernels.TILES[variant]]
+    if variant in ("autotuned", "split_k"):
+        configs += [{**kernels.TILES[variant], **c} for c in kernels.SHAPE_CONFIGS]
+    if variant == "split_k":
+        configs.append({**kernels.TILES["split_k"], "SWIZZLE": 1, "REGDB": 1})
+    for t in configs:
+        t = kernels.tiles(variant, **t)
+        got = toolchain.compile(kernels.kernel_file(variant), "sm_80",
+                                defines=kernels.defines(t)).constants("sgemm_launch_")
+        bm, bn, _ = kernels.block_tile(variant, t)
+        assert got == {"sgemm_launch_threads": kernels.threads(variant, t), "sgemm_launch_tile_m": bm,
+                       "sgemm_launch_tile_n": bn, "sgemm_launch_smem": kernels.dynamic_smem(variant, t)}, t
+
+
+def test_the_launch_follows_a_tile_changed_in_the_rung_file_only():
+    """tile1d's threads expression changed in its .cu text alone (one output a thread down a
+    column of 4: twice the threads): the launch reads the new block from the module."""
+    src = (tools.KERNELS_DIR / "07_register_reuse_tile1d.cu").read_text()
+    assert src.count("#define THREADS (BM * BN / TM)") == 1
+    mutant = src.replace("#define THREADS (BM * BN / TM)", "#define THREADS (2 * BM * BN / TM)")
+    t = kernels.tiles("tile1d")
+    own = launch.constants(kernels.kernel_file("tile1d"), "sgemm_launch_", defines=t)
+    got = launch.constants("07_register_reuse_tile1d_mutant", "sgemm_launch_", source=mutant, defines=t)
+    assert got["sgemm_launch_threads"] == 2 * own["sgemm_launch_threads"] == 2 * kernels.threads("tile1d", t)
+
+
 REPORTS = {}
 
 
@@ -168,7 +200,7 @@ def test_double_buffer_needs_one_barrier_per_step():
 
 
 def test_main_loop_is_found_from_the_back_edge():
-    text = kernels.build("smem", "sm_90").sass("sgemm_smem")
+    text = kernels.build("smem", "sm_90").sass("sgemm_launch_smem")
     spans = sass.loop_spans(text)
     assert spans and all(first < last for first, last in spans)
     body = sass.main_loop(text)
@@ -196,7 +228,7 @@ def test_ncu_raw_csv_is_parsed():
     out = ('==PROF== Connected\n"ID","Kernel Name","gpu__time_duration.sum",'
            '"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",'
            '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"\n'
-           '"","","ns","ratio","ratio"\n"0","sgemm_smem","1,234.5","3.25","0.5"\n')
+           '"","","ns","ratio","ratio"\n"0","sgemm_launch_smem","1,234.5","3.25","0.5"\n')
     r = ncu.parse_raw_csv(out)
     fam = r["stalls"]["smsp__average_warps"]
     assert fam == {"mio_throttle": 3.25, "barrier": 0.5}

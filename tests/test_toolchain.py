@@ -187,6 +187,7 @@ constexpr int STAGES = 3;
 extern "C" __device__ const int tk_tile = TILE;
 extern "C" __device__ const int tk_smem = TILE * 4 * STAGES;
 extern "C" __device__ const int tk_negative = -5;
+extern "C" __device__ const int tk_zero = 0;
 extern "C" __device__ const int other_threads = 128;
 extern "C" __global__ void __launch_bounds__(128) k(int* o) { o[threadIdx.x] = tk_tile * STAGES; }
 """
@@ -197,7 +198,7 @@ def test_launch_constants_read_back_from_the_build(arch):
     """``extern "C" __device__ const int`` globals, read from the cubin by prefix; a define
     changes them; the kernel's code folds them (no load)."""
     b = toolchain.compile("constants_probe", arch, source=CONSTANTS_SOURCE)
-    assert b.constants("tk_") == {"tk_tile": 64, "tk_smem": 768, "tk_negative": -5}
+    assert b.constants("tk_") == {"tk_tile": 64, "tk_smem": 768, "tk_negative": -5, "tk_zero": 0}
     assert b.constants("other_") == {"other_threads": 128}
     assert b.constants("none_") == {}
     b2 = toolchain.compile("constants_probe", arch, source=CONSTANTS_SOURCE, defines={"TILE": 32})
