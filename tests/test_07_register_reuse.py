@@ -200,7 +200,7 @@ def test_double_buffer_needs_one_barrier_per_step():
 
 
 def test_main_loop_is_found_from_the_back_edge():
-    text = kernels.build("smem", "sm_90").sass("sgemm_launch_smem")
+    text = kernels.build("smem", "sm_90").sass("sgemm_smem")
     spans = sass.loop_spans(text)
     assert spans and all(first < last for first, last in spans)
     body = sass.main_loop(text)
@@ -228,7 +228,7 @@ def test_ncu_raw_csv_is_parsed():
     out = ('==PROF== Connected\n"ID","Kernel Name","gpu__time_duration.sum",'
            '"smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio",'
            '"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"\n'
-           '"","","ns","ratio","ratio"\n"0","sgemm_launch_smem","1,234.5","3.25","0.5"\n')
+           '"","","ns","ratio","ratio"\n"0","sgemm_smem","1,234.5","3.25","0.5"\n')
     r = ncu.parse_raw_csv(out)
     fam = r["stalls"]["smsp__average_warps"]
     assert fam == {"mio_throttle": 3.25, "barrier": 0.5}

@@ -68,7 +68,12 @@ def file_constants(variant: str, defines: dict | None = None) -> dict[str, int]:
 
 def head_dims(variant: str) -> tuple[int, ...]:
     """The head dimensions ``variant`` has kernels for (its file's ``FA3_KERNELS`` lines)."""
-    c = file_constants(check_variant(variant))
+    return dims_of(check_variant(variant))
+
+
+def dims_of(variant: str) -> tuple[int, ...]:
+    """:func:`head_dims` of a variant the caller has checked."""
+    c = file_constants(variant)
     return tuple(d for d in HEAD_DIMS if f"fa3_d{d}_key_tile" in c)
 
 
@@ -78,12 +83,13 @@ def key_tile(variant: str, d: int) -> int:
 
 
 def kernel_name(variant: str, dtype: str, d: int) -> str:
-    """``fa3_<variant>_<dtype>_d<d>``, an extern "C" kernel of :func:`kernel_file`."""
+    """``fa3_<variant>_<dtype>_d<d>``, an extern "C" kernel of :func:`kernel_file` (``variant``
+    checked by the caller)."""
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("head dimension d", d, HEAD_DIMS)
-    if d not in head_dims(variant):
+    if d not in dims_of(variant):
         raise ValueError(f"variant {variant!r} has no d = {d} kernels ({NO_D256.get(variant, 'not built')}); "
-                         f"variants with d = {d}: {[v for v in VARIANTS if d in head_dims(v)]}")
+                         f"variants with d = {d}: {[v for v in VARIANTS if d in dims_of(v)]}")
     return f"fa3_{variant}_{dtype}_d{d}"
 
 
