@@ -118,8 +118,9 @@ def test_launch_numbers_are_read_back_from_the_build(variant):
         got = toolchain.compile(kernels.kernel_file(variant), "sm_80",
                                 defines=kernels.defines(t)).constants("sgemm_launch_")
         bm, bn, _ = kernels.block_tile(variant, t)
-        assert got == {"sgemm_launch_threads": kernels.threads(variant, t), "sgemm_launch_tile_m": bm,
-                       "sgemm_launch_tile_n": bn, "sgemm_launch_smem": kernels.dynamic_smem(variant, t)}, t
+        want = {"threads": kernels.threads(variant, t), "tile_m": bm, "tile_n": bn,
+                "smem": kernels.dynamic_smem(variant, t)}
+        assert got == {f"sgemm_launch_{k}": v for k, v in want.items()}, t
 
 
 def test_the_launch_follows_a_tile_changed_in_the_rung_file_only():
@@ -130,8 +131,10 @@ def test_the_launch_follows_a_tile_changed_in_the_rung_file_only():
     mutant = src.replace("#define THREADS (BM * BN / TM)", "#define THREADS (2 * BM * BN / TM)")
     t = kernels.tiles("tile1d")
     own = launch.constants(kernels.kernel_file("tile1d"), "sgemm_launch_", defines=t)
-    got = launch.constants("07_register_reuse_tile1d_mutant", "sgemm_launch_", source=mutant, defines=t)
-    assert got["sgemm_launch_threads"] == 2 * own["sgemm_launch_threads"] == 2 * kernels.threads("tile1d", t)
+    got = launch.constants("07_register_reuse_tile1d_mutant", "sgemm_launch_", source=mutant,
+                           defines=t)
+    assert got["sgemm_launch_threads"] == 2 * own["sgemm_launch_threads"] \
+        == 2 * kernels.threads("tile1d", t)
 
 
 REPORTS = {}

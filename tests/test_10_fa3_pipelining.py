@@ -155,8 +155,10 @@ def test_launch_follows_a_tile_changed_in_the_kernel_file_only(rng):
     seen = []
     real = launch.launch
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(launch, "launch", lambda fn, grid, block, args, shared_mem=0, **kw:
-                   seen.append(shared_mem) or real(fn, grid, block, args, shared_mem=shared_mem, **kw))
+        def spy(fn, grid, block, args, shared_mem=0, **kw):
+            seen.append(shared_mem)
+            return real(fn, grid, block, args, shared_mem=shared_mem, **kw)
+        mp.setattr(launch, "launch", spy)
         run()
     assert seen == [got["fa3_d64_smem"]]
     ref = attention_reference(*(x.astype(np.float64) for x in (q, k, v)), causal=True)
@@ -167,9 +169,9 @@ def test_launch_follows_a_tile_changed_in_the_kernel_file_only(rng):
 def test_building_blocks_read_their_numbers_back():
     """The building blocks' launch numbers are their files': the block of __launch_bounds__,
     the shared memory their layout needs (read from the compiled files on every target)."""
-    for name, prefix in (("10_fa3_pipelining_mbarrier", "ring_"), ("10_fa3_pipelining_copy", "swizzle_tile_"),
-                         ("10_fa3_pipelining_warpspec", "warpspec_"), ("10_fa3_pipelining_wgmma", "wgmma_gemm_"),
-                         ("10_fa3_pipelining_tma_tile", "tma_tile_")):
+    blocks = (("mbarrier", "ring_"), ("copy", "swizzle_tile_"), ("warpspec", "warpspec_"),
+              ("wgmma", "wgmma_gemm_"), ("tma_tile", "tma_tile_"))
+    for name, prefix in ((f"10_fa3_pipelining_{f}", p) for f, p in blocks):
         c90, c80 = _build(name).constants(prefix), _build(name, "sm_80").constants(prefix)
         assert c90 == c80 and c90, name
         assert launch.constants(name, prefix, arch="sm_90a") == c90

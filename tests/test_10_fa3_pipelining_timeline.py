@@ -77,7 +77,8 @@ def run_events(variant: str, tiles: int, stages: int = S) -> dict:
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 1, n, D)).astype(np.float16) for _ in range(3))
     o = np.zeros_like(q)
-    ptx.launch(prog, kernels.kernel_name(variant, "f16", D), grid=(1, 1), block=(config.file_constants(variant)["fa3_threads"],),
+    threads = config.file_constants(variant)["fa3_threads"]
+    ptx.launch(prog, kernels.kernel_name(variant, "f16", D), grid=(1, 1), block=(threads,),
                args=(q, k, v, o, np.int32(n), np.float32(0.18), np.int32(0), *kernels.map_arguments(())),
                shared_mem=config.smem_bytes(variant, D, stages), hook=hook, blocks=[(0, 0, 0)])
     assert names

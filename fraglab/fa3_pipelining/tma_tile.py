@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import launch, tma
 from ..problem import Case, Problem
-from .config import ARCH, require_hopper
+from .config import ARCH, SMEM_LIMIT, require_hopper
 
 RANKS = (2, 3)
 _FILE = "10_fa3_pipelining_tma_tile"
@@ -22,7 +22,7 @@ def max_box_bytes() -> int:
     """Shared memory one box may take here: the sm_90 opt-in limit less what the kernel file
     adds beside the box (``tma_tile_smem_extra``: the 1024 bytes of alignment) and 16."""
     extra = launch.constants(_FILE, "tma_tile_", arch=ARCH)["tma_tile_smem_extra"]
-    return 227 * 1024 - extra - 16
+    return SMEM_LIMIT - extra - 16
 
 
 def tma_tile(src, box, coords, swizzle: int = 128) -> np.ndarray:
