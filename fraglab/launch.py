@@ -47,16 +47,59 @@ def get_kernel(name: str, kernel: str, *, source: str | None = None,
         _require_kernel(build, kernel)
         return ptx.load(name, target, source=source, defines=defines,
                         options=tuple(options)).function(kernel)
-    import cupy
     build = toolchain.compile(name, arch, source=source, defines=defines, options=tuple(options))
+    _require_kernel(build, kernel)
+    return _module(build).get_function(kernel)
+
+
+def _module(build):
+    """The CuPy module of ``build`` on the current GPU (loaded once per device)."""
+    import cupy
     dev = cupy.cuda.Device().id
     mod = _modules.get((dev, build.key))
     if mod is None:
         mod = cupy.cuda.function.Module()
         mod.load(build.cubin)
         _modules[(dev, build.key)] = mod
-    _require_kernel(build, kernel)
-    return mod.get_function(kernel)
+    return mod
+
+
+_constants: dict[tuple, dict] = {}
+
+
+def constants(name: str, prefix: str, *, source: str | None = None, defines: dict | None = None,
+              options: Iterable[str] = (), arch: str | None = None) -> dict[str, int]:
+    """The launch numbers a kernel file declares (``extern "C" __device__ const int``, names
+    starting with ``prefix``: tiles, threads, stages, shared-memory bytes), read back from the
+    module :func:`get_kernel` launches with the same arguments: on a GPU from the loaded module
+    (``Module.get_global_var``), on the interpreter from the PTX it runs. The kernel file is
+    their one home (``CONTRIBUTING.md``); a file that declares none raises ``KeyError``."""
+    if interpreted():
+        from . import ptx
+        target = arch or INTERPRETER_ARCH
+        build = toolchain.compile(name, target, source=source, defines=defines,
+                                  options=tuple(options))
+        key = ("cpu", build.key, prefix)
+        if key not in _constants:
+            _constants[key] = ptx.load(name, target, source=source, defines=defines,
+                                       options=tuple(options)).constants(prefix)
+    else:
+        build = toolchain.compile(name, arch, source=source, defines=defines,
+                                  options=tuple(options))
+        import cupy
+        key = (cupy.cuda.Device().id, build.key, prefix)
+        if key not in _constants:
+            import numpy as np
+            mod, got = _module(build), {}
+            for sym in build.constants(prefix):
+                host = np.empty(1, np.int32)
+                mod.get_global_var(sym).copy_to_host(host.ctypes.data, 4)
+                got[sym] = int(host[0])
+            _constants[key] = got
+    if not _constants[key]:
+        raise KeyError(f"{build.name} declares no launch constant {prefix}* (extern \"C\" "
+                       "__device__ const int)")
+    return dict(_constants[key])
 
 
 def _require_kernel(build, kernel: str) -> None:

@@ -206,9 +206,8 @@ def topic_problems(topics=None) -> dict[str, dict[str, Problem]]:
     """``{topic: PROBLEMS}``: the ``PROBLEMS`` of every topic of the book (``book/NN_name.ipynb``
     -> ``fraglab.name``) that exports them, in the book's order. ``topics`` (names such as
     ``"hello_warp"``) imports only those, and a name the book lacks raises ``ValueError``."""
-    import importlib
-
     from .tools import REPO_ROOT
+    from .topics import topic_export
     book = [nb.stem[3:] for nb in sorted((REPO_ROOT / "book").glob("[0-9][0-9]_*.ipynb"))]
     unknown = sorted(set(topics or ()) - set(book))
     if unknown:
@@ -216,7 +215,7 @@ def topic_problems(topics=None) -> dict[str, dict[str, Problem]]:
     found = {}
     for name in book:
         if topics is None or name in topics:
-            problems = getattr(importlib.import_module(f"fraglab.{name}"), "PROBLEMS", None)
+            problems = topic_export(name, "PROBLEMS")
             if problems:
                 found[name] = dict(problems)
     return found

@@ -166,6 +166,20 @@ class Build:
         """Counter of SASS instruction classes (tensor, shared, global, shuffle, barrier, ...)."""
         return sass.count_classes(self.sass(kernel))
 
+    def constants(self, prefix: str = "") -> dict[str, int]:
+        """``{name: value}`` of the module's ``extern "C" __device__ const int`` globals whose
+        names start with ``prefix``, read from the cubin (its symbols and initialised data).
+
+        A kernel file declares its launch numbers this way (tiles, threads, stages, shared-memory
+        bytes; ``CONTRIBUTING.md``, "Kernels"), so Python reads them back from the build instead
+        of typing them again: the same numbers on every target and without a GPU. The launch
+        path reads them from the loaded module (:func:`fraglab.launch.constants`). An empty
+        ``prefix`` takes every 4-byte initialised global, the compiler's own included."""
+        found = self.__dict__.get("_constants")
+        if found is None:
+            found = self.__dict__["_constants"] = elf_int_globals(self.cubin)
+        return {k: v for k, v in found.items() if k.startswith(prefix)}
+
     def report(self, kernel: str) -> dict:
         """Resource use of a kernel from ptxas, plus the SASS class counts."""
         if kernel not in self.kernels:
@@ -415,6 +429,35 @@ def elf_kernels(cubin: bytes) -> list[str]:
             if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY:
                 out.append(_string(cubin, strtab + name_off))
     return sorted(out)
+
+
+_STT_OBJECT = 1
+
+
+def elf_int_globals(cubin: bytes) -> dict[str, int]:
+    """``{name: value}`` of the 4-byte data symbols of a cubin's global memory: what
+    ``extern "C" __device__ const int NAME = value;`` compiles to (section ``.nv.global.init``,
+    or ``.nv.global`` where the value is 0). Signed 32-bit, little-endian."""
+    headers = list(_section_headers(cubin))
+    shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
+    names = headers[shstrndx][2]
+    section = {i: _string(cubin, names + h[0]) for i, h in enumerate(headers)}
+    init = {i for i, n in section.items() if n == ".nv.global.init"}
+    zero = {i for i, n in section.items() if n == ".nv.global"}      # = 0: no bytes in the file
+    out = {}
+    for _, sh_type, offset, size, link, entsize in headers:
+        if sh_type != _SHT_SYMTAB:
+            continue
+        strtab = headers[link][2]
+        for j in range(size // entsize):
+            sym = offset + j * entsize
+            name_off, info, _other, shndx = struct.unpack_from("<IBBH", cubin, sym)
+            value, sym_size = struct.unpack_from("<QQ", cubin, sym + 8)
+            if info & 0xF == _STT_OBJECT and shndx in init | zero and sym_size == 4:
+                at = headers[shndx][2] + value
+                out[_string(cubin, strtab + name_off)] = \
+                    struct.unpack_from("<i", cubin, at)[0] if shndx in init else 0
+    return out
 
 
 def elf_sm(cubin: bytes) -> int:

@@ -40,6 +40,8 @@
 using namespace nvcuda;
 
 #define WARPS_PER_BLOCK 4
+// what the launch reads back (fraglab.launch.constants): one warp per tile, 4 tiles per block
+extern "C" __device__ const int warps_per_block = WARPS_PER_BLOCK;
 
 // ------------------------------------------------------------------------------------------------
 // Operators. Any associative operator works. The order of the reductions below is fixed, so an

@@ -32,6 +32,8 @@
 using namespace nvcuda;
 
 #define WARPS_PER_BLOCK 4
+// what the launch reads back (fraglab.launch.constants): one warp per tile, 4 tiles per block
+extern "C" __device__ const int warps_per_block = WARPS_PER_BLOCK;
 
 // Tile of this warp, or -1 when the grid has more warps than tiles (the whole warp leaves, so
 // every full-mask shuffle names only lanes that run).

@@ -35,6 +35,17 @@
 #define SGEMM_ARGS const float* __restrict__ A, const float* __restrict__ B, \
                    float* __restrict__ C, int M, int N, int K
 
+// A rung's launch numbers, which the wrapper reads back from the build of its tiles
+// (fraglab.launch.constants, prefix sgemm_launch_): threads a block, the tile of C a block computes
+// (grid: ceil(N / tile_n) x ceil(M / tile_m)) and the dynamic shared memory to launch with (0
+// where the tiles are static arrays). Each rung file states them once, from its kernel's own
+// expressions.
+#define SGEMM_LAUNCH(THREADS_, TILE_M, TILE_N, SMEM_)                                        \
+    extern "C" __device__ const int sgemm_launch_threads = (THREADS_);                             \
+    extern "C" __device__ const int sgemm_launch_tile_m = (TILE_M);                                \
+    extern "C" __device__ const int sgemm_launch_tile_n = (TILE_N);                                \
+    extern "C" __device__ const int sgemm_launch_smem = (SMEM_);
+
 // ---- rungs 1-2: one thread, one element of C, straight from global memory --------------------
 __device__ __forceinline__ void dot_to_c(const float* __restrict__ A, const float* __restrict__ B,
                                          float* __restrict__ C, int row, int col,
@@ -319,6 +330,8 @@ struct ALayout {
     static_assert(!kSwizzle || (kBM % 32 == 0 && 32 % kBK == 0),
                   "the swizzled A tile needs BM a multiple of 32 and BK dividing 32");
     static constexpr int LD = kSwizzle ? kBM : kBM + 4;
+    // dynamic shared memory of kStages stages: the A tile (BK rows of LD) and the B tile
+    template <int kBN, int kStages> static constexpr int SMEM = kStages * kBK * (LD + kBN) * 4;
     __host__ __device__ static constexpr int xor_of(int k) {
         return kSwizzle ? ((k / 4) * (32 / kBK) % 8) * 4 : 0;
     }

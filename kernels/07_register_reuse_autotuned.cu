@@ -14,6 +14,8 @@
 #define SGEMM_RUNG_WARP_TILE   // its default tiles (07_register_reuse.cuh)
 #include "07_register_reuse.cuh"
 
+SGEMM_LAUNCH((BM / WM) * (BN / WN) * 32, BM, BN, (ALayout<BM, BK, false>::SMEM<BN, 2>))
+
 extern "C" __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 sgemm_autotuned(SGEMM_ARGS) {
     sgemm_double_buffer_tile<BM, BN, BK, WM, WN, LM, GROUP>(A, B, C, M, N, K);

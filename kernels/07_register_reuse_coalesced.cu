@@ -11,6 +11,8 @@
 // load instruction now moves a whole line that the warp uses, instead of one float in 32.
 #include "07_register_reuse.cuh"
 
+SGEMM_LAUNCH(1024, 32, 32, 0)   // 32 x 32 threads, one element of C each
+
 extern "C" __global__ void __launch_bounds__(1024) sgemm_coalesced(SGEMM_ARGS) {
     const int row = blockIdx.y * 32 + threadIdx.x / 32;
     const int col = blockIdx.x * 32 + threadIdx.x % 32;   // lanes walk ALONG a row of C

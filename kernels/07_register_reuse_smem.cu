@@ -13,6 +13,8 @@
 // the words moved per FFMA stay 2.)
 #include "07_register_reuse.cuh"
 
+SGEMM_LAUNCH(1024, 32, 32, 0)   // 32 x 32 threads, static tiles
+
 extern "C" __global__ void __launch_bounds__(1024) sgemm_smem(SGEMM_ARGS) {
     __shared__ float As[32 * 32], Bs[32 * 32];
     const int tr = threadIdx.x / 32, tc = threadIdx.x % 32;   // this thread's element of the tile

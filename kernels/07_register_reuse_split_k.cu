@@ -32,6 +32,8 @@
 #define ORDER 0                // the outer product's FFMA order: 0 rows, 1 row snake, 2 columns, 3
 #endif
 
+SGEMM_LAUNCH((BM / WM) * (BN / WN) * 32, BM, BN, (ALayout<BM, BK, SWIZZLE != 0>::SMEM<BN, 2>))
+
 extern "C" __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB)
 sgemm_split_k(SGEMM_ARGS, int k_split) {
     const int k_begin = blockIdx.z * k_split;

@@ -15,6 +15,8 @@
 
 #define THREADS (BM * BN / TM)
 
+SGEMM_LAUNCH(THREADS, BM, BN, 0)   // static tiles
+
 extern "C" __global__ void __launch_bounds__(THREADS) sgemm_tile1d(SGEMM_ARGS) {
     __shared__ float As[BM * BK], Bs[BK * BN];
     const int tr = threadIdx.x / BN, tc = threadIdx.x % BN;   // rows tr*TM .. +TM-1, column tc

@@ -53,6 +53,7 @@ template <int D> struct Cfg {
     static constexpr int BN = D == 256 ? FA08_BN256 : 64;
     static constexpr int CPR = D / 8;                     // 16-byte chunks per row
     static constexpr int OFF_K = BM * D * 2, OFF_V = OFF_K + BN * D * 2;
+    static constexpr int SMEM = OFF_V + BN * D * 2;       // dynamic shared memory: Q, K, V
     static_assert(D == 64 || D == 128 || D == 256, "head dimension 64, 128 or 256");
     static_assert(BN == 32 || BN == 64, "32 or 64 keys a tile");
 };
@@ -240,11 +241,17 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
                                           float scale_log2, int causal)                           \
     { SM80_ONLY((fa08::attention<D, fa08::QM, BF16, ONE>(q, k, v, o, n, scale_log2, causal))); }
 
+// The launch reads its numbers from the compiled file (fraglab.launch.constants): a block's
+// query rows and threads, and per head dimension D the keys a tile and the shared memory.
+extern "C" __device__ const int fa08_rows = fa08::BM;
+extern "C" __device__ const int fa08_threads = fa08::THREADS;
 #define FA08_KERNELS_D(MODE, QM, D)                                                               \
     FA08_KERNEL(MODE, QM, f16, false, D, two, false)                                              \
     FA08_KERNEL(MODE, QM, bf16, true, D, two, false)                                              \
     FA08_KERNEL(MODE, QM, f16, false, D, one, true)                                               \
-    FA08_KERNEL(MODE, QM, bf16, true, D, one, true)
+    FA08_KERNEL(MODE, QM, bf16, true, D, one, true)                                               \
+    extern "C" __device__ const int fa08_d##D##_key_tile = fa08::Cfg<D>::BN;                     \
+    extern "C" __device__ const int fa08_d##D##_smem = fa08::Cfg<D>::SMEM;
 
 // Every kernel of a Q mode: d = 64, 128, 256 (or only FA08_ONLY_D), f16 and bf16, two and one loops.
 #if !defined(FA08_ONLY_D) || FA08_ONLY_D == 64

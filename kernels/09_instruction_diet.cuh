@@ -9,7 +9,7 @@
 //
 // Layout and launch as chapter 05's fa2 kernels with 4 warps: q, k, v, o are (B, H, N, D)
 // contiguous 16-bit values (bf16 as raw bits); any N >= 1; grid (ceil(N / BM), B * H), 128
-// threads, dynamic shared memory SMEM bytes (Cfg below; fraglab.instruction_diet.smem_bytes).
+// threads, dynamic shared memory SMEM bytes (Cfg below; diet_d<D>_smem, which the launch reads).
 //
 // The switches (0 = chapter 05's code), in ladder order: rung 1 turns on the first, rung 10 the last.
 //   DIET_STRIDED_SWIZZLE  ldmatrix addresses of K and V as one per-thread offset XOR a constant
@@ -575,7 +575,16 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
                                 const unsigned short* v, unsigned short* o, int n,                 \
                                 float scale_log2, int causal)                                      \
     { SM80_ONLY(diet::attention<D, BF16>(q, k, v, o, n, scale_log2, causal)); }
+// The launch reads its numbers from the compiled file (fraglab.launch.constants): the block's
+// threads, and per head dimension D its query rows, keys a tile and shared memory (diet_d<D>_*;
+// diet_m16_d<D>_* for the 16-rows-a-warp kernels of the rungs that have them).
+extern "C" __device__ const int diet_threads = diet::THREADS;
+#define DIET_CONSTANTS(NAME, D, MT)                                                                \
+    extern "C" __device__ const int NAME##_rows = diet::Cfg<D, MT>::BM;                          \
+    extern "C" __device__ const int NAME##_key_tile = diet::Cfg<D, MT>::BN;                      \
+    extern "C" __device__ const int NAME##_smem = diet::Cfg<D, MT>::SMEM;
 #if DIET_SHORT_CAUSAL   // the same with 16 rows a warp: diet_<step>_m16_<type>_d<d>
+#define DIET_CONSTANTS_M16 DIET_CONSTANTS(diet_m16_d64, 64, 1) DIET_CONSTANTS(diet_m16_d128, 128, 1)
 #define DIET_KERNEL_M16(STEP, TYPE, D, BF16)                                                       \
     extern "C" __global__ void __launch_bounds__(diet::THREADS, DIET_MINB)                         \
     diet_##STEP##_m16_##TYPE##_d##D(const unsigned short* q, const unsigned short* k,              \
@@ -583,6 +592,7 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
                                     float scale_log2, int causal)                                  \
     { SM80_ONLY((diet::attention<D, BF16, 1>(q, k, v, o, n, scale_log2, causal))); }
 #else
+#define DIET_CONSTANTS_M16
 #define DIET_KERNEL_M16(STEP, TYPE, D, BF16)
 #endif
 
@@ -595,4 +605,6 @@ __device__ __forceinline__ void attention(const u16* __restrict__ q, const u16* 
     DIET_KERNEL_M16(STEP, f16, 64, false)                                                          \
     DIET_KERNEL_M16(STEP, f16, 128, false)                                                         \
     DIET_KERNEL_M16(STEP, bf16, 64, true)                                                          \
-    DIET_KERNEL_M16(STEP, bf16, 128, true)
+    DIET_KERNEL_M16(STEP, bf16, 128, true)                                                         \
+    DIET_CONSTANTS(diet_d64, 64, diet::MT_DEF) DIET_CONSTANTS(diet_d128, 128, diet::MT_DEF)        \
+    DIET_CONSTANTS_M16

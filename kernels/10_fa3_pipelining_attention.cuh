@@ -17,7 +17,7 @@
 // Arguments (the FA-2 kernel's): q, k, v, o (B, H, N, D) contiguous f16/bf16 bit patterns, n,
 // scale * log2(e), causal, and three tensor maps (the tma rung). Grid (ceil(N / FA3_BR), B * H);
 // block FA3_THREADS; dynamic shared memory
-// Fa3Config<D, BC>::SMEM (fraglab.fa3_pipelining.kernels.smem_bytes computes the same).
+// Fa3Config<D, BC>::SMEM (fa3_d<D>_smem, which the launch reads back: FA3_CONSTANTS).
 // Rows past N: K and V rows are zero-filled by the copy and their keys masked to -inf; query
 // rows are computed on zeros and not stored.
 #pragma once
@@ -36,6 +36,12 @@ constexpr int FA3_BR = 64 * FA3_NC;       // query rows per CTA (64 per consumer
 #endif
 constexpr int FA3_STAGES = FA3_STAGES_DEF; // K/V ring depth (d = 128: 1 KB + 32 + 6 x 32 KB of 227)
 constexpr int FA3_THREADS = 128 * (1 + FA3_NC);   // the producer warpgroup and the consumers
+// The launch reads its numbers from the compiled file (fraglab.launch.constants): the CTA's
+// query rows and threads here, each head dimension's key tile, ring depth and shared memory
+// beside its kernels (FA3_KERNELS).
+extern "C" __device__ const int fa3_rows = FA3_BR;
+extern "C" __device__ const int fa3_threads = FA3_THREADS;
+extern "C" __device__ const int fa3_consumers = FA3_NC;
 #ifndef FA3_PRODUCER_REGS_DEF
 #define FA3_PRODUCER_REGS_DEF 24           // register budgets after setmaxnreg (-D to try others;
 #endif                                     // 40/232 measured 3-6% slower for the overlapped loops)
@@ -339,6 +345,11 @@ __device__ void fa3_attention(const Fa3Args a) {
 #ifndef FA3_PRODUCER
 #define FA3_PRODUCER CpAsyncProducer
 #endif
+// -DFA3_CONSTANTS_ONLY=1 builds the constants without the kernels: how Python plans a launch
+// or a tuning sweep in a moment (fraglab.fa3_pipelining.config.file_constants).
+#if defined(FA3_CONSTANTS_ONLY) && FA3_CONSTANTS_ONLY
+#define FA3_KERNEL(NAME, D, BC, BF16, MAINLOOP)
+#else
 #define FA3_KERNEL(NAME, D, BC, BF16, MAINLOOP)                                                 \
     extern "C" __global__ void __launch_bounds__(FA3_THREADS, 1)                               \
     NAME(const u16* q, const u16* k, const u16* v, u16* o, int n, float scale_log2, int causal, \
@@ -346,13 +357,21 @@ __device__ void fa3_attention(const Fa3Args a) {
         SM90A_ONLY((fa3_attention<D, BC, BF16, MAINLOOP, FA3_PRODUCER>(                         \
             Fa3Args{q, k, v, o, n, scale_log2, causal, qmap, kmap, vmap})));                    \
     }
+#endif
+// fa3_d<D>_key_tile, fa3_d<D>_stages, fa3_d<D>_smem: the launch constants of head dimension D.
+#define FA3_CONSTANTS(D, BC)                                                                    \
+    extern "C" __device__ const int fa3_d##D##_key_tile = BC;                                  \
+    extern "C" __device__ const int fa3_d##D##_stages = Fa3Config<D, BC>::STAGES;              \
+    extern "C" __device__ const int fa3_d##D##_smem = Fa3Config<D, BC>::SMEM;
 #define FA3_KERNELS(VARIANT, MAINLOOP, BC64, BC128)                                            \
     FA3_KERNEL(fa3_##VARIANT##_f16_d64, 64, BC64, false, MAINLOOP)                            \
     FA3_KERNEL(fa3_##VARIANT##_bf16_d64, 64, BC64, true, MAINLOOP)                            \
     FA3_KERNEL(fa3_##VARIANT##_f16_d128, 128, BC128, false, MAINLOOP)                         \
-    FA3_KERNEL(fa3_##VARIANT##_bf16_d128, 128, BC128, true, MAINLOOP)
+    FA3_KERNEL(fa3_##VARIANT##_bf16_d128, 128, BC128, true, MAINLOOP)                         \
+    FA3_CONSTANTS(64, BC64) FA3_CONSTANTS(128, BC128)
 // d = 256, in the variants whose registers hold it (chapter 10, "Head dimension 256"): O is
 // m64n256 (128 f32 registers a consumer thread), the ring two stages deep (Fa3Config::STAGES).
 #define FA3_KERNELS_D256(VARIANT, MAINLOOP, BC256)                                             \
     FA3_KERNEL(fa3_##VARIANT##_f16_d256, 256, BC256, false, MAINLOOP)                         \
-    FA3_KERNEL(fa3_##VARIANT##_bf16_d256, 256, BC256, true, MAINLOOP)
+    FA3_KERNEL(fa3_##VARIANT##_bf16_d256, 256, BC256, true, MAINLOOP)                         \
+    FA3_CONSTANTS(256, BC256)

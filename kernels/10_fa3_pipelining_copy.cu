@@ -16,6 +16,14 @@
 // addresses are plain arithmetic in the kernel, swizzle and ragged-row masking included.
 #include "10_fa3_pipelining.cuh"
 
+// The launch numbers (fraglab.launch.constants reads them): the tile's rows, the block, and the
+// dynamic shared memory of each D (the tile and 1 KB to align it).
+constexpr int SWIZZLE_ROWS = 128, SWIZZLE_THREADS = 128;
+extern "C" __device__ const int swizzle_tile_rows = SWIZZLE_ROWS;
+extern "C" __device__ const int swizzle_tile_threads = SWIZZLE_THREADS;
+extern "C" __device__ const int swizzle_tile_smem_d64 = 1024 + SWIZZLE_ROWS * 64 * 2;
+extern "C" __device__ const int swizzle_tile_smem_d128 = 1024 + SWIZZLE_ROWS * 128 * 2;
+
 #if FRAGLAB_SM90A
 // load_tile_sw128 (the header) is the copy the attention producers use.
 template <int D>
@@ -23,16 +31,16 @@ __device__ void swizzle_tile(const u16* __restrict__ src, u16* __restrict__ imag
     extern __shared__ unsigned char smem_raw[];
     const u32 raw = smem_u32(smem_raw);
     const u32 pad = ((raw + 1023) & ~1023u) - raw;
-    load_tile_sw128<128, D>(raw + pad, src, 0, n_valid, threadIdx.x, blockDim.x);
+    load_tile_sw128<SWIZZLE_ROWS, D>(raw + pad, src, 0, n_valid, threadIdx.x, blockDim.x);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
     const uint4* s = (const uint4*)(smem_raw + pad);
-    for (int i = threadIdx.x; i < 128 * D / 8; i += blockDim.x) ((uint4*)image)[i] = s[i];
+    for (int i = threadIdx.x; i < SWIZZLE_ROWS * D / 8; i += blockDim.x) ((uint4*)image)[i] = s[i];
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(SWIZZLE_THREADS)
 swizzle_tile_d64(const u16* src, u16* image, int n_valid) { SM90A_ONLY(swizzle_tile<64>(src, image, n_valid)); }
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(SWIZZLE_THREADS)
 swizzle_tile_d128(const u16* src, u16* image, int n_valid) { SM90A_ONLY(swizzle_tile<128>(src, image, n_valid)); }

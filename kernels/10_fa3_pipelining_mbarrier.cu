@@ -18,9 +18,17 @@
 // sm_90a only (cp.async.bulk itself is sm_90; the file shares the chapter's sm_90a guard).
 #include "10_fa3_pipelining.cuh"
 
-#if FRAGLAB_SM90A
 constexpr int RING_STAGES = 2;
 constexpr int RING_CHUNK = 256;        // floats per chunk: 1 KB
+constexpr int RING_THREADS = 64;       // warp 0 produces, warp 1 consumes
+// The launch numbers (fraglab.launch.constants reads them): the chunk, the ring's depth, the
+// block, and the dynamic shared memory (the stages, then the barriers in the 256 bytes after).
+extern "C" __device__ const int ring_chunk = RING_CHUNK;
+extern "C" __device__ const int ring_stages = RING_STAGES;
+extern "C" __device__ const int ring_threads = RING_THREADS;
+extern "C" __device__ const int ring_smem = RING_STAGES * RING_CHUNK * 4 + 256;
+
+#if FRAGLAB_SM90A
 
 __device__ void ring(const float* __restrict__ in, float* __restrict__ out, int n_chunks) {
     extern __shared__ unsigned char smem_raw[];
@@ -55,5 +63,5 @@ __device__ void ring(const float* __restrict__ in, float* __restrict__ out, int 
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(64)
+extern "C" __global__ void __launch_bounds__(RING_THREADS)
 mbarrier_ring(const float* in, float* out, int n_chunks) { SM90A_ONLY(ring(in, out, n_chunks)); }

@@ -20,6 +20,12 @@
 // address bits [7:9]).
 #include "hopper.cuh"
 
+// The launch numbers (fraglab.launch.constants reads them): the block, and the shared memory a
+// box takes beside its bytes (the 1024-byte alignment).
+constexpr int TMA_TILE_THREADS = 128;
+extern "C" __device__ const int tma_tile_threads = TMA_TILE_THREADS;
+extern "C" __device__ const int tma_tile_smem_extra = 1024;
+
 #if FRAGLAB_SM90A
 template <int RANK>
 __device__ void tma_tile(const void* map, unsigned char* image, int c0, int c1, int c2,
@@ -46,12 +52,12 @@ __device__ void tma_tile(const void* map, unsigned char* image, int c0, int c1, 
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(TMA_TILE_THREADS)
 tma_tile_2d(const void* map, const void* tensor, unsigned char* image, int c0, int c1, int c2,
             unsigned int nbytes) {
     SM90A_ONLY(tma_tile<2>(map, image, c0, c1, c2, nbytes));
 }
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(TMA_TILE_THREADS)
 tma_tile_3d(const void* map, const void* tensor, unsigned char* image, int c0, int c1, int c2,
             unsigned int nbytes) {
     SM90A_ONLY(tma_tile<3>(map, image, c0, c1, c2, nbytes));

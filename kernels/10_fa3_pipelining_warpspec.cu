@@ -15,9 +15,16 @@
 // so (warning C7508).
 #include "10_fa3_pipelining.cuh"
 
-#if FRAGLAB_SM90A
-constexpr int WS_ROWS = 128, WS_COLS = 32, WS_STAGES = 2;
+constexpr int WS_ROWS = 128, WS_COLS = 32, WS_STAGES = 2, WS_THREADS = 384;
 constexpr int WS_TILE_BYTES = WS_ROWS * WS_COLS * 4;
+// The launch numbers (fraglab.launch.constants reads them): a tile's rows and columns, the
+// block, and the dynamic shared memory (the stages; barriers and alignment in the 256 after).
+extern "C" __device__ const int warpspec_rows = WS_ROWS;
+extern "C" __device__ const int warpspec_cols = WS_COLS;
+extern "C" __device__ const int warpspec_threads = WS_THREADS;
+extern "C" __device__ const int warpspec_smem = WS_STAGES * WS_TILE_BYTES + 256;
+
+#if FRAGLAB_SM90A
 
 __device__ void rowsum(const float* __restrict__ in, float* __restrict__ out, int n_tiles) {
     extern __shared__ unsigned char smem_raw[];
@@ -61,5 +68,5 @@ __device__ void rowsum(const float* __restrict__ in, float* __restrict__ out, in
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(384, 1)
+extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
 warpspec_rowsum(const float* in, float* out, int n_tiles) { SM90A_ONLY(rowsum(in, out, n_tiles)); }

@@ -6,7 +6,7 @@
 // 64 x K (K-major). B is given either as N x K row-major ("kmajor": the layout of K in
 // S = Q K^T) or as K x N row-major ("mnmajor": the layout of V in O = P V; the multiply reads
 // it transposed, imm-trans-b = 1). Launch: grid 1, block 128 (one warpgroup), dynamic shared
-// memory 1024 + 2 * 64 * 128 * 2 bytes... (fa3_pipelining.kernels.wgmma_smem_bytes).
+// memory wgmma_gemm_smem (below).
 //
 // The four steps every wgmma kernel takes: (1) operands into shared memory in the 128-byte
 // swizzled layout (kernels/10_fa3_pipelining.cuh: sw128_offset), here with ordinary 16-byte
@@ -16,6 +16,11 @@
 // and the accumulators are the result, laid out as mma.m16n8k16's, one 16-row slab per warp.
 // sm_90a only: on other targets the kernels trap (the wrapper refuses first).
 #include "10_fa3_pipelining.cuh"
+
+// The launch numbers (fraglab.launch.constants reads them): one warpgroup, and the dynamic
+// shared memory: 1 KB to align, A (64 rows) and B (up to 128 rows), 128 16-bit values a row.
+extern "C" __device__ const int wgmma_gemm_threads = 128;
+extern "C" __device__ const int wgmma_gemm_smem = 1024 + 64 * 128 * 2 + 128 * 128 * 2;
 
 #if FRAGLAB_SM90A
 template <int N, bool MN>

@@ -103,7 +103,8 @@ def test_registers_path_has_no_shared_memory_or_barrier(arch):
     shared = classes(arch, "rowmax_shared_16x16")
     assert shared["shared"] > 0 and shared["barrier"] > 0
     assert opcodes(arch, "rowmax_shared_16x16")["BAR"] == 1
-    assert b.resources["rowmax_shared_16x16"]["smem"] == 16 * 20 * 4 * pq.WARPS_PER_BLOCK
+    warps = b.constants("warps_per_block")["warps_per_block"]      # one 16 x 20 tile a warp
+    assert b.resources["rowmax_shared_16x16"]["smem"] == 16 * 20 * 4 * warps
     full = classes(arch, "rowmax_fullmask_16x16")
     assert full["shared"] == 0 and full["barrier"] == 0 and full["tensor"] > 0
     assert b.resources["rowmax_fullmask_16x16"]["smem"] == 0

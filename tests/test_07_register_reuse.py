@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from fraglab import ARCHES, ncu, sass, toolchain
+from fraglab import ARCHES, launch, ncu, sass, toolchain, tools
 from fraglab import register_reuse as rr
 from fraglab.device import gpu_available
 from fraglab.register_reuse import bench, kernels, problems, sass_counts
@@ -100,6 +100,41 @@ def test_tiles_table_matches_the_cu_defaults(variant):
     plain = toolchain.compile(kernels.kernel_file(variant), "sm_90")
     assert plain.sass(f"sgemm_{variant}").split(".text.", 1)[1] == \
         kernels.build(variant, "sm_90").sass(f"sgemm_{variant}").split(".text.", 1)[1]
+
+
+@pytest.mark.parametrize("variant", kernels.VARIANTS)
+def test_launch_numbers_are_read_back_from_the_build(variant):
+    """The launch takes threads, the block's tile of C and the dynamic shared memory from the
+    build of the tiles it passes (SGEMM_LAUNCH in the rung file); the chooser's checks before a
+    build (threads, shared_bytes, block_tile) give the same numbers, for the rung's tiles and
+    for every configuration rung 10's table chooses from."""
+    configs = [kernels.TILES[variant]]
+    if variant in ("autotuned", "split_k"):
+        configs += [{**kernels.TILES[variant], **c} for c in kernels.SHAPE_CONFIGS]
+    if variant == "split_k":
+        configs.append({**kernels.TILES["split_k"], "SWIZZLE": 1, "REGDB": 1})
+    for t in configs:
+        t = kernels.tiles(variant, **t)
+        got = toolchain.compile(kernels.kernel_file(variant), "sm_80",
+                                defines=kernels.defines(t)).constants("sgemm_launch_")
+        bm, bn, _ = kernels.block_tile(variant, t)
+        want = {"threads": kernels.threads(variant, t), "tile_m": bm, "tile_n": bn,
+                "smem": kernels.dynamic_smem(variant, t)}
+        assert got == {f"sgemm_launch_{k}": v for k, v in want.items()}, t
+
+
+def test_the_launch_follows_a_tile_changed_in_the_rung_file_only():
+    """tile1d's threads expression changed in its .cu text alone (one output a thread down a
+    column of 4: twice the threads): the launch reads the new block from the module."""
+    src = (tools.KERNELS_DIR / "07_register_reuse_tile1d.cu").read_text()
+    assert src.count("#define THREADS (BM * BN / TM)") == 1
+    mutant = src.replace("#define THREADS (BM * BN / TM)", "#define THREADS (2 * BM * BN / TM)")
+    t = kernels.tiles("tile1d")
+    own = launch.constants(kernels.kernel_file("tile1d"), "sgemm_launch_", defines=t)
+    got = launch.constants("07_register_reuse_tile1d_mutant", "sgemm_launch_", source=mutant,
+                           defines=t)
+    assert got["sgemm_launch_threads"] == 2 * own["sgemm_launch_threads"] \
+        == 2 * kernels.threads("tile1d", t)
 
 
 REPORTS = {}

@@ -7,9 +7,9 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from fraglab import device, launch, toolchain
+from fraglab import device, launch, toolchain, tools
 from fraglab import fa3_pipelining as fa3
-from fraglab.fa3_pipelining import bench, kernels, report, sass_evidence
+from fraglab.fa3_pipelining import bench, config, kernels, report, sass_evidence, tuning
 
 BLOCK_FILES = ("10_fa3_pipelining_wgmma", "10_fa3_pipelining_mbarrier", "10_fa3_pipelining_copy",
                "10_fa3_pipelining_warpspec")
@@ -94,7 +94,7 @@ def test_swizzle_model_permutes_chunks_within_each_atom():
 def test_smem_fits_hopper():
     for v in fa3.VARIANTS:
         for d in kernels.head_dims(v):
-            assert kernels.smem_bytes(v, d) <= 227 * 1024
+            assert config.smem_bytes(v, d) <= 227 * 1024
 
 
 def test_d256_variants_and_refusals():
@@ -102,52 +102,84 @@ def test_d256_variants_and_refusals():
     refused with the reason (before any compile)."""
     have = [v for v in fa3.VARIANTS if 256 in kernels.head_dims(v)]
     assert have == ["tma"]
-    assert kernels.stages_for(256) == 2 and kernels.stages_for(128) == kernels.STAGES
+    tma = config.file_constants("tma")
+    assert tma["fa3_d256_stages"] == 2 and tma["fa3_d128_stages"] == 3
     with pytest.raises(ValueError, match="pingpong.*no d = 256.*spill.*variant='tma'"):
         kernels.kernel_name("pingpong", "f16", 256)
     assert kernels.kernel_name("tma", "bf16", 256) == "fa3_tma_bf16_d256"
 
 
-#: A variant's file compiled with its FA3_KERNELS line turned into globals: the key tiles the
-#: compiler instantiates, Fa3Config's shared memory for them, and the launch constants.
-PROBE = r"""
-#include "10_fa3_pipelining_attention.cuh"
-#undef FA3_KERNELS
-#define FA3_KERNELS(VARIANT, MAINLOOP, BC64, BC128)                              \
-    extern "C" __device__ const int probe_bc64 = BC64;                            \
-    extern "C" __device__ const int probe_bc128 = BC128;                          \
-    extern "C" __device__ const int probe_smem64 = Fa3Config<64, BC64>::SMEM;     \
-    extern "C" __device__ const int probe_smem128 = Fa3Config<128, BC128>::SMEM;  \
-    extern "C" __device__ const int probe_br = FA3_BR;                            \
-    extern "C" __device__ const int probe_threads = FA3_THREADS;                  \
-    extern "C" __device__ const int probe_stages = FA3_STAGES;
-#undef FA3_KERNELS_D256
-#define FA3_KERNELS_D256(VARIANT, MAINLOOP, BC256)                                \
-    extern "C" __device__ const int probe_bc256 = BC256;                          \
-    extern "C" __device__ const int probe_smem256 = Fa3Config<256, BC256>::SMEM;  \
-    extern "C" __device__ const int probe_stages256 = Fa3Config<256, BC256>::STAGES;
-#include "10_fa3_pipelining_VARIANT.cu"
-"""
-
-
 @pytest.mark.parametrize("stages", [None, 2])
 @pytest.mark.parametrize("variant", fa3.VARIANTS)
-def test_python_constants_are_the_kernels(variant, stages):
-    """KEY_TILE, smem_bytes, BR, THREADS and STAGES, as the compiler sees the kernel files: each
-    value read back from the PTX of the probe (the header's default ring depth, and 2)."""
-    b = toolchain.compile(f"fa3_probe_{variant}", "sm_90a",
-                          source=PROBE.replace("VARIANT", variant),
-                          defines=None if stages is None else {"FA3_STAGES_DEF": stages})
-    got = {m[0]: int(m[1]) for m in re.findall(r"\.u32 probe_(\w+) = (\d+);", b.ptx)}
-    depth = kernels.STAGES if stages is None else stages
-    want = {"bc64": kernels.KEY_TILE[variant][64], "bc128": kernels.KEY_TILE[variant][128],
-            "smem64": kernels.smem_bytes(variant, 64, depth),
-            "smem128": kernels.smem_bytes(variant, 128, depth),
-            "br": kernels.BR, "threads": kernels.THREADS, "stages": depth}
-    if 256 in kernels.head_dims(variant):
-        want.update(bc256=kernels.KEY_TILE[variant][256], smem256=kernels.smem_bytes(variant, 256, depth),
-                    stages256=kernels.stages_for(256, depth))
-    assert got == want
+def test_launch_constants_are_the_kernels(variant, stages):
+    """The launch numbers the file declares (fa3_*) are what its kernels are built with: the
+    plan's build (FA3_CONSTANTS_ONLY) and the kernels' build give the same values, and the key
+    tile, shared memory and block are those of the kernels' own instantiation (the
+    ``__launch_bounds__`` in the ptxas report, Fa3Config's shared memory from its layout)."""
+    defines = None if stages is None else {"FA3_STAGES_DEF": stages}
+    plan = config.file_constants(variant, defines)
+    full = toolchain.compile(kernels.kernel_file(variant), "sm_90a", defines=defines)
+    assert full.constants("fa3_") == plan
+    rows, nc = plan["fa3_rows"], plan["fa3_consumers"]
+    assert plan["fa3_threads"] == 128 * (1 + nc) and rows == 64 * nc
+    for d in config.head_dims(variant):
+        bc, st = plan[f"fa3_d{d}_key_tile"], plan[f"fa3_d{d}_stages"]
+        assert st == (min(stages or 3, 2) if d == 256 else stages or 3)
+        assert plan[f"fa3_d{d}_smem"] == 1024 + rows * d * 2 + 2 * st * bc * d * 2 + 8 * (1 + 4 * st)
+        assert plan[f"fa3_d{d}_smem"] <= config.SMEM_LIMIT
+
+
+#: A tile changed in one .cu file only (the source a test compiles instead of the file).
+def _mutant(variant: str, old: str, new: str) -> str:
+    text = (tools.KERNELS_DIR / f"{kernels.kernel_file(variant)}.cu").read_text()
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def test_launch_follows_a_tile_changed_in_the_kernel_file_only(rng):
+    """twostage's d = 64 key tile changed from 128 to 64 in its .cu text, nothing else: the
+    launch reads the new tile's shared memory back from the module, and the kernel, run with
+    it (on the interpreter without a GPU, on the H100 with one), still matches float64."""
+    from fraglab.attention import as_float, attention_reference
+    src = _mutant("twostage", "FA3_KERNELS(twostage, TwoStage, 128, 128)",
+                  "FA3_KERNELS(twostage, TwoStage, 64, 128)")
+    own = config.file_constants("twostage")
+    if not launch.interpreted() and tuple(device.target_cc()) != (9, 0):
+        pytest.skip("sm_90a kernels: the interpreter or a Hopper GPU")
+    q, k, v = (rng.standard_normal((1, 1, 70, 64)).astype(np.float16) for _ in range(3))
+    run, out = kernels.attention_launcher(*map(launch.to_device, (q, k, v)), causal=True,
+                                          variant="twostage", source=src)
+    got = run.constants
+    assert own["fa3_d64_key_tile"] == 128 and got["fa3_d64_key_tile"] == 64
+    assert got["fa3_d64_smem"] == own["fa3_d64_smem"] - 2 * 3 * 64 * 64 * 2
+    assert got["fa3_d128_smem"] == own["fa3_d128_smem"]
+    seen = []
+    real = launch.launch
+    with pytest.MonkeyPatch.context() as mp:
+        def spy(fn, grid, block, args, shared_mem=0, **kw):
+            seen.append(shared_mem)
+            return real(fn, grid, block, args, shared_mem=shared_mem, **kw)
+        mp.setattr(launch, "launch", spy)
+        run()
+    assert seen == [got["fa3_d64_smem"]]
+    ref = attention_reference(*(x.astype(np.float64) for x in (q, k, v)), causal=True)
+    err = np.linalg.norm(as_float(out, "f16") - ref) / np.linalg.norm(ref)
+    assert err < 2e-2
+
+
+def test_building_blocks_read_their_numbers_back():
+    """The building blocks' launch numbers are their files': the block of __launch_bounds__,
+    the shared memory their layout needs (read from the compiled files on every target)."""
+    blocks = (("mbarrier", "ring_"), ("copy", "swizzle_tile_"), ("warpspec", "warpspec_"),
+              ("wgmma", "wgmma_gemm_"), ("tma_tile", "tma_tile_"))
+    for name, prefix in ((f"10_fa3_pipelining_{f}", p) for f, p in blocks):
+        c90, c80 = _build(name).constants(prefix), _build(name, "sm_80").constants(prefix)
+        assert c90 == c80 and c90, name
+        assert launch.constants(name, prefix, arch="sm_90a") == c90
+    ring = _build("10_fa3_pipelining_mbarrier").constants("ring_")
+    assert ring["ring_smem"] >= 128 + ring["ring_stages"] * (ring["ring_chunk"] * 4 + 16)
+    sw = _build("10_fa3_pipelining_copy").constants("swizzle_tile_")
+    assert sw["swizzle_tile_smem_d128"] == 1024 + sw["swizzle_tile_rows"] * 128 * 2
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0), (12, 0)])
@@ -315,20 +347,21 @@ def test_tune_sweep_picks_and_table(monkeypatch):
     tab = tuning.table_of(rows)
     assert kernels.tma_config_for(128, 3000, True, tab) == {"key_tile": 64, "stages": 2,
                                                              "consumers": 2}
-    assert kernels.tma_config_for(64, 3000, True, tab) == kernels.tma_default_config(64)
+    assert kernels.tma_config_for(64, 3000, True, tab) == config.default_config("tma", 64)
 
 
 def test_three_consumers_only_where_their_registers_hold():
     """-DFA3_CONSUMERS=3: 64-key tiles at d 64 and 128; refused elsewhere, and for other rungs."""
-    assert kernels.build_config("tma", 64, 1000, False, 2, 64, 3)[2:] == (
-        3, {"FA3_STAGES_DEF": 2, "FA3_TMA_BC64": 64, "FA3_CONSUMERS": 3})
+    cfg = tuning.build_config("tma", 64, 1000, False, 2, 64, 3)
+    assert (cfg.consumers, cfg.defines) == (3, {"FA3_STAGES_DEF": 2, "FA3_TMA_BC64": 64,
+                                                "FA3_CONSUMERS": 3})
+    assert (cfg.rows, cfg.threads) == (192, 512)
     with pytest.raises(ValueError, match="64-key tiles"):
-        kernels.build_config("tma", 64, 1000, False, 2, 128, 3)
+        tuning.build_config("tma", 64, 1000, False, 2, 128, 3)
     with pytest.raises(ValueError, match="64-key tiles"):
-        kernels.build_config("tma", 256, 1000, False, 2, 64, 3)
+        tuning.build_config("tma", 256, 1000, False, 2, 64, 3)
     with pytest.raises(ValueError, match="only the tma rung"):
-        kernels.build_config("pingpong", 64, 1000, False, 3, None, 3)
-    assert kernels.smem_bytes("tma", 128, 4, 64, 3) == 1024 + 192 * 128 * 2 + 8 * 64 * 128 * 2 + 8 * 17
-    from fraglab.fa3_pipelining import tuning
+        tuning.build_config("pingpong", 64, 1000, False, 3, None, 3)
+    assert config.smem_bytes("tma", 128, 4, 64, 3) == 1024 + 192 * 128 * 2 + 8 * 64 * 128 * 2 + 8 * 17
     assert {"key_tile": 64, "stages": 4, "consumers": 3} in tuning.candidates(128)
     assert all(c["consumers"] == 2 for c in tuning.candidates(256))

@@ -11,12 +11,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from fraglab import ptx, report  # noqa: E402
-from fraglab.fa3_pipelining import kernels, plots  # noqa: E402
+from fraglab.fa3_pipelining import config, kernels, plots  # noqa: E402
 
-S = kernels.STAGES
+S = plots.ring_depth()
 D = 64
 #: A CTA's warps: producer warps 0-3, then the first warp of each consumer warpgroup.
-WATCHED = (0, 1, 2, 3, *[4 * (wg + 1) for wg in range(plots.CONSUMERS)])
+WATCHED = (0, 1, 2, 3, *[4 * (wg + 1) for wg in range(plots.consumers())])
 
 
 def _barrier_names(stages: int):
@@ -32,7 +32,7 @@ def run_events(variant: str, tiles: int, stages: int = S) -> dict:
     ("qk"|"pv",) for a committed wgmma group (A from shared memory or from registers) and
     ("wait_group", n). Also "order": the (warpgroup, qk|pv) commits of the consumers in the
     order they ran."""
-    n = tiles * kernels.KEY_TILE[variant][D]
+    n = tiles * config.key_tile(variant, D)
     prog = ptx.load(kernels.kernel_file(variant), kernels.ARCH,
                     defines=None if stages == S else {"FA3_STAGES_DEF": stages})
     info = prog.info(kernels.kernel_name(variant, "f16", D))
@@ -77,9 +77,10 @@ def run_events(variant: str, tiles: int, stages: int = S) -> dict:
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, 1, n, D)).astype(np.float16) for _ in range(3))
     o = np.zeros_like(q)
-    ptx.launch(prog, kernels.kernel_name(variant, "f16", D), grid=(1, 1), block=(kernels.THREADS,),
+    threads = config.file_constants(variant)["fa3_threads"]
+    ptx.launch(prog, kernels.kernel_name(variant, "f16", D), grid=(1, 1), block=(threads,),
                args=(q, k, v, o, np.int32(n), np.float32(0.18), np.int32(0), *kernels.map_arguments(())),
-               shared_mem=kernels.smem_bytes(variant, D, stages), hook=hook, blocks=[(0, 0, 0)])
+               shared_mem=config.smem_bytes(variant, D, stages), hook=hook, blocks=[(0, 0, 0)])
     assert names
     base = min(e[1] for evs in raw.values() for _, e in evs if e[0] in ("wait", "arrive"))
     bar = _barrier_names(stages)
@@ -134,7 +135,7 @@ def pingpong(request):
 
 def test_each_consumer_warpgroup_runs_the_program(pingpong):
     stages, tiles, ev = pingpong
-    for wg in range(plots.CONSUMERS):
+    for wg in range(plots.consumers()):
         assert ev[4 * (wg + 1)] == expected_consumer(wg, tiles, stages), f"warpgroup {wg + 1}"
 
 
@@ -172,7 +173,7 @@ def test_the_schedule_follows_the_ring_depth():
             else:                                   # a free stage: right after the warp's last copy
                 assert e["start"] == (copies[(kind, j - 2)]["end"] if j >= 2 else 0.0)
         softmax = [e for e in ev if e["who"].startswith("wg")]
-        assert len(softmax) == plots.CONSUMERS * (stages + 2)
+        assert len(softmax) == plots.consumers() * (stages + 2)
 
 
 def test_the_diagram_is_drawn_from_the_constants():
@@ -180,8 +181,8 @@ def test_the_diagram_is_drawn_from_the_constants():
     texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
     tiles = S + 1
     assert f"K{tiles - 1}>s{(tiles - 1) % S}" in texts and f"K{tiles}>s{tiles % S}" not in texts
-    assert sum(t.startswith("sm") for t in texts) == plots.CONSUMERS * tiles
-    assert f"warpgroup {plots.CONSUMERS}: softmax" in texts
-    assert f"warpgroup 1 ({kernels.BR // plots.CONSUMERS} rows)" in texts
+    assert sum(t.startswith("sm") for t in texts) == plots.consumers() * tiles
+    assert f"warpgroup {plots.consumers()}: softmax" in texts
+    assert f"warpgroup 1 ({plots.pingpong_constants()['fa3_rows'] // plots.consumers()} rows)" in texts
     assert report.smallest_text_px(fig) >= report.MIN_TEXT_PX
     plt.close(fig)

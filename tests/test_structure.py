@@ -207,3 +207,55 @@ def test_contributing_maps_every_module():
             continue
         name = f"fraglab/{p.name}" + ("/" if p.is_dir() else "")
         assert f"`{name}`" in text, f"CONTRIBUTING.md's module map lacks {name}"
+
+
+#: Core modules that import a module by a name in a string. fraglab.topics: the registry of
+#: core's run-time lookups of topics; grading/sandbox_child.py: the learner's process, which
+#: imports standard modules only (it cannot import the course).
+NAME_IMPORTERS = {"fraglab.topics", "fraglab.grading.sandbox_child"}
+
+
+def _imports_by_name(tree) -> list[int]:
+    """Lines of ``importlib.import_module(...)`` and ``__import__(...)`` calls."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Attribute) and f.attr == "import_module") or \
+                    (isinstance(f, ast.Name) and f.id in ("__import__", "import_module")):
+                out.append(node.lineno)
+    return out
+
+
+def _top_level_names(path: Path) -> set[str]:
+    """What a module defines or imports at its top level (functions, classes, assignments,
+    imported names)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def test_core_reaches_topics_only_through_the_registry():
+    """The import graph cannot see a module imported by a name in a string: core modules do it
+    only in ``fraglab.topics``, whose tables name modules and attributes that exist (a topic
+    renamed or an attribute moved fails here, not at a benchmark's run time)."""
+    from fraglab import topics as reg
+    topics = {f"fraglab.{t[3:]}" for t in KERNEL_TOPICS}
+    modules = _modules()
+    for mod, path in modules.items():
+        if mod in NAME_IMPORTERS or any(mod == t or mod.startswith(t + ".") for t in topics):
+            continue
+        assert not _imports_by_name(ast.parse(path.read_text())), \
+            f"{mod} imports a module by name: look topics up through fraglab.topics"
+    for name, (module, attr, _what) in reg.COURSE_KERNELS.items():
+        assert module in modules and module in topics, (name, module)
+        assert attr in _top_level_names(modules[module]), f"{module} has no {attr} ({name})"
+    for attr in reg.EXPORTS:
+        assert any(attr in _top_level_names(modules[t]) for t in topics if t in modules), attr

@@ -177,3 +177,50 @@ def test_compile_check_builds_the_compile_only_targets_fast():
         assert b.kernels == toolchain.compile("00_hello_warp", arch).kernels
         if not fast:                                  # the course's own build, shared
             assert b is toolchain.compile("00_hello_warp", arch)
+
+
+CONSTANTS_SOURCE = r"""
+#ifndef TILE
+#define TILE 64
+#endif
+constexpr int STAGES = 3;
+extern "C" __device__ const int tk_tile = TILE;
+extern "C" __device__ const int tk_smem = TILE * 4 * STAGES;
+extern "C" __device__ const int tk_negative = -5;
+extern "C" __device__ const int tk_zero = 0;
+extern "C" __device__ const int other_threads = 128;
+extern "C" __global__ void __launch_bounds__(128) k(int* o) { o[threadIdx.x] = tk_tile * STAGES; }
+"""
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_launch_constants_read_back_from_the_build(arch):
+    """``extern "C" __device__ const int`` globals, read from the cubin by prefix; a define
+    changes them; the kernel's code folds them (no load)."""
+    b = toolchain.compile("constants_probe", arch, source=CONSTANTS_SOURCE)
+    assert b.constants("tk_") == {"tk_tile": 64, "tk_smem": 768, "tk_negative": -5, "tk_zero": 0}
+    assert b.constants("other_") == {"other_threads": 128}
+    assert b.constants("none_") == {}
+    b2 = toolchain.compile("constants_probe", arch, source=CONSTANTS_SOURCE, defines={"TILE": 32})
+    assert b2.constants("tk_")["tk_smem"] == 384
+    assert "LDG" not in b.opcodes("k")
+
+
+def test_launch_constants_on_the_interpreter_are_the_builds(monkeypatch):
+    """The launch path's reader (the interpreter's globals without a GPU) gives the cubin's
+    values; a file without such globals is a KeyError that says what to declare."""
+    from fraglab import device, launch, ptx
+    monkeypatch.setattr(device, "gpu_available", lambda: False)
+    b = toolchain.compile("constants_probe", "sm_80", source=CONSTANTS_SOURCE)
+    prog = ptx.load("constants_probe", "sm_80", source=CONSTANTS_SOURCE)
+    assert prog.constants("tk_") == b.constants("tk_")
+    assert launch.constants("constants_probe", "tk_", source=CONSTANTS_SOURCE) == b.constants("tk_")
+    with pytest.raises(KeyError, match='declares no launch constant none_'):
+        launch.constants("constants_probe", "none_", source=CONSTANTS_SOURCE)
+
+
+@pytest.mark.gpu
+def test_launch_constants_on_the_gpu_are_the_builds():
+    from fraglab import launch
+    b = toolchain.compile("constants_probe", None, source=CONSTANTS_SOURCE)
+    assert launch.constants("constants_probe", "tk_", source=CONSTANTS_SOURCE) == b.constants("tk_")

@@ -13,22 +13,15 @@ wherever :func:`fraglab.bench.compare` calls it.
 
 A chapter imports only core modules, so the course's earlier kernels that a chapter times
 (chapter 05's FA-2, chapter 09's last step) are found when the benchmark runs
-(:func:`course_launcher`, from :data:`COURSE_KERNELS`): a chapter that is missing or broken is
-noted, never fatal.
+(:func:`course_launcher`, from :data:`fraglab.topics.COURSE_KERNELS`, the registry of such
+lookups): a chapter that is missing or broken is noted, never fatal.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib
 
+from ..topics import COURSE_KERNELS, lookup
 from .torch_sdpa import attention_inputs, sdpa
-
-#: The course's own kernels that later chapters time beside theirs: name -> (module, launcher,
-#: what). A launcher is ``launcher(q, k, v, *, causal) -> (run, out)``.
-COURSE_KERNELS = {
-    "fa2": ("fraglab.flash_attention", "fa2_launcher", "chapter 05's FA-2"),
-    "ch09": ("fraglab.instruction_diet", "attention_launcher", "chapter 09's last step"),
-}
 
 
 def attention_flops(b: int, h: int, n: int, d: int, causal: bool = False) -> float:
@@ -41,7 +34,7 @@ def course_launcher(name: str):
     """``(launcher or None, note)`` of :data:`COURSE_KERNELS` ``[name]``, looked up at run time."""
     module, attr, what = COURSE_KERNELS[name]
     try:
-        fn = getattr(importlib.import_module(module), attr)
+        fn = lookup(module, attr)
     except Exception as exc:                              # not there, or broken
         return None, f"{what}: not importable: {type(exc).__name__}: {exc}"[:200]
     return fn, f"{what} ({module}.{attr})"

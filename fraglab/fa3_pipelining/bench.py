@@ -32,7 +32,7 @@ from .. import device
 from ..attention import Baselines, attention_flops, check_all
 from ..attention.torch_sdpa import cupy_to_torch, rel_err
 from ..progress import Log
-from . import kernels, problems, sass_evidence
+from . import config, kernels, problems, sass_evidence
 
 B, H = 4, 8                                     # B * H = 32 heads
 HEADLINE = dict(n=4096, d=128, causal=False)
@@ -60,14 +60,14 @@ def baselines(log) -> Baselines:
 
 
 def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
-          variants=kernels.VARIANTS, two_stage_rings=()) -> dict:
+          variants=config.VARIANTS, two_stage_rings=()) -> dict:
     """Every variant and every baseline that runs, interleaved, at (B, H, n, d), f16."""
     shape = (B, H, n, d)
     rec = {"N": n, "d": d, "causal": causal, "dtype": "f16", "B": B, "H": H,
            "flops": attention_flops(B, H, n, d, causal), "refused": {}}
     ts, qkv = base.inputs(rng, shape)
     runs, out = {}, None
-    for v in (v for v in variants if d in kernels.head_dims(v)):
+    for v in (v for v in variants if d in config.head_dims(v)):
         try:
             runs[f"fa3_{v}"], out = kernels.attention_launcher(*qkv, causal=causal, variant=v)
         except Exception as exc:
@@ -92,7 +92,7 @@ def timed(base: Baselines, rng, n: int, d: int, causal: bool, quick: bool, log,
             rec["refused"][name] = f"{type(exc).__name__}: {exc}"[:300]
     import cupy as cp
     cp.cuda.get_current_stream().synchronize()
-    last = [k for k in runs if k.startswith("fa3_") and k[4:] in kernels.VARIANTS][-1:]
+    last = [k for k in runs if k.startswith("fa3_") and k[4:] in config.VARIANTS][-1:]
     if "sdpa_flash" in runs and last:         # its output beside SDPA's
         try:
             runs[last[0]]()
@@ -152,7 +152,7 @@ def run(out_dir, *, quick: bool = False, seed: int = 0) -> dict:
                                               two_stage_rings=("nooverlap", "twostage"), **HEADLINE))
             rows = results["sweep"] = []
             for n in (QUICK_SIZES if quick else SIZES):
-                for d in kernels.HEAD_DIMS:
+                for d in config.HEAD_DIMS:
                     for causal in (False, True):
                         where = f"sweep N={n} d={d} causal={causal}"
                         try:
@@ -196,7 +196,7 @@ def pipes(out_dir, n: int = 4096) -> dict:
 
     def command_of(path, name):
         v, d = name.split(" d")
-        return ncu.command(path, kernels.kernel_name(v, "f16", int(d)), "fraglab.fa3_pipelining",
+        return ncu.command(path, config.kernel_name(v, "f16", int(d)), "fraglab.fa3_pipelining",
                            "profile", "--variant", v, "--n", str(n), "--d", d,
                            sections=(*ncu.SECTIONS, "ComputeWorkloadAnalysis", "InstructionStats"))
     res = ncu.stall_breakdown(names, command_of, log, timeout_s=120.0,

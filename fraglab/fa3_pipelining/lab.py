@@ -17,7 +17,7 @@ import re
 from .. import device, grade, launch, tools
 from ..attention import as_float
 from ..problem import Case
-from . import kernels, problems, sass_evidence
+from . import config, kernels, problems, sass_evidence
 
 BEGIN, END = "// BEGIN MAINLOOP", "// END MAINLOOP"
 LAB_FILE = "10_fa3_pipelining_twostage"
@@ -83,17 +83,17 @@ def check_step(exercise: str, body: str, rng, *, cases=None) -> str:
     from .. import toolchain
     src = step_source(body)
     try:
-        b = toolchain.compile(f"{LAB_FILE}_lab", kernels.ARCH, source=src)
+        b = toolchain.compile(f"{LAB_FILE}_lab", config.ARCH, source=src)
     except toolchain.CompileError as e:
         grade.fail(exercise, f"the kernel does not compile for sm_90a:\n{e.log[-1500:]}")
     for dtype in ("f16", "bf16"):
-        for d in kernels.head_dims("twostage"):
-            name = kernels.kernel_name("twostage", dtype, d)
+        for d in config.head_dims("twostage"):
+            name = config.kernel_name("twostage", dtype, d)
             notes = sass_evidence.ptxas_notes(b, name)
             if notes:
                 grade.fail(exercise, f"{name}: ptxas serialized the wgmma ({', '.join(notes)}): "
                            "an instruction touches a wgmma's registers while it may still run")
-    ov = sass_evidence.overlap(sass_evidence.timeline_of(b, kernels.kernel_name("twostage", "f16", 128)))
+    ov = sass_evidence.overlap(sass_evidence.timeline_of(b, config.kernel_name("twostage", "f16", 128)))
     if ov["exp2_beside_wgmma"] * 2 < ov["exp2"]:
         grade.fail(exercise, f"only {ov['exp2_beside_wgmma']} of {ov['exp2']} exp2 instructions "
                    "run while a wgmma of the warpgroup is in flight: the softmax does not overlap "
@@ -122,13 +122,6 @@ def _producer_span(text: str) -> tuple[int, int]:
     is the same with and without them."""
     begin = text.index("\n", text.index(P_BEGIN)) + 1
     return begin, text.index(P_END)
-
-
-def course_producer() -> str:
-    """The course's body of the tma producer's tile loop (between the markers)."""
-    text = (tools.KERNELS_DIR / f"{TMA_FILE}.cu").read_text()
-    begin, end = _producer_span(text)
-    return text[begin:end].rstrip() + "\n"
 
 
 def producer_source(body: str) -> str:
@@ -164,11 +157,12 @@ def producer_cases() -> tuple:
     message), then most panels first (d = 256's four catch a wrong panel coordinate or offset),
     the rings' wrap-around, the rest."""
     small = [c for c in problems.ATTENTION["tma"].cases if not c.slow] + [D128_CASE, WRAP_CASE]
+    rows = config.file_constants("tma")["fa3_rows"]
 
     def order(c):
         _, _, n, d = c.params["shape"]
         wrap = c.params.get("first_cta", False)
-        return (d > 64 or n > kernels.BR or wrap, -d, not wrap)
+        return (d > 64 or n > rows or wrap, -d, not wrap)
     return tuple(sorted(small, key=order))
 
 
@@ -310,7 +304,7 @@ def check_producer(exercise: str, body: str, rng) -> str:
     if ring:
         grade.fail(exercise, ring[0])
     try:
-        b = toolchain.compile(f"{TMA_FILE}_lab", kernels.ARCH, source=src)
+        b = toolchain.compile(f"{TMA_FILE}_lab", config.ARCH, source=src)
     except toolchain.CompileError as e:
         grade.fail(exercise, f"the kernel does not compile for sm_90a:\n{e.log[-1500:]}")
     other = sorted(set(re.findall(r"\bcp\.async(?!\.bulk\.tensor)[\w.:]*", b.ptx)))
@@ -326,7 +320,7 @@ def check_producer(exercise: str, body: str, rng) -> str:
         d = q.shape[3]          # the interpreter: the file's own tile and depth (one build)
         go, out = kernels.attention_launcher(*map(launch.to_device, (q, k, v)), causal=causal,
                                              variant="tma", scale=scale, source=src,
-                                             **kernels.tma_default_config(d))
+                                             **config.default_config("tma", d))
         go()
         return as_float(out, dtype)
     small = producer_cases()

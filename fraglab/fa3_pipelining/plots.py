@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import kernels, sass_evidence
+from . import config, sass_evidence
 from .report import BASELINE_LABELS, _res, best_variant, tflops_of
 
 WIDTH = 7.85
@@ -73,7 +73,7 @@ def plot_sweep(doc: dict):
     plt = _plt()
     rows = _res(doc).get("sweep") or []
     best = f"fa3_{best_variant(doc)}"
-    dims = [d for d in kernels.HEAD_DIMS if any(r["d"] == d for r in rows)] or [64, 128]
+    dims = [d for d in config.HEAD_DIMS if any(r["d"] == d for r in rows)] or [64, 128]
     fig, axes = plt.subplots(len(dims), 2, figsize=(WIDTH, 2.8 * len(dims)), sharex=True,
                              squeeze=False)
     names = {best: f"{best_variant(doc)} (ours)", **BASELINE_LABELS}
@@ -94,9 +94,20 @@ def plot_sweep(doc: dict):
 
 # --- the ping-pong kernel's timeline: producer, two consumers, the tensor cores -------------------
 
-#: Warpgroups of a CTA (:data:`.kernels.THREADS` / 128): warpgroup 0 produces, the rest consume.
-WARPGROUPS = kernels.THREADS // 128
-CONSUMERS = WARPGROUPS - 1
+def pingpong_constants() -> dict[str, int]:
+    """The ping-pong file's launch constants (:func:`.config.file_constants`): its consumer
+    warpgroups (``fa3_consumers``; warpgroup 0 produces), rows, ring depth."""
+    return config.file_constants("pingpong")
+
+
+def consumers() -> int:
+    """Consumer warpgroups of the ping-pong kernel's CTA (two: they take turns)."""
+    return pingpong_constants()["fa3_consumers"]
+
+
+def ring_depth() -> int:
+    """The ping-pong kernel's K/V ring depth (``Fa3Config::STAGES`` at d = 64)."""
+    return pingpong_constants()["fa3_d64_stages"]
 #: Durations of the schematic timeline, in arbitrary units (not measured): one wgmma group
 #: (S = Q K^T or O += P V of one tile), one softmax, one tile copied by a producer warp.
 UNITS = {"gemm": 1.0, "softmax": 1.5, "copy": 1.5}
@@ -124,17 +135,18 @@ def pingpong_program(wg: int, tiles: int) -> list[tuple]:
     return p
 
 
-def producer_program(warp: int, tiles: int, stages: int = kernels.STAGES) -> list[tuple]:
+def producer_program(warp: int, tiles: int, stages: int | None = None) -> list[tuple]:
     """Producer warp ``warp`` (0-1 copy K, 2-3 copy V; warp w the tiles j with j % 2 == w % 2):
     ``arrive_q`` (its share of Q landed), then per tile ``wait_empty`` (from the second round
     of the ring on), ``copy`` and ``full`` (the stage's mbarrier)."""
+    stages = ring_depth() if stages is None else stages
     p = [("arrive_q", None)]
     for j in range(warp % 2, tiles, 2):
         p += ([("wait_empty", j)] if j >= stages else []) + [("copy", j), ("full", j)]
     return p
 
 
-def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STAGES,
+def pingpong_timeline(tiles: int | None = None, stages: int | None = None,
                       units: dict | None = None) -> list[dict]:
     """Run :func:`pingpong_program` and :func:`producer_program` against each other with the
     schematic ``units``: every step starts once what it waits for has happened (a full stage, the
@@ -144,14 +156,17 @@ def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STA
     producer warp's copy, ``what`` ``"K"`` or ``"V"``), ``"tc"`` (tensor cores, with ``"wg"``),
     ``"wg1"``, ``"wg2"`` (a consumer's softmax), and the instants ``"pass"`` (a consumer ``wg``
     passes the turn) and ``"empty"`` (both consumers have released stage ``tile % stages`` of
-    ``what``)."""
+    ``what``). ``stages`` defaults to the kernel's ring depth, ``tiles`` to twice that."""
+    stages = ring_depth() if stages is None else stages
+    tiles = 2 * stages if tiles is None else tiles
+    nc = consumers()
     u = {**UNITS, **(units or {})}
-    progs = {("c", wg): pingpong_program(wg, tiles) for wg in range(CONSUMERS)}
+    progs = {("c", wg): pingpong_program(wg, tiles) for wg in range(nc)}
     progs.update({("p", w): producer_program(w, tiles, stages) for w in range(4)})
     pc = {k: 0 for k in progs}
     now = {k: 0.0 for k in progs}
-    full, released, passes, turns = {}, {}, {wg: [] for wg in range(CONSUMERS)}, {}
-    groups = {wg: [] for wg in range(CONSUMERS)}      # end times of issued wgmma groups
+    full, released, passes, turns = {}, {}, {wg: [] for wg in range(nc)}, {}
+    groups = {wg: [] for wg in range(nc)}      # end times of issued wgmma groups
     tc_free, out = 0.0, []
 
     def ready(k, step, j):                            # the time the step may start, or None
@@ -162,7 +177,7 @@ def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STA
         if step == "turn":
             wg = k[1]
             n = turns.get(wg, 0)                      # the n-th wait meets the other's n-th pass
-            other = passes[(wg + 1) % CONSUMERS]
+            other = passes[(wg + 1) % nc]
             return max(t, other[n]) if len(other) > n else None
         if step == "wgmma_wait":
             g = groups[k[1]]
@@ -170,7 +185,7 @@ def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STA
         if step == "wait_empty":
             key = ("K" if k[1] < 2 else "V", j - stages)
             got = released.get(key, [])
-            return max([t] + got) if len(got) == CONSUMERS else None
+            return max([t] + got) if len(got) == nc else None
         return t
 
     moved = True
@@ -200,7 +215,7 @@ def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STA
                 elif step in ("release_k", "release_v"):
                     got = released.setdefault((step[-1].upper(), j), [])
                     got.append(t)
-                    if len(got) == CONSUMERS:          # the stage is empty: both have released it
+                    if len(got) == nc:          # the stage is empty: both have released it
                         out.append(dict(who="empty", what=step[-1].upper(), tile=j, start=t, end=t))
                 elif step == "pass":
                     passes[k[1]].append(t)
@@ -216,7 +231,7 @@ def pingpong_timeline(tiles: int = 2 * kernels.STAGES, stages: int = kernels.STA
     return out
 
 
-def plot_pingpong(tiles: int = kernels.STAGES + 1, stages: int = kernels.STAGES):
+def plot_pingpong(tiles: int | None = None, stages: int | None = None):
     """The warp-specialised ping-pong kernel over ``tiles`` key tiles (default: one more than the
     ring holds, so the producer waits for a stage once), from :func:`pingpong_timeline`: each
     producer warp's copies of K and V tiles into the ``stages`` ring stages, the tensor cores
@@ -224,14 +239,17 @@ def plot_pingpong(tiles: int = kernels.STAGES + 1, stages: int = kernels.STAGES)
     passed between the consumers (triangles) and a stage emptied for the producer (arrows).
     Durations are schematic; the order and the waits are the kernel's."""
     from matplotlib.patches import Patch
+    stages = ring_depth() if stages is None else stages
+    tiles = stages + 1 if tiles is None else tiles
+    nc, rows_per_cta = consumers(), pingpong_constants()["fa3_rows"]
     from matplotlib.lines import Line2D
     plt = _plt()
     ev = pingpong_timeline(tiles, stages)
-    rows = ["p0", "p1", "p2", "p3", "tc", *[f"wg{w + 1}" for w in range(CONSUMERS)]]
+    rows = ["p0", "p1", "p2", "p3", "tc", *[f"wg{w + 1}" for w in range(nc)]]
     labels = {f"p{w}": f"producer warp {w}: {'K' if w < 2 else 'V'}" for w in range(4)}
     labels["tc"] = "tensor cores (wgmma)"
-    labels.update({f"wg{w + 1}": f"warpgroup {w + 1}: softmax" for w in range(CONSUMERS)})
-    wg_color = {w: f"C{w}" for w in range(CONSUMERS)}
+    labels.update({f"wg{w + 1}": f"warpgroup {w + 1}: softmax" for w in range(nc)})
+    wg_color = {w: f"C{w}" for w in range(nc)}
     fig, ax = plt.subplots(figsize=(WIDTH, 4.9))
     first_copy = {}
     for e in ev:
@@ -264,8 +282,8 @@ def plot_pingpong(tiles: int = kernels.STAGES + 1, stages: int = kernels.STAGES)
     ax.set_xlim(0, max(e["end"] for e in ev) + 0.2)
     ax.set_xlabel("time (schematic: a wgmma group 1, a softmax 1.5, a tile copy 1.5)")
     ax.grid(alpha=0.3, axis="x")
-    handles = [Patch(color=wg_color[w]) for w in range(CONSUMERS)]
-    names = [f"warpgroup {w + 1} ({kernels.BR // CONSUMERS} rows)" for w in range(CONSUMERS)]
+    handles = [Patch(color=wg_color[w]) for w in range(nc)]
+    names = [f"warpgroup {w + 1} ({rows_per_cta // nc} rows)" for w in range(nc)]
     handles += [Line2D([], [], marker="^", ls="", color="0.5", mec="k"),
                 Line2D([], [], color="k", ls="--")]
     names += ["turn passed", "stage emptied"]

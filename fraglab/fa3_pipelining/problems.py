@@ -16,23 +16,26 @@ import numpy as np
 from .. import device, launch
 from ..attention import LOG2E, attention_problem, check_fa2_arguments
 from ..problem import Case, Problem
-from . import kernels
+from . import config, kernels
+from .maps import map_arguments, tensor_maps
 from .tma_tile import TMA_TILE
 
 
 def _requires(case: Case) -> tuple[bool, str]:
     try:
-        kernels.require_hopper()
+        config.require_hopper()
     except RuntimeError as e:
         return False, str(e)
     return True, ""
 
 
-def first_cta_rows(n: int, causal: bool) -> slice:
-    """The query rows of the grid's first CTA (blockIdx.x = 0): rows 0..127, or with ``causal``
-    the last CTA's rows (the kernel schedules the CTA with the most key tiles first)."""
-    qb = -(-n // kernels.BR) - 1 if causal else 0
-    return slice(qb * kernels.BR, min(n, (qb + 1) * kernels.BR))
+def first_cta_rows(n: int, causal: bool, rows: int | None = None) -> slice:
+    """The query rows of the grid's first CTA (blockIdx.x = 0): rows 0 .. ``rows`` - 1 (a CTA's
+    query rows, default the files' own ``fa3_rows``: 128), or with ``causal`` the last CTA's
+    rows (the kernel schedules the CTA with the most key tiles first)."""
+    rows = config.file_constants("twostage")["fa3_rows"] if rows is None else rows
+    qb = -(-n // rows) - 1 if causal else 0
+    return slice(qb * rows, min(n, (qb + 1) * rows))
 
 
 def run_attention(q, k, v, dtype, causal, scale, *, variant: str, first_cta: bool = False,
@@ -64,17 +67,18 @@ def _rows(q, causal, first_cta=False, **_):
 def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
     """The launch of :func:`kernels.attention_launcher`, for block (0, 0) only."""
     from .. import ptx
-    kernels.require_hopper(f"the FA-3 kernel {variant!r}")
-    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, kernels.head_dims(variant))
+    config.require_hopper(f"the FA-3 kernel {variant!r}")
+    dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, config.head_dims(variant))
     out = launch.poisoned(q.shape, q.dtype)
-    name = kernels.kernel_file(variant) + ("" if source is None else "_lab")
-    prog = ptx.load(name, kernels.ARCH, source=source)
-    maps = kernels.tensor_maps(variant, q, k, v)
-    ptx.launch(prog, kernels.kernel_name(variant, dtype, d), grid=(-(-n // kernels.BR), b * h),
-               block=kernels.THREADS, args=(q, k, v, out, np.int32(n), np.float32(sc * LOG2E),
-                                            np.int32(bool(causal)),
-                                            *kernels.map_arguments(maps)),
-               shared_mem=kernels.smem_bytes(variant, d), blocks=[(0, 0, 0)])
+    name = config.kernel_file(variant) + ("" if source is None else "_lab")
+    prog = ptx.load(name, config.ARCH, source=source)
+    c = prog.constants("fa3_")                       # the file's own tile and ring depth
+    rows, bc = c["fa3_rows"], c[f"fa3_d{d}_key_tile"]
+    maps = tensor_maps(q, k, v, rows, bc) if variant in config.TMA_VARIANTS else ()
+    ptx.launch(prog, config.kernel_name(variant, dtype, d), grid=(-(-n // rows), b * h),
+               block=c["fa3_threads"], args=(q, k, v, out, np.int32(n), np.float32(sc * LOG2E),
+                                             np.int32(bool(causal)), *map_arguments(maps)),
+               shared_mem=c[f"fa3_d{d}_smem"], blocks=[(0, 0, 0)])
     return out
 
 
@@ -82,11 +86,11 @@ def attention_cases(variant: str) -> tuple:
     """Every compiled kernel of ``variant`` (dtype x d) causal and not on a ragged N = 300 (three
     key tiles of 128, or five of 64), edges, and the small cases the interpreter runs (d = 256:
     one, where the variant has it)."""
-    dims = kernels.head_dims(variant)
+    dims = config.head_dims(variant)
     grid = [Case(f"{t} d{d} {'causal' if c else 'full'}", shape=(2, 3, 300, d), dtype=t,
                  causal=c, slow=True)
             for t in ("f16", "bf16") for d in dims for c in (False, True)]
-    wg3 = [] if variant not in kernels.TMA_VARIANTS else [
+    wg3 = [] if variant not in config.TMA_VARIANTS else [
         Case("small f16 d64 causal N=130, three consumers", shape=(1, 1, 130, 64), dtype="f16",
              causal=True, edge=True, consumers=3, key_tile=64, stages=2),
         Case("bf16 d128 N=700 peaky, three consumers", shape=(1, 2, 700, 128), dtype="bf16",
@@ -116,8 +120,8 @@ def attention_cases(variant: str) -> tuple:
 
 ATTENTION = {v: attention_problem(
     f"10_fa3_pipelining/{v}",
-    f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({kernels.DESCRIPTIONS[v]}), sm_90a",
-    _kernel(v), attention_cases(v), requires=_requires, rows=_rows) for v in kernels.VARIANTS}
+    f"softmax(Q K^T * scale) V, FA-3 main loop '{v}' ({config.DESCRIPTIONS[v]}), sm_90a",
+    _kernel(v), attention_cases(v), requires=_requires, rows=_rows) for v in config.VARIANTS}
 
 
 # --------------------------------------------------------------------------------------------
@@ -153,7 +157,8 @@ WGMMA_GEMM = Problem(
 
 MBARRIER_RING = Problem(
     "10_fa3_pipelining/mbarrier_ring", "2 x + stage: chunks through an mbarrier-guarded ring",
-    inputs=lambda rng, chunks: dict(x=rng.standard_normal(chunks * kernels.RING_CHUNK).astype(np.float32)),
+    inputs=lambda rng, chunks: dict(
+        x=rng.standard_normal(chunks * kernels.ring_constants()["ring_chunk"]).astype(np.float32)),
     reference=lambda x: kernels.mbarrier_ring_reference(x),
     run=lambda x: kernels.mbarrier_ring(launch.to_device(x)), tol=0, requires=_requires,
     labels=("i",),
@@ -162,7 +167,8 @@ MBARRIER_RING = Problem(
 
 
 def _tile_inputs(rng, d, n_valid):
-    return dict(src=rng.integers(0, 1 << 16, size=(kernels.BR, d), dtype=np.uint16), n_valid=n_valid)
+    rows = kernels.swizzle_constants()["swizzle_tile_rows"]
+    return dict(src=rng.integers(0, 1 << 16, size=(rows, d), dtype=np.uint16), n_valid=n_valid)
 
 
 SWIZZLE_TILE = Problem(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import bench, report, tools
-from . import kernels
+from . import config, tuning
 
 RESULTS = tools.REPO_ROOT / "book" / "data" / "10_fa3_pipelining" / "results.json"
 #: The performance goal: the best variant's share of cuDNN's SDPA at the headline size.
@@ -25,7 +25,7 @@ CITED = ("ch10-checks", "ch10-sanitizer", "ch10-best-variant", "ch10-gpu", "ch10
          "ch10-twostage-gain", "ch10-sweep-cudnn-min", "ch10-sweep-cudnn-max",
          "ch10-sweep-sdpa-flash-min", "ch10-sweep-sdpa-flash-max", "ch10-threestage-d64-note",
          "ch10-tflops-cudnn", "ch10-tflops-sdpa-flash", "ch10-tflops-fa2",
-         *(f"ch10-tflops-{v}" for v in kernels.VARIANTS),
+         *(f"ch10-tflops-{v}" for v in config.VARIANTS),
          "ch10-tflops-nooverlap-ring2", "ch10-tflops-twostage-ring2",
          "ch10-tflops-nooverlap-onesoftmax", "ch10-tflops-twostage-onesoftmax", "ch10-kv-tbs",
          "ch10-pingpong-gain", "ch10-throttled", "ch10-comparisons", "ch10-sm-mhz-min",
@@ -71,7 +71,7 @@ def best_variant(doc: dict) -> str:
     if not h:
         return "twostage"
     tf = tflops_of(h)
-    have = [v for v in kernels.VARIANTS if f"fa3_{v}" in tf]
+    have = [v for v in config.VARIANTS if f"fa3_{v}" in tf]
     return max(have, key=lambda v: tf[f"fa3_{v}"]) if have else "twostage"
 
 
@@ -95,7 +95,7 @@ def kv_stream_tbs(row: dict, tflops: float) -> float:
     """TB/s at which the CTAs read K and V (every CTA streams its head's whole K and V once
     into shared memory, mostly from L2) when the kernel runs at ``tflops`` on ``row``'s size."""
     n, d, heads = row["N"], row["d"], row["B"] * row["H"]
-    ctas = -(-n // kernels.BR) * heads
+    ctas = -(-n // config.file_constants("twostage")["fa3_rows"]) * heads
     kv_bytes = 2 * n * d * 2 * ctas * (0.5 if row.get("causal") else 1.0)
     return kv_bytes / (row["flops"] / (tflops * 1e12)) / 1e12
 
@@ -145,7 +145,7 @@ def glue_values(doc: dict) -> dict[str, str]:
     if h:
         tf = tflops_of(h)
         best = tf.get(f"fa3_{best_variant(doc)}")
-        for v in kernels.VARIANTS:
+        for v in config.VARIANTS:
             if f"fa3_{v}" in tf:
                 out[f"ch10-tflops-{v}"] = f"{tf[f'fa3_{v}']:.0f}"
         for k in BASELINE_LABELS:
@@ -242,15 +242,6 @@ def sweep_table(doc: dict):
                         wrap_header=True)
 
 
-def check_table(doc: dict):
-    rows = [{"problem": r["problem"], "case": r["case"], "ok": "yes" if r.get("ok") else "NO",
-             "rel. error": f"{r['error']:.1e}" if "error" in r else r.get("failure", "")[:60]}
-            for r in _res(doc).get("check") or []]
-    if not rows:
-        rows = [{"note": "no H100 record yet"}]
-    return report.table(rows, caption="Table: every kernel against float64 on the H100.")
-
-
 # ---- the tma rung, d = 256 and the goal against cuDNN (issue: chapter 10 past cuDNN) -----------
 
 #: The goal: the best kernel over cuDNN's SDPA, at d 128 and 256, N >= 4k (both types); at every
@@ -260,7 +251,7 @@ GOAL_MAIN, GOAL_ELSEWHERE, GOAL_HEADLINE = 1.0, 0.95, 1.05
 
 def load_tuning(path=None) -> dict:
     """The tuning record (``book/data/10_fa3_pipelining/tma_table.json``), or an empty one."""
-    p = Path(path or kernels.TMA_TABLE)
+    p = Path(path or tuning.TMA_TABLE)
     return bench.load_results(p) if p.is_file() else {"results": {}}
 
 
@@ -341,7 +332,7 @@ def d256_budget() -> dict:
     """Registers a consumer thread needs at d = 256 (from the kernel's constants): O (m64n256 f32
     over 128 threads), S (m64nBC), the two P fragments (BC x 64 16-bit values as A operands),
     row max and sum; the setmaxnreg budgets."""
-    bc = kernels.KEY_TILE["tma"][256]
+    bc = config.key_tile("tma", 256)
     o, s, p = 64 * 256 // 128, 64 * bc // 128, 2 * (64 * bc // 2 // 128)
     return {"o": o, "s": s, "p": p, "ml": 4, "total": o + s + p + 4, "key_tile": bc,
             "consumer": 240, "producer": 24, "sum": 128 * 24 + 256 * 240}

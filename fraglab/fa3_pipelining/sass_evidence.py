@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from .. import sass, toolchain
-from . import kernels
+from . import config
 
 #: Softmax instruction kinds: SASS prefix, PTX prefix.
 SOFTMAX = {"exp2": ("MUFU.EX2", "ex2."), "max": ("FMNMX", "max.f32"),
@@ -23,8 +23,8 @@ _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x([0-9a-f]+)")
 _PTX_WAIT = re.compile(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)")
 
 
-def build(variant: str, arch: str = kernels.ARCH):
-    return toolchain.compile(kernels.kernel_file(variant), arch)
+def build(variant: str, arch: str = config.ARCH):
+    return toolchain.compile(config.kernel_file(variant), arch)
 
 
 def _kind(line: str, column: int) -> str | None:
@@ -40,7 +40,7 @@ def timeline(variant: str, dtype: str = "f16", d: int = 128) -> list[dict]:
     first ``WARPGROUP.ARRIVE`` to the last ``WARPGROUP.DEPBAR``: ``i`` (position), ``kind``
     (``hgmma``, ``wait``, ``exp2``, ``max``, ``mul``, ``fma`` or ``other``), ``in_flight``
     (commit groups of this warpgroup running beside it), ``text``."""
-    return timeline_of(build(variant), kernels.kernel_name(variant, dtype, d))
+    return timeline_of(build(variant), config.kernel_name(variant, dtype, d))
 
 
 def timeline_of(b, kernel: str) -> list[dict]:
@@ -68,7 +68,7 @@ def timeline_of(b, kernel: str) -> list[dict]:
 
 def ptx_timeline(variant: str, dtype: str = "f16", d: int = 128) -> list[dict]:
     """The same walk over the kernel's PTX: the order the source asked for."""
-    return ptx_timeline_of(build(variant), kernels.kernel_name(variant, dtype, d))
+    return ptx_timeline_of(build(variant), config.kernel_name(variant, dtype, d))
 
 
 def ptx_timeline_of(b, name: str) -> list[dict]:
@@ -117,13 +117,13 @@ def evidence(variant: str, dtype: str = "f16", d: int = 128) -> dict:
     """One row of the chapter's table: SASS and PTX overlap counts, the HMMA count (0 expected:
     every multiply is an HGMMA), the ptxas resources and its wgmma serialization notes."""
     b = build(variant)
-    name = kernels.kernel_name(variant, dtype, d)
+    name = config.kernel_name(variant, dtype, d)
     tl = timeline_of(b, name)
     s, p = overlap(tl), overlap(ptx_timeline_of(b, name))
     res = b.resources[name]
     notes = ptxas_notes(b, name)
     ops = b.opcodes(name)
-    return {"variant": variant, "dtype": dtype, "d": d, "key_tile": kernels.KEY_TILE[variant][d],
+    return {"variant": variant, "dtype": dtype, "d": d, "key_tile": config.key_tile(variant, d),
             "registers": res["registers"], "consumer_registers": registers_touched(tl),
             "spill_bytes": res["spill_stores"] + res["spill_loads"],
             "stack_frame": res["stack_frame"], "ptxas_notes": notes,
@@ -139,10 +139,10 @@ def ptxas_notes(b, name: str) -> list[str]:
     return sorted(set(re.findall(r"\((C75\d\d)\)[^\n]*'" + re.escape(name) + "'", b.log)))
 
 
-def all_evidence(dtypes=("f16",), dims=kernels.HEAD_DIMS) -> list[dict]:
+def all_evidence(dtypes=("f16",), dims=config.HEAD_DIMS) -> list[dict]:
     """:func:`evidence` of every variant, dtype and head dimension of ``dims`` it has kernels for."""
-    return [evidence(v, t, d) for v in kernels.VARIANTS for t in dtypes for d in dims
-            if d in kernels.head_dims(v)]
+    return [evidence(v, t, d) for v in config.VARIANTS for t in dtypes for d in dims
+            if d in config.head_dims(v)]
 
 
 def table(rows: list[dict]) -> str:

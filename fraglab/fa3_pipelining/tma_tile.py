@@ -12,11 +12,17 @@ import numpy as np
 
 from .. import launch, tma
 from ..problem import Case, Problem
-from .kernels import ARCH, require_hopper
+from .config import ARCH, SMEM_LIMIT, require_hopper
 
-#: shared memory one box may take here: the sm_90 opt-in limit less the 1024 bytes of alignment
-MAX_BOX_BYTES = 227 * 1024 - 1024 - 16
 RANKS = (2, 3)
+_FILE = "10_fa3_pipelining_tma_tile"
+
+
+def max_box_bytes() -> int:
+    """Shared memory one box may take here: the sm_90 opt-in limit less what the kernel file
+    adds beside the box (``tma_tile_smem_extra``: the 1024 bytes of alignment) and 16."""
+    extra = launch.constants(_FILE, "tma_tile_", arch=ARCH)["tma_tile_smem_extra"]
+    return SMEM_LIMIT - extra - 16
 
 
 def tma_tile(src, box, coords, swizzle: int = 128) -> np.ndarray:
@@ -41,18 +47,20 @@ def tma_tile(src, box, coords, swizzle: int = 128) -> np.ndarray:
     for i, c in enumerate(coords):
         launch.check_range(f"coords[{i}]", int(c), -(1 << 31), (1 << 31) - 1)
     m = tma.tensor_map(src, box, swizzle=swizzle)        # box and swizzle checked there
-    nbytes = m.box_bytes
-    if nbytes > MAX_BOX_BYTES:
+    nbytes, k = m.box_bytes, launch.constants(_FILE, "tma_tile_", arch=ARCH)
+    if nbytes > max_box_bytes():
         raise ValueError(f"the box takes {nbytes} bytes of shared memory; at most "
-                         f"{MAX_BOX_BYTES} fit beside the 1024-byte alignment")
+                         f"{max_box_bytes()} fit beside the {k['tma_tile_smem_extra']}-byte "
+                         "alignment")
     if swizzle and nbytes % 128:
         raise ValueError(f"a swizzled box must fill whole 128-byte lines (the swizzle moves "
                          f"16-byte chunks within a line); this one has {nbytes} bytes")
     c = [int(x) for x in reversed(coords)] + [0]
     image = launch.poisoned((nbytes,), np.uint8)
-    fn = launch.get_kernel("10_fa3_pipelining_tma_tile", f"tma_tile_{src.ndim}d", arch=ARCH)
-    launch.launch(fn, 1, 128, (m.device, src, image, np.int32(c[0]), np.int32(c[1]),
-                               np.int32(c[2]), np.uint32(nbytes)), shared_mem=1024 + nbytes)
+    fn = launch.get_kernel(_FILE, f"tma_tile_{src.ndim}d", arch=ARCH)
+    launch.launch(fn, 1, k["tma_tile_threads"], (m.device, src, image, np.int32(c[0]),
+                                                 np.int32(c[1]), np.int32(c[2]), np.uint32(nbytes)),
+                  shared_mem=k["tma_tile_smem_extra"] + nbytes)
     return image
 
 

@@ -38,10 +38,6 @@ def fixtures(lab: str, cheats: bool = False) -> dict[str, tuple[str, str]]:
     return out
 
 
-def exercise_of(solution: dict, region: str) -> build.Exercise:
-    return next(e for e in build.exercises(solution) if region in e.regions)
-
-
 def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None,
                    only: set[str] | None = None, mutant: str | None = None,
                    skip: set[str] = frozenset(), limit_s: float | None = None) -> dict[str, Verdict]:

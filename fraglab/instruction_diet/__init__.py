@@ -8,8 +8,8 @@
 ``python -m fraglab.instruction_diet bench --out DIR`` runs the H100 measurements;
 ``python -m fraglab.instruction_diet classes`` prints the class tables (CPU).
 """
-from .kernels import (CHANGES, CONFIG, FINAL, SEED_STEPS, VARIANTS, attention,  # noqa: F401
-                      attention_launcher, block_rows, build, kernel_file, kernel_name,
+from .kernels import (CHANGES, FINAL, SEED_STEPS, VARIANTS, attention,  # noqa: F401
+                      attention_launcher, block_rows, build, has_m16, kernel_file, kernel_name,
                       keys_per_tile, smem_bytes)
 from .problems import PROBLEMS  # noqa: F401
 from .report import glue_values  # noqa: F401  (the chapter's numbers; tests/test_book_record.py)

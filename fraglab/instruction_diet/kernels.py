@@ -46,10 +46,6 @@ SEED_STEPS = {
     "kernel 11, strided swizzling for the RF -> SMEM store": "strided_store",
 }
 
-#: Per variant: query rows per warp and K/V buffers (the header's DIET_ROWS, DIET_STAGES).
-CONFIG = {v: dict(rows=32 if i >= 4 else 16, stages=2 if i >= 5 else 1, wide=i >= 6,
-                 m16=i >= VARIANTS.index("short_causal")) for i, v in enumerate(VARIANTS)}
-WARPS = 4
 HEAD_DIMS = (64, 128)
 #: ``short_causal``: causal problems of at most this many 128-row blocks (ceil(N / 128) B H) run
 #: the 16-rows-a-warp kernel: 512 is about two waves of 2 blocks on an H100's 132 SMs.
@@ -76,28 +72,42 @@ def kernel_name(variant: str, dtype: str, d: int, m16: bool = False) -> str:
     return f"diet_{check_variant(variant)}{'_m16' if m16 else ''}_{dtype}_d{d}"
 
 
+def file_constants(variant: str) -> dict[str, int]:
+    """The ``diet_*`` launch constants of ``variant``'s file (``diet_threads``; per head
+    dimension D ``diet_d<D>_rows``, ``_key_tile``, ``_smem``, and ``diet_m16_d<D>_*`` where the
+    rung has 16-rows-a-warp kernels), read from its compiled module
+    (:meth:`fraglab.toolchain.Build.constants`; any target gives the same numbers)."""
+    return toolchain.compile(kernel_file(variant), launch.INTERPRETER_ARCH).constants("diet_")
+
+
+def _prefix(d: int, m16: bool) -> str:
+    return f"diet{'_m16' if m16 else ''}_d{d}_"
+
+
+def has_m16(variant: str) -> bool:
+    """Whether ``variant``'s file has the 16-rows-a-warp kernels (``DIET_SHORT_CAUSAL``)."""
+    return "diet_m16_d64_rows" in file_constants(variant)
+
+
 def uses_m16(variant: str, n: int, causal: bool, heads: int) -> bool:
     """Whether ``variant`` runs its 16-row kernel at this size (see :data:`M16_MAX_BLOCKS`)."""
-    return bool(CONFIG[check_variant(variant)]["m16"] and causal
-                and -(-n // 128) * heads <= M16_MAX_BLOCKS)
+    return bool(causal and -(-n // 128) * heads <= M16_MAX_BLOCKS and has_m16(variant))
 
 
 def block_rows(variant: str, m16: bool = False) -> int:
-    """Query rows per block (BM): 16 or 32 per warp, 4 warps."""
-    return (16 if m16 else CONFIG[check_variant(variant)]["rows"]) * WARPS
+    """Query rows per block (``Cfg::BM``): 16 or 32 per warp, 4 warps."""
+    return file_constants(variant)[_prefix(64, m16) + "rows"]
 
 
 def keys_per_tile(variant: str, d: int, m16: bool = False) -> int:
-    """Keys per K/V tile (BN): 64, or 32 with 32 rows a warp at d = 128 unless the variant is
-    ``wide`` (``Cfg::BN``)."""
-    cfg = CONFIG[check_variant(variant)]
-    return 32 if cfg["rows"] == 32 and not m16 and d == 128 and not cfg["wide"] else 64
+    """Keys per K/V tile (``Cfg::BN``): 64, or 32 with 32 rows a warp at d = 128 unless the rung
+    has wide key tiles."""
+    return file_constants(variant)[_prefix(d, m16) + "key_tile"]
 
 
 def smem_bytes(variant: str, d: int, m16: bool = False) -> int:
-    """Dynamic shared memory of a block: Q (BM rows) and ``stages`` K and V tiles, 2 d bytes a row."""
-    stages = CONFIG[check_variant(variant)]["stages"]
-    return (block_rows(variant, m16) + 2 * stages * keys_per_tile(variant, d, m16)) * 2 * d
+    """Dynamic shared memory of a block (``Cfg::SMEM``: Q and the K and V buffers)."""
+    return file_constants(variant)[_prefix(d, m16) + "smem"]
 
 
 def build(variant: str, arch=None) -> toolchain.Build:
@@ -116,14 +126,17 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = FINAL,
     out = fa2_output(q, out)
     m16 = source is None and uses_m16(variant, n, causal, b * h)
     if source is None:
-        fn = launch.get_kernel(kernel_file(variant), kernel_name(variant, dtype, d, m16))
+        name, kernel = kernel_file(variant), kernel_name(variant, dtype, d, m16)
     else:
         if not isinstance(source, str):
             raise TypeError(f"source must be a str of CUDA code, got {type(source).__name__}")
-        fn = launch.get_kernel(LAB_FILE, f"diet_lab_{dtype}_d{d}", source=source)
+        name, kernel = LAB_FILE, f"diet_lab_{dtype}_d{d}"
+    fn = launch.get_kernel(name, kernel, source=source)
+    c = launch.constants(name, "diet_", source=source)
+    p = _prefix(d, m16)
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
-    grid, smem = (-(-n // block_rows(variant, m16)), b * h), smem_bytes(variant, d, m16)
-    return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out
+    grid, threads, smem = (-(-n // c[p + "rows"]), b * h), c["diet_threads"], c[p + "smem"]
+    return (lambda: launch.launch(fn, grid, threads, args, shared_mem=smem)), out
 
 
 def attention(q, k, v, *, causal: bool = False, variant: str = FINAL, scale: float | None = None):

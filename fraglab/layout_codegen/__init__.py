@@ -56,8 +56,8 @@ from .emit import (GUARD, HEADER_ARCH, HEADER_PATH, KERNELS, generate, harness_s
                    header, header_is_current)
 from .emulate import (emulate_cols, emulate_expand_rows, emulate_reduce, emulate_rows,  # noqa: F401
                       emulate_store, fragments, reference)
-from .kernels import (MAX_TILES, WARPS_PER_BLOCK, broadcast_kernel, broadcast_rows,  # noqa: F401
-                      reduce, reduce_kernel)
+from .kernels import (MAX_TILES, broadcast_kernel, broadcast_rows, reduce,  # noqa: F401
+                      reduce_kernel, warps_per_block)
 from .plan import (CTYPES, KINDS, NP_TYPES, OPS, SM80_INPUTS, CodegenError, LinePlan,  # noqa: F401
                    Plan, check_layout, plan, plan_from_layout)
 from .plots import bit_map, plot_lane_bits  # noqa: F401

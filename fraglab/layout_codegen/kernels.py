@@ -8,8 +8,13 @@ from .. import fragments, launch
 from .emit import KERNELS, harness_source
 from .plan import NP_TYPES, OPS, accumulator_kind, plan
 
-WARPS_PER_BLOCK = 4                       # as in the .cu file: one tile per warp
 MAX_TILES = 2**31 - 1
+
+
+def warps_per_block() -> int:
+    """Warps (tiles) per block: the file's ``warps_per_block``, read from the compiled module
+    (:func:`fraglab.launch.constants`; a generated harness keeps the file's)."""
+    return launch.constants(KERNELS, "warps_per_block")["warps_per_block"]
 
 
 def reduce_kernel(kind, op) -> str:
@@ -40,7 +45,8 @@ def _run(kernel_name, kd, n, src, acc, out_shapes):
     """Launch one warp per tile on ``acc`` with poisoned outputs of ``out_shapes``."""
     fn = launch.get_kernel(KERNELS, kernel_name, source=src)
     outs = tuple(launch.poisoned(s, NP_TYPES[kd.dtype]) for s in out_shapes)
-    launch.launch(fn, -(-n // WARPS_PER_BLOCK), 32 * WARPS_PER_BLOCK, (acc, *outs, np.int32(n)))
+    warps = warps_per_block()
+    launch.launch(fn, -(-n // warps), 32 * warps, (acc, *outs, np.int32(n)))
     return outs
 
 

@@ -29,5 +29,5 @@ from .kernels import (MAX_TILES, accumulator_layout_on_gpu, mma_reduce,  # noqa:
 from .layouts import (FIG2_ORDER, QUAD_MASKS, SHAPES, SPECS, check_shape,  # noqa: F401
                       layout_from_spec, spec_from_layout)
 from .names import (DTYPES, FINAL, KERNELS, MASKS, MMA_OPS, OPS, VARIANTS,  # noqa: F401
-                    WARPS_PER_BLOCK, mma_reduce_kernel, reduce_acc_kernel, rowmax_kernel)
+                    mma_reduce_kernel, reduce_acc_kernel, rowmax_kernel, warps_per_block)
 from .problems import PROBLEMS, edge_tiles  # noqa: F401

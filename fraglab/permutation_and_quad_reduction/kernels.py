@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import device, launch
 from .layouts import SHAPES, check_shape, spec_from_layout
-from .names import (DTYPES, FINAL, KERNELS, MMA_OPS, OPS, MASKS, WARPS_PER_BLOCK,
+from .names import (DTYPES, FINAL, KERNELS, MMA_OPS, OPS, MASKS, warps_per_block,
                     mma_reduce_kernel, reduce_acc_kernel, rowmax_kernel)
 
 MAX_TILES = 2**31 - 1
@@ -40,8 +40,8 @@ def _launch_tiles(kernel: str, n_tiles: int, arrays: tuple, out_lines: tuple, *,
     (n_tiles, lines) for each entry of ``out_lines``; returns the outputs."""
     fn = launch.get_kernel(KERNELS, kernel, defines=defines, source=source)
     outs = tuple(launch.poisoned((n_tiles, lines), np.float32) for lines in out_lines)
-    grid = -(-n_tiles // WARPS_PER_BLOCK)
-    launch.launch(fn, grid, 32 * WARPS_PER_BLOCK, (*arrays, *outs, np.int32(n_tiles)))
+    warps = warps_per_block()
+    launch.launch(fn, -(-n_tiles // warps), 32 * warps, (*arrays, *outs, np.int32(n_tiles)))
     return outs
 
 

@@ -8,7 +8,6 @@ from .. import launch
 from .layouts import check_shape
 
 KERNELS = "03_permutation_and_quad_reduction"
-WARPS_PER_BLOCK = 4                      # as in the .cu file: one tile per warp
 OPS = ("max", "min", "sum", "max_cmp")   # kernels reducing given accumulator values
 MMA_OPS = ("max", "min", "sum")          # kernels reducing A @ B
 MASKS = ("group", "full")                # per-lane group masks (the paper's) or 0xffffffff
@@ -18,6 +17,13 @@ DTYPES = ("f16", "bf16")
 #: masks, then with the full mask; :data:`FINAL` is the last.
 VARIANTS = ("shared", "quadmask", "fullmask")
 FINAL = VARIANTS[-1]
+
+
+def warps_per_block() -> int:
+    """Warps (tiles) per block of every kernel of the file: its ``warps_per_block``, read from
+    the compiled module (:func:`fraglab.launch.constants`; a learner's source keeps the file's
+    contract: tile ``k * warps_per_block + w`` for warp ``w`` of block ``k``)."""
+    return launch.constants(KERNELS, "warps_per_block")["warps_per_block"]
 
 
 def _shape_name(shape) -> str:

@@ -73,6 +73,14 @@ class Program:
     def kernels(self) -> list[str]:
         return list(self.module.kernels)
 
+    def constants(self, prefix: str = "") -> dict[str, int]:
+        """``{name: value}`` of the module's 4-byte ``.global`` variables whose names start with
+        ``prefix`` (``extern "C" __device__ const int``: a kernel file's launch numbers; one of
+        value 0 has no initialiser), as a launch finds them in global memory (signed 32-bit)."""
+        return {v.name: int.from_bytes((v.init or bytes(4))[:4], "little", signed=True)
+                for v in self._globals_order
+                if v.name.startswith(prefix) and v.size == 4 and not v.extern}
+
     def info(self, name: str) -> KernelInfo:
         if name not in self.module.kernels:
             raise KeyError(f"the PTX has no kernel {name!r}; it has {self.kernels}")

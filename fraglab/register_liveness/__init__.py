@@ -18,8 +18,8 @@ register file does about it (the Intel blog on Triton FlashAttention, tested on 
     rl.resource_report("qreg", 256)     # {"registers": 255, "spill_stores": ..., ...}
     rl.live_counts(rl.parse(sass_text))  # live registers per instruction
 """
-from .kernels import (BN, CHANGES, HEAD_DIMS, MODES, VARIANTS, attention,  # noqa: F401
-                      attention_launcher, build, build_spec, smem_bytes)
+from .kernels import (CHANGES, HEAD_DIMS, MODES, VARIANTS, attention,  # noqa: F401
+                      attention_launcher, build, build_spec, key_tiles, smem_bytes)
 from .liveness import Instr, live_counts, live_sets, parse, parse_sass  # noqa: F401
 from .problems import PROBLEMS  # noqa: F401
 from .resources import resources as resource_report  # noqa: F401

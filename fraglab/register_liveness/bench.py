@@ -219,7 +219,7 @@ def run(out: Path, quick: bool = False, seed: int = 0) -> dict:
     results: dict = {"quick": quick, "seed": seed, "sdpa": base.notes["sdpa_flash"],
                      "cudnn": base.notes["cudnn"], "arch": arch,
                      "shape": [B, H, N],
-                     "variants": list(kernels.VARIANTS), "bn": kernels.BN, "errors": {}}
+                     "variants": list(kernels.VARIANTS), "bn": kernels.key_tiles(), "errors": {}}
     steps = [
         ("check", lambda: check(rng, log, quick)),
         ("resources", lambda: [resources.resources(v, d, "f16", arch, **kn)

@@ -26,10 +26,8 @@ from ..attention import LOG2E, check_qkv, check_scale, fa2_output, require_fa2_g
 MODES = ("qreg", "qreload", "qglobal")
 VARIANTS = (*MODES, *(f"{m}_oneloop" for m in MODES))
 HEAD_DIMS = (64, 128, 256)
-WARPS = 4                   # 16 query rows each: 64 rows a block
-BM = 16 * WARPS
-#: Keys a K/V tile (the header's Cfg<D>::BN); d = 256 takes FA08_BN256 (default below).
-BN = {64: 64, 128: 64, 256: 32}
+#: Keys a K/V tile the sweep may ask for at d = 256 (``-DFA08_BN256``); the header's own tiles
+#: are read back from a build (:func:`key_tiles`).
 BN_256_CHOICES = (32, 64)
 DEFAULT_MINB = 2
 #: Lab 08's kernels: the name learner sources compile under, and their head dimensions.
@@ -50,10 +48,26 @@ def split(variant: str) -> tuple[str, str]:
     return mode, ("one" if loops else "two")
 
 
+def file_constants(defines: dict | None = None) -> dict[str, int]:
+    """The ``fa08_*`` launch constants of the header as a build with ``defines`` gives them
+    (``fa08_rows``, ``fa08_threads``, ``fa08_d<D>_key_tile``, ``fa08_d<D>_smem``: every mode's
+    file shares them), read from the compiled module (:meth:`fraglab.toolchain.Build.constants`;
+    any target gives the same numbers)."""
+    return toolchain.compile("08_register_liveness_qreg", launch.INTERPRETER_ARCH,
+                             defines=defines).constants("fa08_")
+
+
+def key_tiles() -> dict[int, int]:
+    """Keys a K/V tile by head dimension (the header's ``Cfg<D>::BN``)."""
+    c = file_constants()
+    return {d: c[f"fa08_d{d}_key_tile"] for d in HEAD_DIMS}
+
+
 def smem_bytes(d: int, bn: int | None = None) -> int:
-    """Dynamic shared memory of a block: Q (64 rows), K and V (BN rows each), 2 d bytes a row."""
-    launch.check_choice("head dimension d", d, HEAD_DIMS)
-    return (BM + 2 * (bn or BN[d])) * 2 * d
+    """Dynamic shared memory of a block (``Cfg<D>::SMEM``: Q, K and V tiles) with ``bn`` keys a
+    tile at d = 256, read back from the build."""
+    spec = build_spec("qreg", "f16", d, bn=bn)
+    return file_constants(spec["defines"] or None)[f"fa08_d{d}_smem"]
 
 
 def build_spec(variant: str, dtype: str, d: int, *, bn: int | None = None,
@@ -65,9 +79,10 @@ def build_spec(variant: str, dtype: str, d: int, *, bn: int | None = None,
     launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("head dimension d", d, HEAD_DIMS)
     defines, options = {}, ()
-    if bn is not None and bn != BN[d]:
+    own = key_tiles()[d] if bn is not None else None
+    if bn is not None and bn != own:
         if d != 256:
-            raise ValueError(f"bn (keys a tile) is fixed at {BN[d]} for d = {d}; it varies at d = 256 only")
+            raise ValueError(f"bn (keys a tile) is fixed at {own} for d = {d}; it varies at d = 256 only")
         launch.check_choice("bn", bn, BN_256_CHOICES)
         defines["FA08_BN256"] = int(bn)
     if maxrregcount is not None:
@@ -113,12 +128,13 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "qreload
                              "tiles and bounds only")
         spec = {**spec, "name": LAB_NAME, "kernel": spec["kernel"].replace(
             f"fa08_{split(variant)[0]}_", "fa08_lab_")}
-    fn = launch.get_kernel(spec["name"], spec["kernel"], source=source,
-                           defines=spec["defines"], options=spec["options"])
-    smem = smem_bytes(d, bn)
+    where = dict(source=source, defines=spec["defines"], options=spec["options"])
+    fn = launch.get_kernel(spec["name"], spec["kernel"], **where)
+    c = launch.constants(spec["name"], "fa08_", **where)
+    smem, threads = c[f"fa08_d{d}_smem"], c["fa08_threads"]
     args = (q, k, v, out, np.int32(n), np.float32(sc * LOG2E), np.int32(bool(causal)))
-    grid = (-(-n // BM), b * h)
-    return (lambda: launch.launch(fn, grid, 32 * WARPS, args, shared_mem=smem)), out
+    grid = (-(-n // c["fa08_rows"]), b * h)
+    return (lambda: launch.launch(fn, grid, threads, args, shared_mem=smem)), out
 
 
 def attention(q, k, v, *, causal: bool = False, variant: str = "qreload", scale: float | None = None,

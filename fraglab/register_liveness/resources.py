@@ -28,12 +28,12 @@ def resources(variant: str, d: int, dtype: str = "f16", arch: str = "sm_90", **k
     """Registers, spills (ptxas bytes and SASS instructions), shared memory and H100 occupancy of
     one kernel. ``knobs``: ``bn``, ``maxrregcount``, ``minb`` (:func:`.kernels.build_spec`)."""
     b, name = kernels.build(variant, dtype, d, arch, **knobs)
-    res = b.resources[name]
-    smem = kernels.smem_bytes(d, knobs.get("bn"))
-    occ = sass.occupancy(res["registers"], smem, 32 * kernels.WARPS)
+    res, c = b.resources[name], b.constants("fa08_")     # the build's own launch numbers
+    smem = c[f"fa08_d{d}_smem"]
+    occ = sass.occupancy(res["registers"], smem, c["fa08_threads"])
     return {"variant": variant, "d": d, "dtype": dtype, "arch": arch, "kernel": name,
             "knobs": {k: v for k, v in knobs.items() if v is not None},
-            "bn": knobs.get("bn") or kernels.BN[d],
+            "bn": c[f"fa08_d{d}_key_tile"],
             "registers": res["registers"], "spill_stores": res["spill_stores"],
             "spill_loads": res["spill_loads"], "stack_frame": res["stack_frame"],
             **local_counts(b.sass(name)), "smem": smem,

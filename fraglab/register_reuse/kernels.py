@@ -1,10 +1,14 @@
 """Wrappers of the SGEMM ladder (``kernels/07_register_reuse_<rung>.cu``): tiles, checks, launch.
 
 Every rung computes ``C = A @ B`` for row-major float32 ``A (M, K)``, ``B (K, N)``. Tile sizes are
-compile-time defines; :data:`TILES` holds the ones each rung launches with (the single home of
-these numbers: the ``#ifndef`` defaults in the ``.cu`` files only serve a compile without
-defines, and a test keeps them equal for rungs 1-8). ``sgemm(a, b, variant=..., BM=...)`` overrides
-them for one call, which is how the autotuning sweep tries other configurations.
+compile-time defines that Python chooses (the ladder and its tuning sweeps): :data:`TILES` holds
+the ones each rung launches with (the ``#ifndef`` defaults in the ``.cu`` files only serve a
+compile without defines, and a test keeps them equal for rungs 1-8). ``sgemm(a, b, variant=...,
+BM=...)`` overrides them for one call, which is how the autotuning sweep tries other
+configurations. What follows from a choice (threads a block, the block's tile of C, dynamic
+shared memory) the launch reads back from the build of those tiles (``SGEMM_LAUNCH`` in each
+rung file: :func:`launch_numbers`); :func:`threads` and :func:`shared_bytes` are the chooser's
+checks before a build (:func:`tiles`), and a test keeps them equal to the builds'.
 """
 from __future__ import annotations
 
@@ -203,6 +207,12 @@ def block_tile(variant: str, t: dict | None = None) -> tuple[int, int, int]:
     return (t.get("BM", 32), t.get("BN", 32), t.get("BK", 32))
 
 
+def launch_numbers(variant: str, t: dict) -> dict[str, int]:
+    """``sgemm_launch_threads``, ``_tile_m``, ``_tile_n`` and ``_smem`` of ``variant`` built
+    with tiles ``t``, read back from the module the launch runs (:func:`fraglab.launch.constants`)."""
+    return launch.constants(kernel_file(variant), "sgemm_launch_", defines=defines(t))
+
+
 def defines(t: dict) -> dict:
     """The compile-time defines of tiles ``t`` (:data:`LAUNCH_PARAMS` left out)."""
     return {k: v for k, v in t.items() if k not in LAUNCH_PARAMS}
@@ -277,8 +287,9 @@ def sgemm_launcher(a, b, variant: str = FINAL, **tile_overrides):
     m, n, k = check_shapes(variant, a, b, t)
     c = launch.poisoned((m, n), np.float32)
     fn = launch.get_kernel(kernel_file(variant), f"sgemm_{variant}", defines=t)
-    bm, bn, _ = block_tile(variant, t)
-    grid, block, smem = (-(-n // bn), -(-m // bm)), threads(variant, t), dynamic_smem(variant, t)
+    got = launch_numbers(variant, t)
+    grid = (-(-n // got["sgemm_launch_tile_n"]), -(-m // got["sgemm_launch_tile_m"]))
+    block, smem = got["sgemm_launch_threads"], got["sgemm_launch_smem"]
     args = (a, b, c, np.int32(m), np.int32(n), np.int32(k))
     return (lambda: launch.launch(fn, grid, block, args, shared_mem=smem)), c
 
@@ -301,8 +312,9 @@ def _split_k_launcher(a, b, overrides: dict):
     c = launch.poisoned((m, n), np.float32)
     out = c if splits == 1 else launch.poisoned((splits, m, n), np.float32)
     fn = launch.get_kernel(kernel_file("split_k"), "sgemm_split_k", defines=defines(t))
-    grid = (-(-n // t["BN"]), -(-m // t["BM"]), splits)
-    block, smem = threads("split_k", t), dynamic_smem("split_k", t)
+    got = launch_numbers("split_k", t)
+    grid = (-(-n // got["sgemm_launch_tile_n"]), -(-m // got["sgemm_launch_tile_m"]), splits)
+    block, smem = got["sgemm_launch_threads"], got["sgemm_launch_smem"]
     args = (a, b, out, np.int32(m), np.int32(n), np.int32(k), np.int32(k_split))
     if splits == 1:
         return (lambda: launch.launch(fn, grid, block, args, shared_mem=smem)), c
