@@ -93,7 +93,9 @@ def constants(name: str, prefix: str, *, source: str | None = None, defines: dic
             mod, got = _module(build), {}
             for sym in build.constants(prefix):
                 host = np.empty(1, np.int32)
-                mod.get_global_var(sym).copy_to_host(host.ctypes.data, 4)
+                ptr = mod.get_global_var(sym)        # CuPy's Module: the device address
+                cupy.cuda.runtime.memcpy(host.ctypes.data, ptr, 4,
+                                         cupy.cuda.runtime.memcpyDeviceToHost)
                 got[sym] = int(host[0])
             _constants[key] = got
     if not _constants[key]:
