@@ -145,7 +145,7 @@ GPU_ONLY = ROOT / "tests" / "fixtures" / "gpu_only"
 
 @pytest.mark.gpu
 @pytest.mark.nbval
-def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode():
+def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode(seed):
     """Lab 00 exercise 3, right on the interpreter (%nsmid is 1 there) and one butterfly step short
     on a GPU: GPU-mode grading runs the GPU's cases and fails it, for its values (its SASS is the
     solution's five SHFL). GPU-less grading passes it: the interpreter is all it has."""
@@ -153,5 +153,6 @@ def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode():
     sol = ROOT / "solutions" / "00_hello_warp.ipynb"
     bodies = build.region_bodies(build.read(sol))
     bodies["3"] = (GPU_ONLY / "00_hello_warp" / "3" / "detects_interpreter.txt").read_text()
-    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="gpu")["interpreter-aware"][0]
+    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="gpu",
+                     seed=seed)["interpreter-aware"][0]
     assert not v.ok and v.text.startswith("runs but gives wrong values"), v.text
