@@ -102,6 +102,19 @@ def pytest_report_header(config):
     return f"fraglab mode: {device.mode()} ({device.status_line()})"
 
 
+@pytest.fixture(autouse=True)
+def _ptxas_deferred_in_mutant_tests(request):
+    """A mutant test (a wrong kernel the interpreter must fail) compiles its sources without
+    ptxas until something reads a cubin (:func:`fraglab.toolchain.deferred_ptxas`): what it
+    proves is the interpreter's verdict on the PTX, and ptxas is half of each compile."""
+    if request.node.get_closest_marker("mutant") is None:
+        yield
+        return
+    from fraglab import toolchain
+    with toolchain.deferred_ptxas():
+        yield
+
+
 @pytest.fixture
 def foreign():
     """``(make, words)``: ``make(array)`` turns a NumPy array into what this mode's wrappers must
