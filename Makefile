@@ -3,6 +3,8 @@
 # make test-quick - the edit loop's subset (about 3 minutes here once the compile cache is warm):
 #   no notebook through nbval, no slow test, no compile of every kernel for every target
 # make test-seeds [SEEDS="1 2 3"] - the randomised tests again, on other seeds
+# make test-suspects [SEEDS="1 2 3"] - the mutant tests (a wrong answer must fail on every seed) on
+#   each seed, then once serially: the same outcomes with -n 2 and -n 0 (a few minutes)
 # make labs   - regenerate labs/ from solutions/ (labs are solutions with exercises cut out)
 # make grade LAB=labs/NN_name.ipynb - grade a lab: one line per exercise (MODE=cpu|gpu to force,
 #   EX=N for exercise N only, V=1 for every reason in full). When an exercise fails, the recipe
@@ -29,7 +31,7 @@ STAMP := $(VENV)/.installed
 endif
 PYTEST_ARGS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
-.PHONY: book test test-quick test-seeds labs setup clean grade jupyter python-version
+.PHONY: book test test-quick test-seeds test-suspects labs setup clean grade jupyter python-version
 
 # The oldest Python the course runs on: pyproject.toml's requires-python (its one home). Checked
 # first, in one line (an older Python otherwise meets pip's "no matching distribution for cupy").
@@ -38,7 +40,7 @@ python-version:
 	@v=$$($(PYTHON) -c 'import platform; print(platform.python_version())' 2>/dev/null) || v="not found"; \
 	$(PYTHON) -c "import sys; sys.exit(sys.version_info < ($(subst .,$(comma),$(MIN_PYTHON)),))" 2>/dev/null || \
 	{ echo "The course needs Python $(MIN_PYTHON) or newer; $(PYTHON) is $$v (run make PYTHON=python3.X with X >= $(word 2,$(subst ., ,$(MIN_PYTHON))))."; exit 2; }
-book test test-quick test-seeds labs setup grade jupyter: python-version
+book test test-quick test-seeds test-suspects labs setup grade jupyter: python-version
 
 $(VENV)/.installed: requirements.txt pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +77,18 @@ SEEDS ?= 1 2 3
 test-seeds: $(STAMP)
 	@for s in $(SEEDS); do echo "FRAGLAB_TEST_SEED=$$s"; \
 	  FRAGLAB_TEST_SEED=$$s PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS) -q -m randomised || exit 1; done
+
+# The known suspects: tests marked mutant (randomised tests that prove a wrong answer, kernel or
+# weakened check fails; tests/conftest.py marks them), the grading fixtures' nbval left to
+# test-seeds. On each seed of SEEDS with the workers of PYTEST_ARGS, then on the last seed serially
+# (-n 0): tests/outcomes.py compares the two runs' outcomes test by test.
+SUSPECTS := -m "mutant and not nbval" -p no:cacheprovider -q
+test-suspects: $(STAMP)
+	@set -e; d=$$(mktemp -d); for s in $(SEEDS); do echo "FRAGLAB_TEST_SEED=$$s"; \
+	  FRAGLAB_TEST_SEED=$$s PYTHONHASHSEED=0 $(PY) -m pytest $(PYTEST_ARGS) $(SUSPECTS) --junitxml=$$d/n.xml; done; \
+	echo "FRAGLAB_TEST_SEED=$$s -n 0"; \
+	FRAGLAB_TEST_SEED=$$s PYTHONHASHSEED=0 $(PY) -m pytest -n 0 $(SUSPECTS) --junitxml=$$d/0.xml; \
+	$(PY) tests/outcomes.py $$d/n.xml $$d/0.xml; rm -rf $$d
 
 book: $(STAMP)
 	$(JB) build . --warningiserror --keep-going

@@ -18,11 +18,12 @@ import json
 import os
 import re
 import shutil
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import sass
+from .elf import (_complete_elf, elf_int_globals, elf_kernels, elf_sections,  # noqa: F401
+                  elf_sm)  # (toolchain.elf_*)
 from .tools import (KERNELS_DIR, REPO_ROOT, ToolchainError, cache_dir, find_tool,  # noqa: F401
                     include_dirs, nvrtc, nvrtc_version, prune_cache)
 
@@ -190,7 +191,130 @@ class Build:
         return {**self.resources[kernel], **{f"sass_{k}": v for k, v in self.classes(kernel).items()}}
 
 
+def _deferred_field(name: str) -> property:
+    """A :class:`Build` field that a deferred build (:func:`deferred_ptxas`) fills on first read,
+    by running ptxas on its PTX (:meth:`Build.assemble`)."""
+    slot = "_" + name
+
+    def get(self):
+        if self.__dict__.get("_deferred") is not None:
+            self.assemble()
+        return self.__dict__[slot]
+
+    def put(self, value):
+        self.__dict__[slot] = value
+    return property(get, put)
+
+
+for _name in ("cubin", "log", "resources"):
+    setattr(Build, _name, _deferred_field(_name))
+
+
+def _assemble(self) -> "Build":
+    """Run ptxas on a deferred build's PTX (see :func:`deferred_ptxas`): its cubin, ptxas's
+    report in its log and resources, stored in the compile cache as any build. A PTX ptxas
+    refuses raises :class:`CompileError` (as NVRTC would have). A build made whole is returned
+    as is."""
+    deferred = self.__dict__.pop("_deferred", None)
+    if deferred is None:
+        return self
+    source, front_log = deferred
+    try:
+        cubin, log = _ptxas(self.ptx, self.arch)
+    except CompileError as e:
+        self.__dict__["_deferred"] = deferred
+        raise CompileError(self.name, self.arch, (front_log + "\n" + e.log).strip(),
+                           source=source) from None
+    self.cubin, self.log = cubin, (front_log + "\n" + log).strip()
+    self.resources = parse_ptxas_log(log)
+    _store_cached(self)
+    return self
+
+
+def _deferred_kernels(self) -> list[str]:
+    if self.__dict__.get("_deferred") is not None:     # before ptxas: the PTX's entry points
+        return sorted(set(re.findall(r"^\s*(?:\.visible\s+)?\.entry\s+([\w$]+)", self.ptx, re.M)))
+    found = self.__dict__.get("_kernels")
+    if found is None:
+        found = self.__dict__["_kernels"] = elf_kernels(self.cubin)
+    return list(found)
+
+
+Build.assemble = _assemble
+Build.kernels = property(_deferred_kernels, doc=Build.kernels.__doc__)
+Build.deferred = property(lambda self: self.__dict__.get("_deferred") is not None,
+                          doc="True while ptxas has not run on this build (:func:`deferred_ptxas`).")
+
 _memory_cache: dict[str, Build] = {}
+#: Whether :func:`compile` may leave ptxas for later (:func:`deferred_ptxas`), and the list of
+#: the builds it left so within the innermost such block.
+_defer: dict = {"on": False, "builds": None}
+
+
+@contextlib.contextmanager
+def deferred_ptxas(on: bool = True):
+    """Within it, :func:`compile` of a ``source`` string for a target the PTX interpreter runs
+    (``sm_80``, ``sm_90a``), without a GPU and with no option but ``defines``, stops at the PTX
+    (NVRTC for ``compute_XX``: about half the CPU of a whole build): ptxas runs on that PTX the
+    first time anything reads the build's cubin, log or resources (the same cubin, byte for byte,
+    where ptxas and NVRTC are one release), or at :func:`assemble_deferred`. What runs only on
+    the interpreter never pays for ptxas: a wrong kernel the interpreter fails (the test suite's
+    mutants), a learner's answer that fails its check. Grading (:mod:`fraglab.grading.capture`)
+    assembles every deferred build before it writes a pass, so a passing answer still
+    assembles for its target. Yields the list of the builds deferred within the block (for
+    :func:`assemble_deferred`)."""
+    before = _defer["on"], _defer["builds"]
+    builds: list[Build] = []
+    _defer["on"], _defer["builds"] = on, builds
+    try:
+        yield builds
+    finally:
+        _defer["on"], _defer["builds"] = before
+
+
+def assemble_deferred(builds: list[Build]) -> None:
+    """ptxas on each of ``builds`` still deferred (a refused PTX raises :class:`CompileError`)."""
+    for b in builds:
+        b.assemble()
+
+
+def _may_defer(arch: str, source: str | None, options) -> bool:
+    if not _defer["on"] or source is None or list(options):
+        return False
+    from . import device
+    if arch not in device.INTERPRETER_ARCHES or device.gpu_available():
+        return False
+    return _ptxas_matches_nvrtc()
+
+
+def _ptxas_matches_nvrtc() -> bool:
+    """Whether the ptxas found is NVRTC's release (then its cubin is NVRTC's, byte for byte)."""
+    found = _defer.get("ptxas")
+    if found is None:
+        import subprocess
+        tool = find_tool("ptxas", required=False)
+        try:
+            out = subprocess.run([str(tool), "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout if tool else ""
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        major, minor = nvrtc_version()
+        found = _defer["ptxas"] = bool(re.search(rf"release {major}\.{minor}\b", out))
+    return found
+
+
+def _ptxas(ptx: str, arch: str) -> tuple[bytes, str]:
+    """ptxas as NVRTC runs it (``-v``, line info) on a PTX text: the cubin and the report."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.ptx"
+        src.write_text(ptx)
+        r = subprocess.run([str(find_tool("ptxas")), f"-arch={arch}", "-v", "-lineinfo", str(src),
+                            "-o", str(Path(tmp) / "k.cubin")], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError("ptxas", arch, (r.stdout + r.stderr).replace(str(src), "ptx"))
+        return (Path(tmp) / "k.cubin").read_bytes(), r.stdout + r.stderr
 #: The marker comment that opens a learner's region in a graded source
 #: (:data:`fraglab.grading.cuda_region.MARK`, which a test keeps equal).
 _LEARNER_MARK = "// ---- fraglab grading: learner region"
@@ -230,9 +354,16 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
     key = hashlib.sha256(json.dumps([nvrtc_name, source, _headers_digest(), opts,
                                      list(nvrtc_version())]).encode()).hexdigest()[:24]
     if key in _memory_cache:
-        return _memory_cache[key]
+        build = _memory_cache[key]
+        if build.deferred:              # left without ptxas earlier: now within a block, or not
+            _defer["builds"].append(build) if _defer["on"] else build.assemble()
+        return build
     t0, where = _clock(), "disk"
     build = _load_cached(key)
+    if build is None and _may_defer(arch, source, options):
+        t0, where = _clock(), "nvrtc-ptx"
+        build = _nvrtc_ptx(label, arch, source, opts, key, nvrtc_name)
+        _defer["builds"].append(build)
     if build is None:
         with _compile_lock(key):          # another process compiling the same build: wait for it
             build = _load_cached(key)
@@ -358,121 +489,27 @@ def _nvrtc_run(label: str, arch: str, source: str, opts: list[str], key: str,
                  cubin=bytes(cubin), log=log, key=key, resources=parse_ptxas_log(log))
 
 
-def _complete_elf(data: bytes) -> bytes:
-    """Pad a cubin to the length its own ELF headers give.
-
-    CuPy's ``getCUBIN`` returns the buffer one byte short (it treats the size as a C string's and
-    drops the last byte), and nvdisasm then calls the file invalid. Rather than assume how many
-    bytes are missing, read the ELF64 section and program header tables and pad with zeros to their end.
-    """
-    if data[:4] != b"\x7fELF" or data[4] != 2:
-        raise ToolchainError("NVRTC returned something that is not a 64-bit ELF cubin")
-    shoff, = struct.unpack_from("<Q", data, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
-    phoff, = struct.unpack_from("<Q", data, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
-    end = max(shoff + shentsize * shnum, phoff + phentsize * phnum)
-    for i in range(shnum):
-        off = shoff + i * shentsize
-        if off + shentsize > len(data):
-            break
-        sh_type, = struct.unpack_from("<I", data, off + 4)
-        sh_offset, sh_size = struct.unpack_from("<QQ", data, off + 24)
-        if sh_type != 8:  # SHT_NOBITS occupies no file space
-            end = max(end, sh_offset + sh_size)
-    return data + b"\x00" * max(0, end - len(data))
-
-
-def _section_headers(cubin: bytes):
-    """The ELF64 section headers of a cubin: ``(name offset, type, file offset, size, link,
-    entry size)`` each, in order."""
-    shoff, = struct.unpack_from("<Q", cubin, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", cubin, 0x3A)
-    for i in range(shnum):
-        sh = shoff + i * shentsize
-        name_off, sh_type = struct.unpack_from("<II", cubin, sh)
-        offset, size = struct.unpack_from("<QQ", cubin, sh + 24)
-        link, = struct.unpack_from("<I", cubin, sh + 40)
-        entsize, = struct.unpack_from("<Q", cubin, sh + 56)
-        yield name_off, sh_type, offset, size, link, entsize
-
-
-def _string(cubin: bytes, start: int) -> str:
-    return cubin[start:cubin.index(b"\0", start)].decode()
-
-
-def elf_sections(cubin: bytes) -> dict[str, int]:
-    """``{section name: size in bytes}`` of a cubin, from its ELF section headers."""
-    headers = list(_section_headers(cubin))
-    shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
-    names = headers[shstrndx][2]
-    return {_string(cubin, names + h[0]): h[3] for h in headers}
-
-
-#: ``st_other`` bit of a kernel's symbol in a cubin (nvdisasm prints it as ``STO_CUDA_ENTRY``).
-_STO_CUDA_ENTRY = 0x10
-_SHT_SYMTAB, _STT_FUNC = 2, 2
-
-
-def elf_kernels(cubin: bytes) -> list[str]:
-    """Names of the kernels (entry points) in a cubin: its function symbols marked
-    ``STO_CUDA_ENTRY``. Device functions that were not inlined (a :data:`FAST_BUILD` keeps
-    many) have code sections too, but are no kernels."""
-    headers = list(_section_headers(cubin))
-    out = []
-    for _, sh_type, offset, size, link, entsize in headers:
-        if sh_type != _SHT_SYMTAB:
-            continue
-        strtab = headers[link][2]
-        for j in range(size // entsize):
-            name_off, info, other = struct.unpack_from("<IBB", cubin, offset + j * entsize)
-            if info & 0xF == _STT_FUNC and other & _STO_CUDA_ENTRY:
-                out.append(_string(cubin, strtab + name_off))
-    return sorted(out)
-
-
-_STT_OBJECT = 1
-
-
-def elf_int_globals(cubin: bytes) -> dict[str, int]:
-    """``{name: value}`` of the 4-byte data symbols of a cubin's global memory: what
-    ``extern "C" __device__ const int NAME = value;`` compiles to (section ``.nv.global.init``,
-    or ``.nv.global`` where the value is 0). Signed 32-bit, little-endian."""
-    headers = list(_section_headers(cubin))
-    shstrndx, = struct.unpack_from("<H", cubin, 0x3E)
-    names = headers[shstrndx][2]
-    section = {i: _string(cubin, names + h[0]) for i, h in enumerate(headers)}
-    init = {i for i, n in section.items() if n == ".nv.global.init"}
-    zero = {i for i, n in section.items() if n == ".nv.global"}      # = 0: no bytes in the file
-    out = {}
-    for _, sh_type, offset, size, link, entsize in headers:
-        if sh_type != _SHT_SYMTAB:
-            continue
-        strtab = headers[link][2]
-        for j in range(size // entsize):
-            sym = offset + j * entsize
-            name_off, info, _other, shndx = struct.unpack_from("<IBBH", cubin, sym)
-            value, sym_size = struct.unpack_from("<QQ", cubin, sym + 8)
-            if info & 0xF == _STT_OBJECT and shndx in init | zero and sym_size == 4:
-                at = headers[shndx][2] + value
-                out[_string(cubin, strtab + name_off)] = \
-                    struct.unpack_from("<i", cubin, at)[0] if shndx in init else 0
-    return out
-
-
-def elf_sm(cubin: bytes) -> int:
-    """The SM a cubin is for (75, 80, 90, 120), from its ELF header: the CUDA ELF ABI 7 keeps it
-    in the low byte of ``e_flags``, ABI 8 (sm_100 on) in the next one. What nvdisasm prints as
-    ``EF_CUDA_SM<n>``, without starting nvdisasm (about 0.6 s of CPU a run)."""
-    if cubin[:4] != b"\x7fELF":
-        raise ToolchainError("not an ELF cubin")
-    flags, = struct.unpack_from("<I", cubin, 0x30)
-    abi = cubin[8]
-    if abi == 7:
-        return flags & 0xFF
-    if abi == 8:
-        return (flags >> 8) & 0xFF
-    raise ToolchainError(f"a cubin of CUDA ELF ABI version {abi}, which fraglab does not read")
+def _nvrtc_ptx(label: str, arch: str, source: str, opts: list[str], key: str, where: str) -> Build:
+    """NVRTC to the PTX only (``compute_XX``), the build's ptxas deferred (:func:`deferred_ptxas`).
+    The PTX is the whole build's, byte for byte: NVRTC makes the same and hands it to ptxas."""
+    lib = nvrtc()
+    front = [o.replace(f"-arch={arch}", f"-arch={arch.replace('sm_', 'compute_')}")
+             for o in opts if o != "--ptxas-options=-v"]
+    prog = lib.createProgram(source, where, [], [])
+    try:
+        try:
+            lib.compileProgram(prog, front)
+        except lib.NVRTCError:
+            raise CompileError(label, arch, lib.getProgramLog(prog).rstrip("\x00").replace(where, label),
+                               source=source) from None
+        log = lib.getProgramLog(prog).rstrip("\x00").replace(where, label)
+        ptx = lib.getPTX(prog)
+    finally:
+        lib.destroyProgram(prog)
+    ptx = (ptx.decode() if isinstance(ptx, bytes) else ptx).rstrip("\x00")
+    build = Build(name=label, arch=arch, options=tuple(opts), ptx=ptx, cubin=b"", log="", key=key)
+    build.__dict__["_deferred"] = (source, log.strip())
+    return build
 
 
 def _load_cached(key: str) -> Build | None:

@@ -2,6 +2,7 @@
 GPU-less mode, the book build. Where CuPy sees a GPU, also: kernels against NumPy references and
 nbval of book, labs and solutions in GPU mode. A skipped test says why."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -29,6 +30,12 @@ SPLIT_BY = {"test_grading_fixtures.py": r"\d\d_[a-z0-9_]*[a-z0-9]", "test_labs.p
 #: no long one starts last while the other worker idles.
 FIRST = ("test_grading_fixtures.py", "test_toolchain.py", "test_09_instruction_diet.py",
          "test_labs.py", "test_interpreter.py", "test_06_layout_codegen.py", "test_chapter.py")
+
+
+#: A randomised test whose name says that it proves a wrong answer, a wrong kernel or a weakened
+#: check fails (``mutant``): it must fail that answer on every seed it can draw, the kind of
+#: test that once failed one clean run in several (``make test-suspects`` reruns them).
+MUTANT_TEST = re.compile(r"wrong|weaken|mutant|missing|unsolved|bad|broken|cheat|fails")
 
 
 def work_unit(nodeid: str) -> str:
@@ -61,8 +68,10 @@ def pytest_xdist_make_scheduler(config, log):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:                   # what `make test-seeds` runs again on other seeds
-        if "rng" in getattr(item, "fixturenames", ()):
+        if {"rng", "seed"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.randomised)
+        if item.get_closest_marker("randomised") and MUTANT_TEST.search(item.originalname or item.name):
+            item.add_marker(pytest.mark.mutant)     # and `make test-suspects`, on several seeds
     # xdist workers see ``dist == "no"`` and the controller's choice as ``loadgroup``
     if config.getoption("loadgroup", False) or config.getoption("dist", None) == "loadgroup":
         rank = {f: i for i, f in enumerate(FIRST)}
@@ -91,6 +100,19 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return f"fraglab mode: {device.mode()} ({device.status_line()})"
+
+
+@pytest.fixture(autouse=True)
+def _ptxas_deferred_in_mutant_tests(request):
+    """A mutant test (a wrong kernel the interpreter must fail) compiles its sources without
+    ptxas until something reads a cubin (:func:`fraglab.toolchain.deferred_ptxas`): what it
+    proves is the interpreter's verdict on the PTX, and ptxas is half of each compile."""
+    if request.node.get_closest_marker("mutant") is None:
+        yield
+        return
+    from fraglab import toolchain
+    with toolchain.deferred_ptxas():
+        yield
 
 
 @pytest.fixture
@@ -130,6 +152,15 @@ def rng(request):
     seed = seed_of(request.node.nodeid)
     print(f"rng seed {seed} ({SEED_ENV}={os.environ.get(SEED_ENV, '0')})")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """The test's seed (:func:`seed_of`) as a number, for what takes a seed rather than a
+    generator (the grader's ``seed=``); the test is ``randomised`` as with :func:`rng`."""
+    value = seed_of(request.node.nodeid)
+    print(f"seed {value} ({SEED_ENV}={os.environ.get(SEED_ENV, '0')})")
+    return value
 
 
 @pytest.fixture

@@ -1,13 +1,13 @@
 """Topic 11_fused_lm_head: the fused LM head against its float64 reference (every case on a GPU, the
 small ones on the PTX interpreter anywhere), wrong answers that must fail, the kernels' registers
-and SASS (the row reduction in registers), the wrapper's argument checks, the lab's check, and the
+and SASS (the row reduction in registers), the wrapper's argument checks, and the
 GPU run's record as the chapter glues it."""
 import numpy as np
 import pytest
 
-from fraglab import grade, runs_where, sass, toolchain
+from fraglab import runs_where, sass, toolchain
 from fraglab import fused_lm_head as topic
-from fraglab.fused_lm_head import bench, kernels, lab, problems, report
+from fraglab.fused_lm_head import bench, kernels, problems, report
 
 PROBLEM = topic.PROBLEMS["fused_linear_cross_entropy"]
 _CASES = [(name, case) for name, p in topic.PROBLEMS.items() for case in p.cases]
@@ -43,16 +43,40 @@ def test_kernels_match_their_reference(name, case, check_supported):
     check_supported(topic.PROBLEMS[name], case)
 
 
-#: Every small case of every Problem of the topic (every rung, forward and backward), each run here
-#: on the interpreter (tests/test_interpreter.py runs one of each Problem's again, under a random
-#: warp interleaving, and checks that this list holds them all).
+#: Every small case of every Problem of the topic (every rung, forward and backward), each run on
+#: the interpreter here or, FILTER_ELSEWHERE's, by the filter test (tests/test_interpreter.py runs
+#: one of each Problem's again, under a random warp interleaving, and checks that this list holds
+#: them all).
 SMALL = [(name, case) for name, p in sorted(topic.PROBLEMS.items()) for case in p.interpreter_cases]
+#: Of SMALL, those another test runs as they are, with more asserted: each backward rung's "filter"
+#: case, which tests/test_11_fused_lm_head_backward.py's test_the_filter_skips_tiles_within_tolerance
+#: checks against the same reference with the rung's own filter and counts its skipped tiles
+#: (test_the_filter_test_runs_these_cases keeps the two lists together).
+FILTER_ELSEWHERE = {("linear_cross_entropy_backward", "filter"): "chunked",
+                    ("linear_cross_entropy_backward_atomic", "filter"): "atomic",
+                    ("linear_cross_entropy_backward_wgmma", "filter"): "wgmma"}
+RUN_HERE = [(n, c) for n, c in SMALL if (n, c.name) not in FILTER_ELSEWHERE]
 
 
-@pytest.mark.parametrize("name, case", SMALL, ids=[f"{n}-{c.name}" for n, c in SMALL])
+@pytest.mark.parametrize("name, case", RUN_HERE, ids=[f"{n}-{c.name}" for n, c in RUN_HERE])
 def test_every_small_case_passes_on_the_interpreter(name, case, rng, monkeypatch):
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     topic.PROBLEMS[name].check(case, rng)
+
+
+def test_the_filter_test_runs_these_cases():
+    """What lets the cases of FILTER_ELSEWHERE leave this file's list: each is an interpreter case
+    of its Problem, the filter test runs that case for the rung with the Problem's inputs,
+    reference and tolerance, and with the case's own filter_eps (then again without a filter)."""
+    from test_11_fused_lm_head_backward import FILTER_VARIANTS, PROBLEM
+    small = {(n, c.name) for n, c in SMALL}
+    for (name, case), variant in FILTER_ELSEWHERE.items():
+        p = topic.PROBLEMS[name]
+        assert (name, case) in small and variant in FILTER_VARIANTS
+        assert p.run is getattr(problems, {"chunked": "run_backward"}.get(variant, f"run_backward_{variant}"))
+        assert (p.inputs, p.reference) == (PROBLEM.inputs, PROBLEM.reference)
+        assert p.case(case).params == PROBLEM.case(case).params
+        assert p.tolerance(p.case(case)) == PROBLEM.tolerance(PROBLEM.case(case))
 
 
 def test_the_rungs_keep_their_small_cases():
@@ -168,20 +192,17 @@ def test_torch_tensors_in_and_out(rng, monkeypatch):
         topic.fused_linear_cross_entropy(h, w, t.numpy())
 
 
-def test_the_lab_check_passes_the_course_step_and_fails_a_wrong_one(rng, monkeypatch):
-    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
-    step = lab.course_step()
-    assert "edge cases" in lab.check_lse(step, rng, exercise="exercise 1")
-    wrong = step.replace("mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));", "")
-    assert wrong != step
-    with pytest.raises(grade.GradeError):
-        lab.check_lse(wrong, rng, exercise="exercise 1")
+# The lab's check on a passing and a failing step: the solution's step passes it and the step
+# without the quad's second shuffle (xor 2) fails it, through the grader itself, in
+# tests/test_grading_fixtures.py (solution:1 and 11_fused_lm_head/1/half_quad).
 
 
 def test_the_bench_records_what_the_chapter_glues(tmp_path, monkeypatch):
     """Without a GPU the run records its checks and says why nothing was timed; the glue values
     of that record, of a GPU record, and of none at all."""
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    # one case per Problem (the quick run's two repeat what test_every_small_case_passes_... runs)
+    monkeypatch.setattr(bench, "_cases", lambda quick: lambda p: tuple(p.cases_here())[:1])
     bench.run(tmp_path, quick=True)
     doc = report.load(tmp_path / "results.json")
     checks = doc["results"]["check"]

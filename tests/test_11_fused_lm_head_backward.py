@@ -79,7 +79,12 @@ def test_the_wgmma_rung_has_every_case_of_the_chunked_one():
     assert len(WGMMA.cases) == len(PROBLEM.cases) == len(TMA.cases)
 
 
-@pytest.mark.parametrize("variant", ["chunked", "atomic", "wgmma", "tma"])
+#: The rungs the filter test runs (for chunked, atomic and wgmma it is also their Problem's small
+#: "filter" case: tests/test_11_fused_lm_head.py's FILTER_ELSEWHERE leaves it to this test).
+FILTER_VARIANTS = ["chunked", "atomic", "wgmma", "tma"]
+
+
+@pytest.mark.parametrize("variant", FILTER_VARIANTS)
 def test_the_filter_skips_tiles_within_tolerance(rng, monkeypatch, variant):
     """Peaky rows over 9 vocabulary tiles (the chunked rung: 3 chunks): the tiles with neither a
     target nor a peak are skipped (counted) and the gradients stay within tolerance; without the

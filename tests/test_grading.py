@@ -258,3 +258,27 @@ def test_a_verdict_file_must_carry_this_runs_signature(tmp_path):
     forged.write_text(json.dumps({"ok": True, "output": "PASS exercise 1: forged\n"}))
     v = run._verdict(forged, "k1")
     assert not v["ok"] and "not the grader's" in v["reason"]
+
+
+def test_the_test_suites_seed_seeds_every_unseeded_draw_of_a_graded_kernel(monkeypatch):
+    """seed_inputs (the first cell of every graded notebook): without the seed nothing changes;
+    with it, every np.random.default_rng() without a seed draws from a child of it (one run
+    repeats the last one's draws, another seed draws others); an explicit seed is kept."""
+    from fraglab.grading import capture, verdict
+    original = np.random.default_rng
+    monkeypatch.setattr(np.random, "default_rng", original)
+    monkeypatch.delenv(verdict.SEED_ENV, raising=False)
+    capture.seed_inputs()
+    assert np.random.default_rng is original
+
+    def draws(seed):
+        monkeypatch.setattr(np.random, "default_rng", original)
+        monkeypatch.setenv(verdict.SEED_ENV, str(seed))
+        capture.seed_inputs()
+        return [np.random.default_rng().integers(1 << 30) for _ in range(3)]
+    first = draws(5)
+    assert first == draws(5) and first != draws(6) and len(set(first)) == 3
+    assert np.random.default_rng(3).integers(1 << 30) == original(3).integers(1 << 30)
+    sol = _read(ROOT / "solutions" / "00_hello_warp.ipynb")
+    nb = build.graded_notebook(sol, build.region_bodies(sol), build.exercises(sol)[0])
+    assert nb["cells"][0]["source"].endswith(build.SEED_LINE)

@@ -6,13 +6,18 @@ the answers of an exercise graded one after the other in it, the solution last).
 tests weaken one check function inside the kernels, or run the learner's cells in the kernel
 again, and show that fixtures then pass: a broken grader cannot hide behind these tests."""
 import functools
+import os
 
 import pytest
 
+from conftest import SEED_ENV, seed_of
 from fraglab.grading.fixtures import fixtures, grade_fixtures
 from nbval_run import ROOT
 
 LABS = [p.stem for p in sorted((ROOT / "solutions").glob("*.ipynb"))]
+#: Every test here reads a grading on a seeded draw (grading_seed): `make test-seeds` grades again
+#: on other seeds, and every wrong answer and cheat must fail on each of them.
+pytestmark = pytest.mark.randomised
 
 
 #: Fixtures that run until the time limit of the learner's process stops them: graded on their
@@ -23,12 +28,21 @@ AT_THE_LIMIT = {"00_hello_warp": {"2/endless_loop"}}
 AT_THE_LIMIT_S = 4.0
 
 
+def grading_seed(lab: str) -> int:
+    """The seed of a lab's fixture grading (every unseeded draw of its graded notebooks:
+    :func:`fraglab.grading.capture.seed_inputs`): one per lab, shared by every test that reads
+    its verdicts, moved by $FRAGLAB_TEST_SEED like the rng fixture's (``make test-seeds``)."""
+    return seed_of(f"grading/{lab}")
+
+
 @functools.lru_cache(maxsize=None)
 def graded(lab):
     slow = AT_THE_LIMIT.get(lab, set())
-    res = grade_fixtures(lab, skip=slow)
+    seed = grading_seed(lab)
+    print(f"grading seed {seed} ({SEED_ENV}={os.environ.get(SEED_ENV, '0')})")
+    res = grade_fixtures(lab, skip=slow, seed=seed)
     if slow:
-        alone = grade_fixtures(lab, only=slow, limit_s=AT_THE_LIMIT_S)
+        alone = grade_fixtures(lab, only=slow, limit_s=AT_THE_LIMIT_S, seed=seed)
         res.update({k: v for k, v in alone.items() if k in slow})
     return res
 
@@ -128,7 +142,7 @@ MUTANTS = [
 @pytest.mark.parametrize("mutant, lab, label", MUTANTS, ids=[f"{m[1]}/{m[0]}" for m in MUTANTS])
 def test_a_weakened_check_lets_a_wrong_answer_pass(mutant, lab, label):
     assert not graded(lab)[label].ok                 # caught by the real checks
-    res = grade_fixtures(lab, only={label}, mutant=mutant)
+    res = grade_fixtures(lab, only={label}, mutant=mutant, seed=grading_seed(lab))
     assert res[label].ok, (f"with {mutant} weakened, {label} still fails: the test suite cannot see "
                            f"that check broken ({res[label].text})")
     assert all(v.ok for k, v in res.items() if k.startswith("solution:"))
@@ -140,7 +154,8 @@ def test_the_mutation_switch_is_not_taken_from_the_environment(monkeypatch):
     nothing: the grader passes it to its kernels only through its API (mutant=)."""
     from fraglab.grading import verdict
     monkeypatch.setenv(verdict.MUTANT_ENV, "fail")
-    res = grade_fixtures("00_hello_warp", only={"1/missing_last_step"})
+    res = grade_fixtures("00_hello_warp", only={"1/missing_last_step"},
+                         seed=grading_seed("00_hello_warp"))
     assert not res["1/missing_last_step"].ok, res["1/missing_last_step"].text
 
 
@@ -171,7 +186,8 @@ def test_a_patch_in_one_exercise_cannot_pass_another():
         _, failed, _ = run_nbval(nb, "cpu")
     ex2_cell = sorted(graded_cells(sol))[1]
     assert ex2_cell not in failed, "the attack should work on a single kernel (else this test shows nothing)"
-    verdicts = {v.exercise: v for v in grade_bodies(sol_path, [("mixed", bodies, ["1", "2"])])["mixed"]}
+    verdicts = {v.exercise: v for v in grade_bodies(sol_path, [("mixed", bodies, ["1", "2"])],
+                                                           seed=grading_seed("00_hello_warp"))["mixed"]}
     assert not verdicts["exercise 2"].ok, verdicts["exercise 2"].text
 
 
@@ -193,7 +209,8 @@ def test_debug_prints_and_warnings_in_exercise_cells_never_fail_grading():
     for r in ("1", "2"):
         begin = bodies[r].index("\n") + 1 if bodies[r].lstrip().startswith("#|") else 0
         bodies[r] = bodies[r][:begin] + noisy + bodies[r][begin:]
-    verdicts = grade_bodies(sol_path, [("noisy", bodies, ["1", "2"])])["noisy"]
+    verdicts = grade_bodies(sol_path, [("noisy", bodies, ["1", "2"])],
+                            seed=grading_seed("00_hello_warp"))["noisy"]
     assert len(verdicts) == 2 and all(v.ok for v in verdicts), "\n".join(v.line() for v in verdicts)
 
 

@@ -145,25 +145,27 @@ GPU_ONLY = ROOT / "tests" / "fixtures" / "gpu_only"
 
 @pytest.mark.gpu
 @pytest.mark.nbval
-def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode():
-    """Lab 00 exercise 3, right on the interpreter (its %globaltimer counts instructions) and one butterfly step short
-    on a GPU: GPU-mode grading runs the GPU's cases and fails it, for its values (its SASS is the
+def test_an_answer_that_detects_the_interpreter_fails_in_gpu_mode(seed):
+    """Lab 00 exercise 3, right on the interpreter (its %globaltimer counts instructions) and one
+    butterfly step short on a GPU: GPU-mode grading runs the GPU's cases and fails it, for its values (its SASS is the
     solution's five SHFL). GPU-less grading passes it: the interpreter is all it has."""
     from fraglab.grading import build, grade_bodies
     sol = ROOT / "solutions" / "00_hello_warp.ipynb"
     bodies = build.region_bodies(build.read(sol))
     bodies["3"] = (GPU_ONLY / "00_hello_warp" / "3" / "detects_interpreter.txt").read_text()
-    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="gpu")["interpreter-aware"][0]
+    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="gpu",
+                     seed=seed)["interpreter-aware"][0]
     assert not v.ok and v.text.startswith("runs but gives wrong values"), v.text
 
 
 @pytest.mark.nbval
-def test_an_answer_that_detects_the_interpreter_passes_without_a_gpu():
+def test_an_answer_that_detects_the_interpreter_passes_without_a_gpu(seed):
     """The other half: GPU-less grading passes that answer (it does detect the interpreter), so
     the GPU-mode test above fails it for its GPU values, not for a mistake on every machine."""
     from fraglab.grading import build, grade_bodies
     sol = ROOT / "solutions" / "00_hello_warp.ipynb"
     bodies = build.region_bodies(build.read(sol))
     bodies["3"] = (GPU_ONLY / "00_hello_warp" / "3" / "detects_interpreter.txt").read_text()
-    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="cpu")["interpreter-aware"][0]
+    v = grade_bodies(sol, [("interpreter-aware", bodies, ["3"])], mode="cpu",
+                     seed=seed)["interpreter-aware"][0]
     assert v.ok, v.text

@@ -224,3 +224,30 @@ def test_launch_constants_on_the_gpu_are_the_builds():
     from fraglab import launch
     b = toolchain.compile("constants_probe", None, source=CONSTANTS_SOURCE)
     assert launch.constants("constants_probe", "tk_", source=CONSTANTS_SOURCE) == b.constants("tk_")
+
+
+def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path, monkeypatch):
+    """Within deferred_ptxas, a source for an interpreter target (no GPU) is NVRTC's PTX only;
+    its kernels come from the PTX; reading its cubin runs ptxas: NVRTC's own build, byte for byte,
+    report included. A PTX ptxas refuses raises CompileError when the build is assembled (a
+    graded check's pass assembles every build it made: fraglab.grading.capture.run_graded)."""
+    monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("FRAGLAB_MODE", "cpu")
+    src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = __expf(p[threadIdx.x]); }\n'
+    if not toolchain._ptxas_matches_nvrtc():
+        pytest.skip("the ptxas found is not NVRTC's release: builds are never deferred")
+    with toolchain.deferred_ptxas() as builds:
+        b = toolchain.compile("deferred.cu", "sm_80", source=src)
+    assert b.deferred and builds == [b] and b.kernels == ["k"]
+    assert not (tmp_path / b.key).exists(), "a deferred build is not cached before ptxas ran"
+    whole = toolchain._nvrtc_compile("deferred.cu", "sm_80", src, list(b.options), b.key,
+                                     toolchain._nvrtc_name("deferred.cu"))
+    assert b.cubin == whole.cubin and b.resources == whole.resources and not b.deferred
+    assert (tmp_path / b.key / "kernel.cubin").is_file()
+    bad = 'extern "C" __global__ void k() { asm volatile("setmaxnreg.inc.sync.aligned.u32 240;"); }\n'
+    with toolchain.deferred_ptxas() as builds:
+        b = toolchain.compile("refused.cu", "sm_80", source=bad)
+    with pytest.raises(CompileError, match="setmaxnreg|sm_80|not supported"):
+        toolchain.assemble_deferred(builds)
+    with pytest.raises(CompileError):
+        toolchain.compile("refused.cu", "sm_80", source=bad)      # outside a block: whole at once

@@ -37,6 +37,10 @@ from .. import labs
 from . import cells
 from .cells import replace_bodies  # noqa: F401  (tests and fixtures use build.replace_bodies)
 
+#: Appended to a graded notebook's first cell (the setup cell): without the test suite's seed
+#: (:data:`.verdict.SEED_ENV`, set only through the grader's API) it does nothing, and the
+#: notebook draws fresh inputs; with it, every unseeded draw of the kernel is seeded.
+SEED_LINE = "from fraglab.grading.capture import seed_inputs; seed_inputs()\n"
 #: Lines of a graded cell's output that grading compares (the rest is the learner's noise).
 KEPT_LINE = re.compile(r"^(PASS |\[gpu\]|\[cpu\])")
 
@@ -164,6 +168,8 @@ def graded_notebook(solution: dict, learner: dict[str, str], exercise: Exercise,
                                          checks=checks)
         elif not found and not graded_here and "graded" not in _tags(cell):
             context += [n for n in cells.all_names(text) if n not in context]
+        if not nb["cells"]:    # the setup cell: the test suite's seed, if any, before any draw
+            text = text.rstrip("\n") + "\n" + SEED_LINE
         new = {"cell_type": "code", "execution_count": k + 1, "id": f"g{k}",
                "metadata": {"tags": []}, "source": text, "outputs": []}
         if graded_here:

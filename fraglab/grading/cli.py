@@ -70,9 +70,10 @@ def shortcut_problems(lab_name: str, nb: dict, ex: build.Exercise, bodies: dict)
 
 
 def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], list[str] | None]],
-                 mode: str | None = None) -> dict[str, list[Verdict]]:
+                 mode: str | None = None, seed: int | None = None) -> dict[str, list[Verdict]]:
     """Grade several sets of region bodies against one solution, in one nbval process.
-    ``bodies_per_run``: ``(label, bodies, exercise keys or None for all)``. Returns
+    ``bodies_per_run``: ``(label, bodies, exercise keys or None for all)``. ``seed`` (the test
+    suite's): the kernels' unseeded draws seeded (:func:`.capture.seed_inputs`). Returns
     ``{label: [Verdict per exercise]}``."""
     solution = build.read(solution_path)
     lab_name = Path(solution_path).stem
@@ -94,7 +95,7 @@ def grade_bodies(solution_path, bodies_per_run: list[tuple[str, dict[str, str], 
                 continue
             items.append((tag, build.graded_notebook(solution, bodies, ex, "__RESULT_FILE__",
                                                      lab_name)))
-    outcomes = run.run_notebooks(items, mode=mode) if items else {}
+    outcomes = run.run_notebooks(items, mode=mode, seed=seed) if items else {}
     result: dict[str, list[Verdict]] = {label: [] for label, _, _ in bodies_per_run}
     for label, bodies, keys in bodies_per_run:
         for ex in exs:

@@ -40,15 +40,17 @@ def fixtures(lab: str, cheats: bool = False) -> dict[str, tuple[str, str]]:
 
 def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_dir=None,
                    only: set[str] | None = None, mutant: str | None = None,
-                   skip: set[str] = frozenset(), limit_s: float | None = None) -> dict[str, Verdict]:
+                   skip: set[str] = frozenset(), limit_s: float | None = None,
+                   seed: int | None = None) -> dict[str, Verdict]:
     """Grade every fixture of ``lab`` (wrong answers and cheats), the unsolved lab
     (``lab:<exercise>``) and the solution (``solution:<exercise>``, graded last in each
     notebook: the answers before it must not have broken anything). One batch notebook per
     exercise, all in one nbval process. ``only``: grade just these fixtures (and the solution of
     their exercises), not the unsolved lab. ``skip``: leave these fixtures out. ``mutant``:
     weaken a check in the kernels (the mutation tests). ``limit_s``: a shorter time limit for
-    the learner's process (a fixture that runs until the limit stops it). Returns ``{label:
-    Verdict of that exercise}``."""
+    the learner's process (a fixture that runs until the limit stops it). ``seed``: the
+    kernels' unseeded draws seeded (:func:`.capture.seed_inputs`: the same seed grades the same
+    inputs). Returns ``{label: Verdict of that exercise}``."""
     sol_path = Path(solutions_dir or SOLUTIONS_DIR) / f"{lab}.ipynb"
     solution = build.read(sol_path)
     good = build.region_bodies(solution)
@@ -75,7 +77,7 @@ def grade_fixtures(lab: str, mode: str | None = None, solutions_dir=None, labs_d
         nb, cells = build.batch_notebook(solution, ex, variants, lab)
         items.append((ex.key, nb))
         where[ex.key] = (ex, cells)
-    outcomes = run.run_notebooks(items, mode=mode, mutant=mutant, limit_s=limit_s)
+    outcomes = run.run_notebooks(items, mode=mode, mutant=mutant, limit_s=limit_s, seed=seed)
     for key, (ex, cells) in where.items():
         o = outcomes[key]
         for n, (label, cell) in enumerate(cells.items()):

@@ -82,18 +82,23 @@ def _verdict(path: Path, key: str) -> dict:
 
 def run_notebooks(items: list[tuple[str, dict]], mode: str | None = None,
                   timeout_s: int = 1800, cell_timeout_s: int = 600,
-                  mutant: str | None = None, limit_s: float | None = None) -> dict[str, Outcome]:
+                  mutant: str | None = None, limit_s: float | None = None,
+                  seed: int | None = None) -> dict[str, Outcome]:
     """Run each ``(label, notebook)`` in a fresh kernel through nbval; ``{label: Outcome}``.
     ``mode`` sets ``FRAGLAB_MODE`` (``cpu``/``gpu``) for the kernels. ``mutant`` (the test
     suite's mutation tests only) weakens a check in the kernels (:data:`.capture.MUTANT_ENV`);
     ``limit_s`` (the test suite's only) lowers the learner's process's time limit
-    (:data:`.verdict.LIMIT_ENV`). Values of those variables in this process's environment are
+    (:data:`.verdict.LIMIT_ENV`); ``seed`` (the test suite's only) seeds the kernels' unseeded
+    draws (:data:`.verdict.SEED_ENV`, read where a notebook calls
+    :func:`.capture.seed_inputs`). Values of those variables in this process's environment are
     dropped, never passed on."""
     import secrets
-    from .verdict import KEY_ENV, LIMIT_ENV, MUTANT_ENV
+    from .verdict import KEY_ENV, LIMIT_ENV, MUTANT_ENV, SEED_ENV
     env = dict(os.environ)
-    env.pop(MUTANT_ENV, None)
-    env.pop(LIMIT_ENV, None)
+    for name in (MUTANT_ENV, LIMIT_ENV, SEED_ENV):
+        env.pop(name, None)
+    if seed is not None:
+        env[SEED_ENV] = str(int(seed))
     if mutant:
         env[MUTANT_ENV] = mutant
     if limit_s:

@@ -25,6 +25,13 @@ MUTANT_ENV = "FRAGLAB_GRADING_MUTANT"
 #: until the limit stops it costs seconds, not 20. Set, like :data:`MUTANT_ENV`, only through the
 #: grader's API (:func:`.run.run_notebooks`'s ``limit_s``).
 LIMIT_ENV = "FRAGLAB_GRADING_LIMIT_S"
+#: For the course's tests only: ``FRAGLAB_GRADING_SEED=<int>`` seeds every
+#: ``np.random.default_rng()`` a graded notebook's kernel draws without a seed (the solution's
+#: "fresh inputs on every run", the checks' own draws: :func:`.capture.seed_inputs`), so that a
+#: fixture's grading repeats its draws and another seed draws others. Set, like
+#: :data:`MUTANT_ENV`, only through the grader's API (:func:`.run.run_notebooks`'s ``seed``); a
+#: learner's grading draws fresh inputs.
+SEED_ENV = "FRAGLAB_GRADING_SEED"
 
 _key = None
 
