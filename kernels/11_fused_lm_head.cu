@@ -40,6 +40,7 @@ using namespace fa2mma;
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the tile, shared with the backward
 
 constexpr int LMH_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES;  // 96 KB
+extern "C" __device__ const int lmh_fwd_smem = LMH_SMEM_BYTES;
 constexpr float LMH_LN2 = 0.6931471805599453f;
 static_assert(LMH_BK == 64, "swz<LMH_BK> XORs 3 bits of the chunk index: rows of 8 chunks");
 static_assert((LMH_BM * LMH_CHUNKS) % LMH_THREADS == 0 && (LMH_BN * LMH_CHUNKS) % LMH_THREADS == 0,

@@ -42,6 +42,7 @@ using namespace fa2mma;
 
 constexpr int LMB_G_BYTES = LMH_BM * LMH_BN * 2;              // G's tile, 16-bit
 constexpr int LMB_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES + LMB_G_BYTES;   // 128 KB
+extern "C" __device__ const int lmh_atomic_smem = LMB_SMEM_BYTES;
 // Step 3: each warp computes a 32 x 32 block of dh's chunk (BM x BK) and one of dw's (BN x BK).
 constexpr int LMB_GM = 32, LMB_GN = 32, LMB_GMT = LMB_GM / 16, LMB_GNT = LMB_GN / 8;
 static_assert(LMH_BK == 64 && LMH_BN == 128, "swz XORs 3 bits of the chunk index");

@@ -49,6 +49,8 @@ constexpr int LMC_A_BYTES = LMH_BM * LMC_BK * 2, LMC_B_BYTES = LMC_BK * LMC_BN *
 constexpr int LMC_STAGE_BYTES = LMC_A_BYTES + LMC_B_BYTES;
 constexpr int LMC_SMEM_BYTES = LMH_STAGES * LMC_STAGE_BYTES;      // 96 KB
 constexpr int LMC_G_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES;    // the G kernel: the forward's 96 KB
+extern "C" __device__ const int lmh_gemm_bn = LMC_BN, lmh_gemm_bk = LMC_BK;
+extern "C" __device__ const int lmh_gemm_smem = LMC_SMEM_BYTES, lmh_g_smem = LMC_G_SMEM_BYTES;
 static_assert(LMH_BM == 128 && LMH_BN == 128 && LMC_BN == 128 && LMC_BK == 64,
               "swz<128> and swz<64> XOR 3 bits of the chunk index; a G tile is 2 k steps");
 static_assert(LMH_WARPS_N * LMH_WTN == LMC_BN, "a warp's 64 columns of C");

@@ -54,11 +54,17 @@ constexpr int LMW_H_BYTES = LMW_BM * LMW_BK * 2;                  // 16 KB
 constexpr int LMW_W_BYTES = LMW_BN * LMW_BK * 2;                  // 32 KB (BN 256)
 constexpr int LMW_STAGE_BYTES = LMW_H_BYTES + LMW_W_BYTES;
 constexpr int LMW_BAR_OFF = LMW_STAGES * LMW_STAGE_BYTES;
-// + 1 KB to align the ring on 1024 bytes, + a full and an empty mbarrier a stage
-constexpr int LMW_SMEM_BYTES = 1024 + LMW_BAR_OFF + 16 * LMW_STAGES;
-// the G kernel: + its consumers' votes, one word per 128-word block of a tile
+constexpr int LMW_SMEM_BYTES = lmw::ring_smem(LMW_STAGES, LMW_STAGE_BYTES);
+// the G kernel: + its consumers' votes after the mbarriers, one word per 128-word block of a tile
 constexpr int LMW_VOTE_OFF = LMW_BAR_OFF + 16 * LMW_STAGES;
 constexpr int LMW_G_SMEM_BYTES = LMW_SMEM_BYTES + 4 * (LMW_BN / 128);
+// The launch numbers and the setmaxnreg budgets (fraglab.fused_lm_head.config reads them back;
+// the tma rung's file declares them too, by including this one).
+extern "C" __device__ const int lmh_wgmma_bm = LMW_BM, lmh_wgmma_bn = LMW_BN, lmh_wgmma_bk = LMW_BK;
+extern "C" __device__ const int lmh_wgmma_stages = LMW_STAGES, lmh_wgmma_threads = LMW_THREADS;
+extern "C" __device__ const int lmh_wgmma_smem = LMW_SMEM_BYTES, lmh_wgmma_g_smem = LMW_G_SMEM_BYTES;
+extern "C" __device__ const int lmh_wgmma_producer_regs = LMW_PRODUCER_REGS;
+extern "C" __device__ const int lmh_wgmma_consumer_regs = LMW_CONSUMER_REGS;
 static_assert(LMW_BN == 128 || LMW_BN == 256, "wgmma m64n128 or m64n256");
 static_assert(LMW_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
 static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start on swizzle atoms");

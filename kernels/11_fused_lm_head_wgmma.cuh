@@ -9,6 +9,11 @@
 
 namespace lmw {
 
+// Dynamic shared memory of a ring of `stages` stages of `stage_bytes` each (the forward's, the G
+// kernel's and the backward's GEMMs'): + 1 KB to align the ring on the swizzle's 1024-byte atoms,
+// + a full and an empty mbarrier a stage after it.
+__host__ __device__ constexpr int ring_smem(int stages, int stage_bytes) { return 1024 + stages * stage_bytes + 16 * stages; }
+
 #if FRAGLAB_SM90A
 
 // The 128-byte swizzle of a tile of R rows x 64 16-bit values (128 bytes a row, rows 128 bytes
