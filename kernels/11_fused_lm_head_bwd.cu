@@ -34,9 +34,9 @@
 //     the float32 gradients with red.global.add.f32.
 // Every block adds into its dh rows and dw rows: the sums over vocabulary tiles and token blocks
 // happen in global memory, in FP32, in an order that varies from run to run (last-bit noise).
-#include "fa2_mma.cuh"     // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
+#include "sm80.cuh"        // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
 
-using namespace fa2mma;
+using namespace sm80;
 
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the forward's tile, which step 1 recomputes
 

@@ -38,9 +38,9 @@
 // rung's step 3). B is rows of w or of h, k x LMC_BN, read with ldmatrix .trans (as chapter 05
 // reads V). A k step whose G tile was filtered out is not loaded at all. Each element of dw and
 // dh32 has one writer per launch, and launches run in order: the sums are the same every run.
-#include "fa2_mma.cuh"     // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
+#include "sm80.cuh"        // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
 
-using namespace fa2mma;
+using namespace sm80;
 
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the forward's tile, which the G kernel recomputes
 
@@ -59,7 +59,7 @@ static_assert((LMH_BM * LMC_BK / 8) % LMH_THREADS == 0 && (LMC_BK * LMC_BN / 8) 
 
 #if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
 
-#include "11_fused_lm_head_tile.cuh"   // load_chunk, mma_chunk, cp_async_wait, grad_of_logits
+#include "11_fused_lm_head_tile.cuh"   // load_chunk, mma_chunk, grad_of_logits
 
 // ---- the G kernel ------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@
 //     "transpose A" = 1.
 // Each element of C has one writer; launches run in order: the sums are the same every run.
 #include "11_fused_lm_head_wgmma.cuh"  // hopper.cuh, the K-major swizzle, wgmma with transposes
-#include "fa2_mma.cuh"                 // pack2
+#include "sm80.cuh"                    // pack2
 
 constexpr int LMG_BM = 128, LMG_BN = 256, LMG_BK = 64, LMG_STAGES = 4, LMG_THREADS = 384;
 constexpr int LMG_PRODUCER_REGS = 56, LMG_CONSUMER_REGS = 224;
@@ -223,7 +223,7 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
                     x0 += p.x;
                     x1 += p.y;
                 }
-                if (out16) *reinterpret_cast<u32*>(out16 + at) = fa2mma::pack2<BF16>(x0, x1);
+                if (out16) *reinterpret_cast<u32*>(out16 + at) = sm80::pack2<BF16>(x0, x1);
                 else *reinterpret_cast<float2*>(f32_out + at) = make_float2(x0, x1);
             }
         }

@@ -41,7 +41,7 @@
 // Ragged sizes as in the mma kernel: rows of h past n and of w past v are copied as zeros,
 // columns of the last chunk past d too; logits of columns past v are -inf; rows past n are not
 // written. d must be a multiple of 16 (wgmma's k; the wrapper checks).
-#include "fa2_mma.cuh"                 // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses)
+#include "sm80.cuh"                    // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses), pack2
 #include "11_fused_lm_head_wgmma.cuh"  // hopper.cuh, the K-major swizzle, wgmma m64n{128,256}
 
 #ifndef LMW_BN_DEF
@@ -75,7 +75,7 @@ static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start o
 // LMW_BN / 8 accumulators of 16 x 8.
 constexpr int LMH_MT = 1, LMH_NT = LMW_BN / 8;
 constexpr float LMH_LOG2E = 1.4426950408889634f;
-using fa2mma::fast_exp2;
+using sm80::fast_exp2;
 #include "11_fused_lm_head_lse.cuh"
 #include "11_fused_lm_head_grad.cuh"   // grad_of_logits, the G kernel's step
 
@@ -466,7 +466,7 @@ struct GradEpi {
                     unsigned* dst = reinterpret_cast<unsigned*>(a.G + (size_t)row * a.ldg + 128 * blk + 2 * c4);
 #pragma unroll
                     for (int j = 0; j < NTB; ++j)
-                        dst[4 * j] = fa2mma::pack2<BF16>(acc[0][b * NTB + j][2 * r], acc[0][b * NTB + j][2 * r + 1]);
+                        dst[4 * j] = sm80::pack2<BF16>(acc[0][b * NTB + j][2 * r], acc[0][b * NTB + j][2 * r + 1]);
                 }
             }
         }
