@@ -33,6 +33,22 @@ def test_the_launch_numbers_are_read_back_from_the_kernel_files():
         assert "constexpr int LMH_" not in text.replace("constexpr int LMH_SMEM", ""), name
 
 
+def test_the_rungs_table_names_every_kernel_of_its_files():
+    """Every kernel a rung's name rule makes is in its files (the forward's, the G kernel's, the
+    GEMMs'), and each file's kernels are the table's (the forward file's merge besides)."""
+    from fraglab.fused_lm_head import rungs
+    made: dict = {}
+    for table in (rungs.FORWARD, rungs.BACKWARD):
+        for r in table.values():
+            for kind in r.names:
+                f = r.gemm_file if kind in ("dw", "dh") else r.file
+                made.setdefault(f, set()).update(
+                    rungs.kernel_name(r, kind, t, cap) for t in ("f16", "bf16") for cap in (0, 1))
+    for f, names in made.items():
+        built = set(toolchain.compile(f, "sm_90a").kernels) - {"lmhead_merge"}
+        assert names == built, f
+
+
 def test_the_launch_follows_a_tile_changed_in_the_kernel_file_only(rng):
     """The mma tile's ring changed from 3 stages to 2 in the kernel's text alone (its header
     inlined, LMH_STAGES = 2): the launch reads the new shared memory back from the module it

@@ -31,16 +31,16 @@ from __future__ import annotations
 import numpy as np
 
 from .. import device, launch
-from . import config, kernels, wgmma
+from . import config, kernels, rungs, wgmma
 
-KERNELS = "11_fused_lm_head_bwd"
-CHUNKED = "11_fused_lm_head_bwd_chunked"
-#: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
-#: and for "wgmma" and "tma" the G kernel of ``wgmma.RUNG_FILES`` with the GEMMs of
-#: ``wgmma.GEMM_RUNG_FILES``).
-VARIANTS = ("atomic", "chunked", "wgmma", "tma")
-#: The Hopper rungs (sm_90a): the G kernel of the forward's rung of the same name.
-HOPPER = ("wgmma", "tma")
+KERNELS = rungs.BACKWARD["atomic"].file
+CHUNKED = rungs.BACKWARD["chunked"].file
+#: The backward's rungs, in ladder order (their kernel files, targets and kernels:
+#: ``rungs.BACKWARD``; :data:`KERNELS`, :data:`CHUNKED`, and for "wgmma" and "tma" the G kernel
+#: of the forward's rung of the same name with the GEMMs of a file of their own).
+VARIANTS = tuple(rungs.BACKWARD)
+#: The Hopper rungs (sm_90a).
+HOPPER = tuple(r for r, x in rungs.BACKWARD.items() if x.hopper)
 #: The rung without ``variant=`` where Hopper's is not run (:func:`default_variant`).
 DEFAULT = "chunked"
 #: ``backward.BM`` and the like, as this module named them before the kernel files became their
@@ -72,8 +72,7 @@ def default_variant(dtype: str = "bf16") -> str:
 
 def kernel_name(dtype: str, softcap: bool) -> str:
     """The backward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
-    launch.check_choice("dtype", dtype, ("f16", "bf16"))
-    return f"lmhead_bwd_{dtype}" + ("_softcap" if softcap else "")
+    return rungs.kernel_name(rungs.BACKWARD["atomic"], "bwd", dtype, softcap)
 
 
 def _xp():
@@ -259,7 +258,8 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
     dh32 = xp.zeros((n, d), xp.float32)
     dw32 = xp.zeros((v, d), xp.float32)
     bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None), source=source)
-    cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}", source=source)
+    cast = launch.get_kernel(KERNELS, rungs.kernel_name(rungs.BACKWARD["atomic"], "cast", dtype),
+                             source=source)
     c = config.launch_constants(KERNELS, source=source)
     args = (h, w, tg, lse, dl, dh32, dw32, skipped, np.int32(n), np.int32(v), np.int32(d),
             np.int32(ignore_index), np.float32(cap or 0.0), eps, gscale)
@@ -287,11 +287,12 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     on_wgmma = rung in HOPPER
     n, v, d = nvd
     xp = _xp()
-    suffix = dtype + ("_softcap" if cap is not None else "")
+    r = rungs.BACKWARD[rung]
+    names = {k: rungs.kernel_name(r, k, dtype, cap is not None) for k in ("g", "dw", "dh")}
     # the launch numbers of the modules launched (source= included): the G kernel's grid, block
     # and shared memory, the GEMMs' tile of C, block and shared memory
     if on_wgmma:
-        gfile, gemm_file = wgmma.RUNG_FILES[rung], wgmma.GEMM_RUNG_FILES[rung]
+        gfile, gemm_file = r.file, r.gemm_file
         src = source if isinstance(source, dict) else {gfile: source}
         gc = config.launch_constants(gfile, source=src.get(gfile), arch=wgmma.ARCH)
         mc = config.launch_constants(gemm_file, source=src.get(gemm_file), arch=wgmma.ARCH)
@@ -304,7 +305,7 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
         gemm_bm, gemm_bn, gemm_threads, gemm_smem = (mc[f"lmh_wgmma_gemm_{k}"]
                                                      for k in ("bm", "bn", "threads", "smem"))
     else:
-        c = config.launch_constants(CHUNKED, source=source)
+        c = config.launch_constants(r.file, source=source)
         bm, bn = c["lmh_bm"], c["lmh_bn"]
         g_grid = lambda nt: (-(-n // bm), nt)                                          # noqa: E731
         g_threads, g_smem = c["lmh_threads"], c["lmh_g_smem"]
@@ -317,20 +318,16 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     flags = xp.zeros((row_blocks, tiles), xp.uint8)
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
     if on_wgmma:
-        gk = launch.get_kernel(gfile, wgmma.kernel_name(dtype, cap is not None, rung, "g"),
-                               source=src.get(gfile), arch=wgmma.ARCH)
+        gk = launch.get_kernel(gfile, names["g"], source=src.get(gfile), arch=r.arch)
         maps = wgmma.tensor_maps(h, w, gc) if rung == "tma" else ()
-        dwk, dhk = (launch.get_kernel(gemm_file, f"lmhead_{rung}_{k}_{dtype}",
-                                      source=src.get(gemm_file), arch=wgmma.ARCH)
+        dwk, dhk = (launch.get_kernel(gemm_file, names[k], source=src.get(gemm_file), arch=r.arch)
                     for k in ("dw", "dh"))
         gmaps = wgmma.gemm_maps(G, h, w, mc) if rung == "tma" else {"dw": (), "dh": ()}
         pre = ((bmax, np.int32(bmax.shape[1])) if bmax is not None
                else (xp.zeros(1, xp.float32), np.int32(0)))
     else:
         maps, gmaps = (), {"dw": (), "dh": ()}
-        gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
-        dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
-        dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
+        gk, dwk, dhk = (launch.get_kernel(r.file, names[k], source=source) for k in ("g", "dw", "dh"))
     col_blocks = -(-d // gemm_bn)
     if events is not None and launch.interpreted():
         raise ValueError("events= times launches on a GPU; the interpreter has no CUDA events")

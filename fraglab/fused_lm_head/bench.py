@@ -248,7 +248,7 @@ def _rel_diff(torch, a, b) -> float:
 
 def _filter_count(torch, h, w, t) -> dict:
     """The tiles the course's filter skips on these inputs (the chunked rung, 'mean')."""
-    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    conv = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
     _, lse = backward.forward_with_lse(*conv)
     stats: dict = {}
     backward.linear_cross_entropy_backward(*conv, lse, 1.0, filter_eps=backward.FILTER_EPS,
@@ -273,7 +273,7 @@ def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
     summed over the chunks (CUDA events around every launch, ``backward.kernel_ms``), and the
     FLOPs of one of the three products unfiltered (2 N V d)."""
     import statistics
-    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    conv = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
     keep: dict = {}
     _, lse = backward.forward_with_lse(*conv, keep=keep)     # the blocks' maxima, as autograd's
     out = {"flop_each": 2.0 * h.shape[0] * w.shape[0] * h.shape[1]}

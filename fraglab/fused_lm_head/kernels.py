@@ -21,12 +21,12 @@ import math
 import numpy as np
 
 from .. import device, launch
-from . import config, wgmma
+from . import config, rungs, wgmma
 
-KERNELS = "11_fused_lm_head"
-#: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then
-#: ``wgmma.RUNG_FILES``: the wgmma rung's, then the tma rung's, its producer on the TMA).
-VARIANTS = ("mma", "wgmma", "tma")
+KERNELS = rungs.FORWARD["mma"].file
+#: The forward's rungs, in ladder order (their files, targets and kernels: ``rungs.FORWARD``;
+#: :data:`KERNELS`, then the wgmma rung's, then the tma rung's, its producer on the TMA).
+VARIANTS = tuple(rungs.FORWARD)
 FINAL = VARIANTS[-1]
 #: Threads per block of the merge kernel (any: it reads blockDim).
 MERGE_THREADS = 256
@@ -62,8 +62,7 @@ __getattr__ = config.lazy_names(__name__, KERNELS, {
 
 def kernel_name(dtype: str, softcap: bool) -> str:
     """The forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
-    launch.check_choice("dtype", dtype, ("f16", "bf16"))
-    return f"lmhead_fwd_{dtype}" + ("_softcap" if softcap else "")
+    return rungs.kernel_name(rungs.FORWARD["mma"], "fwd", dtype, softcap)
 
 
 def requires(dtype: str = "bf16") -> tuple[bool, str]:
@@ -108,11 +107,12 @@ def choose_splits(row_blocks: int, n_tiles: int, sms: int) -> tuple[int, int]:
 
 # --- PyTorch in, PyTorch out --------------------------------------------------------------------
 
-def _is_torch(x) -> bool:
+def is_torch(x) -> bool:
+    """Is ``x`` a torch tensor (without importing torch)?"""
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def _from_torch(name: str, x):
+def from_torch(name: str, x):
     """A torch tensor as an array of this mode (no copy on the GPU): bf16 as uint16 bits."""
     import torch
     if launch.interpreted():
@@ -147,7 +147,9 @@ def torch_stream():
         yield
 
 
-def _to_torch(a, like):
+def to_torch(a, like):
+    """An array of this mode as a torch tensor (through DLPack on the GPU, NumPy on the
+    interpreter): what :func:`fused_linear_cross_entropy` and the autograd Function return."""
     import torch
     if launch.interpreted():
         return torch.from_numpy(np.asarray(a))
@@ -234,19 +236,16 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
                                             check_targets=False)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
-    maps = ()
-    if variant != "mma":
-        device.require(wgmma.ARCH, wgmma.NEEDS, wgmma.INSTEAD.format("mma"))
-        arch = wgmma.ARCH
-        fwd_name = wgmma.kernel_name(dtype, cap is not None, variant)
-        name = wgmma.RUNG_FILES[variant] if name == KERNELS else name
+    maps, rung = (), rungs.FORWARD[variant]
+    fwd_name, arch = rungs.kernel_name(rung, "fwd", dtype, cap is not None), rung.arch
+    name = rung.file if name == KERNELS else name
+    if rung.hopper:
+        device.require(arch, wgmma.NEEDS, wgmma.INSTEAD.format("mma"))
         c = config.launch_constants(name, source=source, arch=arch)    # the module launched
         bm, bn, threads, smem = (c[f"lmh_wgmma_{k}"] for k in ("bm", "bn", "threads", "smem"))
         if variant == "tma":
             maps = wgmma.tensor_maps(h, w, c)
     else:
-        arch = None
-        fwd_name = kernel_name(dtype, cap is not None)
         c = config.launch_constants(name, source=source)
         bm, bn, threads, smem = c["lmh_bm"], c["lmh_bn"], c["lmh_threads"], c["lmh_fwd_smem"]
     row_blocks, n_tiles = -(-n // bm), -(-v // bn)
@@ -312,13 +311,13 @@ def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
     FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`);
     ``variant``: the rung, :data:`VARIANTS` (``"wgmma"`` and ``"tma"`` need sm_90a), default
     :func:`default_variant`."""
-    torch_in = _is_torch(h)
-    if torch_in or _is_torch(w) or _is_torch(targets):
-        if not (_is_torch(h) and _is_torch(w) and _is_torch(targets)):
+    torch_in = is_torch(h)
+    if torch_in or is_torch(w) or is_torch(targets):
+        if not (is_torch(h) and is_torch(w) and is_torch(targets)):
             raise TypeError("h, w and targets must all be torch tensors, or none of them")
-        h, w, targets = (_from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
+        h, w, targets = (from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
     run, _ = launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits,
                       variant=variant)
     out = run()
-    return _to_torch(out, h) if torch_in else out
+    return to_torch(out, h) if torch_in else out
 

@@ -11,13 +11,13 @@ build (:func:`constants`, :mod:`.config`).
 from __future__ import annotations
 
 from .. import launch
-from . import config
+from . import config, rungs
 
-FILE = "11_fused_lm_head_wgmma"
+#: The Hopper rungs (forward and the backward's G kernel): rung -> kernel file (``rungs.FORWARD``).
+RUNG_FILES = {r: rungs.FORWARD[r].file for r in ("wgmma", "tma")}
+FILE = RUNG_FILES["wgmma"]
 #: The "tma" rung: the same mainloop with a TMA producer (one thread, two tensor maps a launch).
-TMA_FILE = "11_fused_lm_head_tma"
-#: The Hopper rungs (forward and the backward's G kernel): rung -> kernel file.
-RUNG_FILES = {"wgmma": FILE, "tma": TMA_FILE}
+TMA_FILE = RUNG_FILES["tma"]
 #: wgmma.mma_async and setmaxnreg exist only on Hopper's architecture-specific target: whether it
 #: runs here is ``device.can_run(ARCH, NEEDS, INSTEAD.format(rung))`` (a GPU of compute capability
 #: 9.0 exactly, or the PTX interpreter), whose reason names the rung that runs instead ("mma" for
@@ -25,12 +25,12 @@ RUNG_FILES = {"wgmma": FILE, "tma": TMA_FILE}
 ARCH = config.HOPPER_ARCH
 NEEDS = "the fused LM head's Hopper rungs, wgmma and tma"
 INSTEAD = "variant={!r} runs from compute capability 8.0."
+#: The backward's Hopper rungs: rung -> the GEMMs' kernel file (``rungs.BACKWARD``).
+GEMM_RUNG_FILES = {r: rungs.BACKWARD[r].gemm_file for r in ("wgmma", "tma")}
 #: The backward's two GEMMs on wgmma (``kernels/11_fused_lm_head_bwd_wgmma.cu``).
-GEMM_FILE = "11_fused_lm_head_bwd_wgmma"
+GEMM_FILE = GEMM_RUNG_FILES["wgmma"]
 #: The same GEMMs with their producer on the TMA (the backward's "tma" rung).
-GEMM_TMA_FILE = "11_fused_lm_head_bwd_tma"
-#: The backward's Hopper rungs: rung -> the GEMMs' kernel file.
-GEMM_RUNG_FILES = {"wgmma": GEMM_FILE, "tma": GEMM_TMA_FILE}
+GEMM_TMA_FILE = GEMM_RUNG_FILES["tma"]
 
 
 def constants(gemm: bool = False) -> dict[str, int]:
@@ -56,10 +56,10 @@ __getattr__ = config.lazy_names(__name__, FILE, {
 def kernel_name(dtype: str, softcap: bool, rung: str = "wgmma", kind: str = "fwd") -> str:
     """The forward kernel (``kind="fwd"``) or the backward's G kernel (``kind="g"``) of the Hopper
     ``rung`` (:data:`RUNG_FILES`) for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
-    launch.check_choice("dtype", dtype, ("f16", "bf16"))
     launch.check_choice("rung", rung, tuple(RUNG_FILES))
     launch.check_choice("kind", kind, ("fwd", "g"))
-    return f"lmhead_{rung}_{kind}_{dtype}" + ("_softcap" if softcap else "")
+    return rungs.kernel_name((rungs.FORWARD if kind == "fwd" else rungs.BACKWARD)[rung], kind,
+                             dtype, softcap)
 
 
 def tensor_maps(h, w, c: dict | None = None) -> tuple:
