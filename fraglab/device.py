@@ -148,20 +148,42 @@ def target_cc(arch: str | None = None) -> tuple[int, int]:
     return _cc_of(INTERPRETER_ARCH)
 
 
-def can_run(arch: str) -> tuple[bool, str]:
+#: The architecture-specific targets: the GPU each runs on, and what it has that no other target
+#: has (what a refusal says).
+ARCH_SPECIFIC = {
+    "sm_90a": ("a Hopper GPU", "wgmma.mma_async and setmaxnreg exist only on that target")}
+
+
+def can_run(arch: str, what: str | None = None, instead: str | None = None) -> tuple[bool, str]:
     """Can kernels compiled for ``arch`` (e.g. ``'sm_90a'``) run here? On a GPU: its compute
     capability must be at least the target's, and exactly it for an architecture-specific ``a``
-    target; without one: the interpreter's :data:`INTERPRETER_ARCHES`. Returns ``(ok, reason)``."""
+    target (:data:`ARCH_SPECIFIC`); without one: the PTX interpreter's :data:`INTERPRETER_ARCHES`.
+    Returns ``(ok, reason)``: the reason a sentence that names ``what`` needs the target and why,
+    what this GPU is, and ``instead``, what runs here instead (e.g. the rung below)."""
     need = _cc_of(arch)
+    subject = f"{arch} code" + (f" ({what})" if what else "")
     if not gpu_available():
         if arch in INTERPRETER_ARCHES:
             return True, ""
-        return False, (f"the PTX interpreter runs {', '.join(INTERPRETER_ARCHES)}, not {arch}")
-    cc = compute_capability()
-    ok = cc == need if arch.endswith("a") else cc >= need
-    return ok, "" if ok else (f"{arch} code needs compute capability {need[0]}.{need[1]}"
-                              f"{'' if arch.endswith('a') else ' or newer'}; this GPU is "
-                              f"{cc[0]}.{cc[1]}")
+        reason = (f"{subject} does not run on the PTX interpreter, which runs "
+                  f"{', '.join(INTERPRETER_ARCHES)}")
+    else:
+        cc = compute_capability()
+        specific = arch.endswith("a")
+        if (cc == need) if specific else (cc >= need):
+            return True, ""
+        gpu, why = ARCH_SPECIFIC.get(arch, ("", ""))
+        reason = (f"{subject} needs {gpu + ', ' if gpu else ''}compute capability {need[0]}.{need[1]}"
+                  f"{'' if specific else ' or newer'}{f' ({why})' if why else ''}; "
+                  f"this GPU is {cc[0]}.{cc[1]}")
+    return False, reason + "." + (f" {instead}" if instead else "")
+
+
+def require(arch: str, what: str | None = None, instead: str | None = None) -> None:
+    """:func:`can_run`, or a ``RuntimeError`` with its reason (before a launch)."""
+    ok, why = can_run(arch, what, instead)
+    if not ok:
+        raise RuntimeError(why)
 
 
 #: Lowest compute capability for each input type of WMMA.

@@ -117,6 +117,28 @@ _HEADERS_SEEN: dict = {}
 _HEADER_PATHS: dict = {}
 
 
+_INCLUDED_CU = re.compile(r'^\s*#\s*include\s+"([^"/]+\.cu)"', re.M)
+
+
+def _included_kernel_files(source: str, headers: Path) -> list[str]:
+    """The text of every kernel file (``.cu``, not a header) that ``source`` includes, those files'
+    own included in turn (``10_fa3_pipelining_tma.cu`` includes the pingpong rung's): the
+    headers' digest does not cover them, and a build must not outlive a change to one."""
+    out, todo, seen = [], _INCLUDED_CU.findall(source), set()
+    while todo:
+        name = todo.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            text = (headers / name).read_text()
+        except OSError:
+            continue                      # NVRTC says what is missing
+        out += [name, text]
+        todo += _INCLUDED_CU.findall(text)
+    return out
+
+
 def _headers_digest() -> str:
     """A digest of every header in kernels/, read again only when one of them changed (name, size
     or modification time): a launch path that asks for a cached build pays a few stat calls."""
@@ -352,7 +374,8 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
     # source's name first, which must not be the repository
     nvrtc_name = _nvrtc_name(label) if headers == KERNELS_DIR else str(headers / Path(label).name)
     key = hashlib.sha256(json.dumps([nvrtc_name, source, _headers_digest(), opts,
-                                     list(nvrtc_version())]).encode()).hexdigest()[:24]
+                                     list(nvrtc_version())] + _included_kernel_files(source, headers)
+                                    ).encode()).hexdigest()[:24]
     if key in _memory_cache:
         build = _memory_cache[key]
         if build.deferred:              # left without ptxas earlier: now within a block, or not

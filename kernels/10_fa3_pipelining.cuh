@@ -6,8 +6,7 @@
 // the "a", sm_120) the kernels keep their names but trap, and the Python wrappers refuse such
 // GPUs first.
 #pragma once
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+#include "sm80.cuh"     // pack2, fast_exp2 (cuda_fp16.h, cuda_bf16.h)
 #include "hopper.cuh"   // the shared sm_90a helpers (swizzle, descriptors, wgmma sync, mbarriers, copies)
 
 #define FA3_NEG_INF (-__int_as_float(0x7f800000))
@@ -52,47 +51,8 @@ __device__ __forceinline__ void load_tile_sw128(u32 tile, const u16* __restrict_
 // fragment of the thread's warp's 16 rows). `accumulate` = 0 overwrites d (scale-d false).
 // Accumulator layout: warp w of the warpgroup owns rows 16w .. 16w+15; lane (g = lane/4,
 // c = lane%4) holds d[4i], d[4i+1] at (row 16w+g, cols 8i+2c, +1) and d[4i+2], d[4i+3] at
-// row 16w+g+8, the same columns: the mma.m16n8k16 accumulator, once per 8 columns.
-// The accumulator operands of m64n64 (32 registers), m64n128 (64) and m64n256 (128: O at d = 256),
-// as PTX text and as asm constraints.
-#define FA3_DREGS_32 "{" \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define FA3_DREGS_64 "{" \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define FA3_DCONS_32(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define FA3_DCONS_64(d) FA3_DCONS_32(d), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-
-#define FA3_DREGS_128 "{" \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127" \
-    "}"
-#define FA3_DCONS_128(d) FA3_DCONS_64(d), \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
+// row 16w+g+8, the same columns: the mma.m16n8k16 accumulator, once per 8 columns. The
+// accumulator operands (WGMMA_DREGS_*, WGMMA_DCONS_*) are hopper.cuh's.
 // One wrapper per (N, type): SS takes both descriptors, RS the four A registers. AB, P and T are
 // the PTX operand numbers after the accumulators (of the A/B operands, the scale-d predicate's
 // source and the immediate transpose-B flag).
@@ -101,8 +61,8 @@ __device__ __forceinline__ void load_tile_sw128(u32 tile, const u16* __restrict_
     wgmma_ss_n##N##_##TY(float (&d)[NREG], u64 desc_a, u64 desc_b, int accumulate) {           \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                            \
                      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "         \
-                     FA3_DREGS_##NREG ", " AB ", p, 1, 1, 0, " T ";\n}\n"                      \
-                     : FA3_DCONS_##NREG(d)                                                      \
+                     WGMMA_DREGS_##NREG ", " AB ", p, 1, 1, 0, " T ";\n}\n"                      \
+                     : WGMMA_DCONS_##NREG(d)                                                      \
                      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TRANS_B));                \
     }
 #define FA3_WGMMA_RS(N, TY, NREG, AB, P, T)                                                     \
@@ -110,8 +70,8 @@ __device__ __forceinline__ void load_tile_sw128(u32 tile, const u16* __restrict_
     wgmma_rs_n##N##_##TY(float (&d)[NREG], const u32 (&a)[4], u64 desc_b, int accumulate) {    \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n"                            \
                      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TY "." #TY " "         \
-                     FA3_DREGS_##NREG ", " AB ", p, 1, 1, " T ";\n}\n"                         \
-                     : FA3_DCONS_##NREG(d)                                                      \
+                     WGMMA_DREGS_##NREG ", " AB ", p, 1, 1, " T ";\n}\n"                         \
+                     : WGMMA_DCONS_##NREG(d)                                                      \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate), \
                        "n"(TRANS_B));                                                           \
     }
@@ -146,15 +106,8 @@ wgmma_rs(float (&d)[NREG], const u32 (&a)[4], u64 b, int acc) {
            else wgmma_rs_n256_f16<TRANS_B>(d, a, b, acc); }
 }
 
-// Two floats -> one register of two 16-bit values (the lower column in the low half).
-template <bool BF16> __device__ __forceinline__ u32 pack2(float lo, float hi) {
-    if constexpr (BF16) { __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); return *(u32*)&h; }
-    else { __half2 h = __floats2half2_rn(lo, hi); return *(u32*)&h; }
-}
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
+// Two floats -> one register of two 16-bit values, and ex2.approx: sm80.cuh's.
+using sm80::pack2;
+using sm80::fast_exp2;
 
 #endif  // FRAGLAB_SM90A

@@ -27,19 +27,20 @@
 // through shared memory. Fragment layouts (PTX ISA mma.m16n8k16; g = lane / 4, c = lane % 4):
 // accumulator registers 0, 1 = (row g, cols 2c, 2c + 1), registers 2, 3 = (row g + 8, same cols),
 // as in kernels/05_flash_attention_fa2.cu, whose top comment explains the A and B operands, the
-// ldmatrix addresses and the swizzle (fa2_mma.cuh: ldsm4, mma16816, swz, cp_async16).
+// ldmatrix addresses and the swizzle (sm80.cuh: ldsm4, mma16816, swz, cp_async16).
 //
 // Ragged sizes: rows past n and vocabulary rows past v are copied as zeros (cp.async with a
 // source size of 0); logits of columns past v are set to -inf before the log-sum-exp; rows past
 // n are never written. d must be a multiple of 8 (16-byte copies; the wrapper asks for 16);
 // columns of the last chunk past d are zeros and add nothing.
-#include "fa2_mma.cuh"     // cp.async, ldmatrix, mma.m16n8k16, the swizzle, ex2 (chapters 05, 08, 09)
+#include "sm80.cuh"        // cp.async, ldmatrix, mma.m16n8k16, the swizzle, ex2 (chapters 05, 08, 09 too)
 
-using namespace fa2mma;
+using namespace sm80;
 
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the tile, shared with the backward
 
 constexpr int LMH_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES;  // 96 KB
+extern "C" __device__ const int lmh_fwd_smem = LMH_SMEM_BYTES;
 constexpr float LMH_LN2 = 0.6931471805599453f;
 static_assert(LMH_BK == 64, "swz<LMH_BK> XORs 3 bits of the chunk index: rows of 8 chunks");
 static_assert((LMH_BM * LMH_CHUNKS) % LMH_THREADS == 0 && (LMH_BN * LMH_CHUNKS) % LMH_THREADS == 0,

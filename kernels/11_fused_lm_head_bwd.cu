@@ -34,14 +34,15 @@
 //     the float32 gradients with red.global.add.f32.
 // Every block adds into its dh rows and dw rows: the sums over vocabulary tiles and token blocks
 // happen in global memory, in FP32, in an order that varies from run to run (last-bit noise).
-#include "fa2_mma.cuh"     // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
+#include "sm80.cuh"        // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
 
-using namespace fa2mma;
+using namespace sm80;
 
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the forward's tile, which step 1 recomputes
 
 constexpr int LMB_G_BYTES = LMH_BM * LMH_BN * 2;              // G's tile, 16-bit
 constexpr int LMB_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES + LMB_G_BYTES;   // 128 KB
+extern "C" __device__ const int lmh_atomic_smem = LMB_SMEM_BYTES;
 // Step 3: each warp computes a 32 x 32 block of dh's chunk (BM x BK) and one of dw's (BN x BK).
 constexpr int LMB_GM = 32, LMB_GN = 32, LMB_GMT = LMB_GM / 16, LMB_GNT = LMB_GN / 8;
 static_assert(LMH_BK == 64 && LMH_BN == 128, "swz XORs 3 bits of the chunk index");

@@ -38,9 +38,9 @@
 // rung's step 3). B is rows of w or of h, k x LMC_BN, read with ldmatrix .trans (as chapter 05
 // reads V). A k step whose G tile was filtered out is not loaded at all. Each element of dw and
 // dh32 has one writer per launch, and launches run in order: the sums are the same every run.
-#include "fa2_mma.cuh"     // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
+#include "sm80.cuh"        // cp.async, ldmatrix, mma.m16n8k16, the swizzle, pack2, ex2
 
-using namespace fa2mma;
+using namespace sm80;
 
 #include "11_fused_lm_head_config.cuh"   // LMH_*: the forward's tile, which the G kernel recomputes
 
@@ -49,6 +49,8 @@ constexpr int LMC_A_BYTES = LMH_BM * LMC_BK * 2, LMC_B_BYTES = LMC_BK * LMC_BN *
 constexpr int LMC_STAGE_BYTES = LMC_A_BYTES + LMC_B_BYTES;
 constexpr int LMC_SMEM_BYTES = LMH_STAGES * LMC_STAGE_BYTES;      // 96 KB
 constexpr int LMC_G_SMEM_BYTES = LMH_STAGES * LMH_STAGE_BYTES;    // the G kernel: the forward's 96 KB
+extern "C" __device__ const int lmh_gemm_bn = LMC_BN, lmh_gemm_bk = LMC_BK;
+extern "C" __device__ const int lmh_gemm_smem = LMC_SMEM_BYTES, lmh_g_smem = LMC_G_SMEM_BYTES;
 static_assert(LMH_BM == 128 && LMH_BN == 128 && LMC_BN == 128 && LMC_BK == 64,
               "swz<128> and swz<64> XOR 3 bits of the chunk index; a G tile is 2 k steps");
 static_assert(LMH_WARPS_N * LMH_WTN == LMC_BN, "a warp's 64 columns of C");
@@ -57,7 +59,7 @@ static_assert((LMH_BM * LMC_BK / 8) % LMH_THREADS == 0 && (LMC_BK * LMC_BN / 8) 
 
 #if FRAGLAB_SM80   // cp.async, ldmatrix and mma.sync with f32 accumulators (common.cuh)
 
-#include "11_fused_lm_head_tile.cuh"   // load_chunk, mma_chunk, cp_async_wait, grad_of_logits
+#include "11_fused_lm_head_tile.cuh"   // load_chunk, mma_chunk, grad_of_logits
 
 // ---- the G kernel ------------------------------------------------------------------------------
 

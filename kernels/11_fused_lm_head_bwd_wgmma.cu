@@ -26,7 +26,7 @@
 //     "transpose A" = 1.
 // Each element of C has one writer; launches run in order: the sums are the same every run.
 #include "11_fused_lm_head_wgmma.cuh"  // hopper.cuh, the K-major swizzle, wgmma with transposes
-#include "fa2_mma.cuh"                 // pack2
+#include "sm80.cuh"                    // pack2
 
 constexpr int LMG_BM = 128, LMG_BN = 256, LMG_BK = 64, LMG_STAGES = 4, LMG_THREADS = 384;
 constexpr int LMG_PRODUCER_REGS = 56, LMG_CONSUMER_REGS = 224;
@@ -34,7 +34,14 @@ constexpr int LMG_A_BYTES = LMG_BM * LMG_BK * 2;                  // 16 KB
 constexpr int LMG_B_BYTES = LMG_BK * LMG_BN * 2;                  // 32 KB
 constexpr int LMG_STAGE_BYTES = LMG_A_BYTES + LMG_B_BYTES;
 constexpr int LMG_BAR_OFF = LMG_STAGES * LMG_STAGE_BYTES;
-constexpr int LMG_SMEM_BYTES = 1024 + LMG_BAR_OFF + 16 * LMG_STAGES;
+constexpr int LMG_SMEM_BYTES = lmw::ring_smem(LMG_STAGES, LMG_STAGE_BYTES);
+// The launch numbers and the setmaxnreg budgets (fraglab.fused_lm_head.config reads them back;
+// the tma rung's file declares them too, by including this one).
+extern "C" __device__ const int lmh_wgmma_gemm_bm = LMG_BM, lmh_wgmma_gemm_bn = LMG_BN;
+extern "C" __device__ const int lmh_wgmma_gemm_bk = LMG_BK, lmh_wgmma_gemm_stages = LMG_STAGES;
+extern "C" __device__ const int lmh_wgmma_gemm_threads = LMG_THREADS, lmh_wgmma_gemm_smem = LMG_SMEM_BYTES;
+extern "C" __device__ const int lmh_wgmma_gemm_producer_regs = LMG_PRODUCER_REGS;
+extern "C" __device__ const int lmh_wgmma_gemm_consumer_regs = LMG_CONSUMER_REGS;
 static_assert(LMG_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
 static_assert(LMG_BK == 64 && LMG_BM == 128 && LMG_BN == 256,
               "a k step is one 64-value panel; G's tiles are 128 wide; m64n256 wrappers");
@@ -216,7 +223,7 @@ __device__ __forceinline__ void lmg_gemm(const u16* __restrict__ G, int ldg, con
                     x0 += p.x;
                     x1 += p.y;
                 }
-                if (out16) *reinterpret_cast<u32*>(out16 + at) = fa2mma::pack2<BF16>(x0, x1);
+                if (out16) *reinterpret_cast<u32*>(out16 + at) = sm80::pack2<BF16>(x0, x1);
                 else *reinterpret_cast<float2*>(f32_out + at) = make_float2(x0, x1);
             }
         }

@@ -1,7 +1,8 @@
 // 11_fused_lm_head: the mma.sync tile that the forward (kernels/11_fused_lm_head.cu) and both
 // backward rungs (kernels/11_fused_lm_head_bwd.cu, kernels/11_fused_lm_head_bwd_chunked.cu) share,
-// declared once; fraglab.fused_lm_head.kernels.cu_constants reads the integers from this file.
-// The Hopper rung (kernels/11_fused_lm_head_wgmma.cu) has tiles of its own (LMW_*).
+// declared once, and declared for the launch as lmh_* globals (fraglab.fused_lm_head.config reads
+// them back from the module). The Hopper rung (kernels/11_fused_lm_head_wgmma.cu) has tiles of its
+// own (LMW_*).
 #pragma once
 
 constexpr int LMH_BM = 128, LMH_BN = 128, LMH_BK = 64, LMH_STAGES = 3;
@@ -11,3 +12,6 @@ constexpr int LMH_MT = LMH_WTM / 16, LMH_NT = LMH_WTN / 8;   // accumulators: 2 
 constexpr int LMH_CHUNKS = LMH_BK / 8;                       // 16-byte chunks of a row's chunk of d
 constexpr int LMH_STAGE_BYTES = (LMH_BM + LMH_BN) * LMH_BK * 2;
 constexpr float LMH_LOG2E = 1.4426950408889634f;
+
+extern "C" __device__ const int lmh_bm = LMH_BM, lmh_bn = LMH_BN, lmh_bk = LMH_BK;
+extern "C" __device__ const int lmh_stages = LMH_STAGES, lmh_threads = LMH_THREADS;

@@ -3,7 +3,7 @@
 // file where kernels/11_fused_lm_head.cu includes it).
 //
 // Not a header to include on its own: it uses LMH_MT, LMH_NT and LMH_LOG2E of the kernel file,
-// and fa2mma's fast_exp2 and FA2MMA_NEG_INF.
+// and sm80.cuh's fast_exp2 and FA2MMA_NEG_INF.
 //
 // s[mi][j]: the warp's logits of this tile, one 16 x 8 accumulator per (16-row block mi, 8-column
 // block j); lane (g = lane / 4, c = lane % 4) holds registers 0, 1 = row g, columns 2c, 2c + 1

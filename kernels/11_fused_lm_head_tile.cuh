@@ -2,16 +2,10 @@
 // (kernels/11_fused_lm_head.cu) and the backward (kernels/11_fused_lm_head_bwd.cu), which
 // recomputes the same tiles: one chunk of d of h and w copied into a swizzled stage, and
 // acc += h w^T over that chunk; and, from 11_fused_lm_head_grad.cuh, the backward's step from a
-// tile of logits to its tile of G (both backward rungs). Included after fa2_mma.cuh (cp.async,
+// tile of logits to its tile of G (both backward rungs). Included after sm80.cuh (cp.async,
 // ldmatrix, mma.m16n8k16, the swizzle) and 11_fused_lm_head_config.cuh, inside the kernels'
 // FRAGLAB_SM80 section.
 #pragma once
-
-// cp.async.wait_group N: all but the N most recent groups of this thread have landed.
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // ROWS x BK values of a (rows, d) matrix, rows r0 .., columns k0 .., into a swizzled stage
 // (zeros past row `rows` and past column d). Consecutive threads of the block's THREADS copy

@@ -41,7 +41,7 @@
 // Ragged sizes as in the mma kernel: rows of h past n and of w past v are copied as zeros,
 // columns of the last chunk past d too; logits of columns past v are -inf; rows past n are not
 // written. d must be a multiple of 16 (wgmma's k; the wrapper checks).
-#include "fa2_mma.cuh"                 // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses)
+#include "sm80.cuh"                    // fast_exp2, FA2MMA_NEG_INF (what lse_tile uses), pack2
 #include "11_fused_lm_head_wgmma.cuh"  // hopper.cuh, the K-major swizzle, wgmma m64n{128,256}
 
 #ifndef LMW_BN_DEF
@@ -54,11 +54,17 @@ constexpr int LMW_H_BYTES = LMW_BM * LMW_BK * 2;                  // 16 KB
 constexpr int LMW_W_BYTES = LMW_BN * LMW_BK * 2;                  // 32 KB (BN 256)
 constexpr int LMW_STAGE_BYTES = LMW_H_BYTES + LMW_W_BYTES;
 constexpr int LMW_BAR_OFF = LMW_STAGES * LMW_STAGE_BYTES;
-// + 1 KB to align the ring on 1024 bytes, + a full and an empty mbarrier a stage
-constexpr int LMW_SMEM_BYTES = 1024 + LMW_BAR_OFF + 16 * LMW_STAGES;
-// the G kernel: + its consumers' votes, one word per 128-word block of a tile
+constexpr int LMW_SMEM_BYTES = lmw::ring_smem(LMW_STAGES, LMW_STAGE_BYTES);
+// the G kernel: + its consumers' votes after the mbarriers, one word per 128-word block of a tile
 constexpr int LMW_VOTE_OFF = LMW_BAR_OFF + 16 * LMW_STAGES;
 constexpr int LMW_G_SMEM_BYTES = LMW_SMEM_BYTES + 4 * (LMW_BN / 128);
+// The launch numbers and the setmaxnreg budgets (fraglab.fused_lm_head.config reads them back;
+// the tma rung's file declares them too, by including this one).
+extern "C" __device__ const int lmh_wgmma_bm = LMW_BM, lmh_wgmma_bn = LMW_BN, lmh_wgmma_bk = LMW_BK;
+extern "C" __device__ const int lmh_wgmma_stages = LMW_STAGES, lmh_wgmma_threads = LMW_THREADS;
+extern "C" __device__ const int lmh_wgmma_smem = LMW_SMEM_BYTES, lmh_wgmma_g_smem = LMW_G_SMEM_BYTES;
+extern "C" __device__ const int lmh_wgmma_producer_regs = LMW_PRODUCER_REGS;
+extern "C" __device__ const int lmh_wgmma_consumer_regs = LMW_CONSUMER_REGS;
 static_assert(LMW_BN == 128 || LMW_BN == 256, "wgmma m64n128 or m64n256");
 static_assert(LMW_SMEM_BYTES <= 227 * 1024, "the ring fits an sm_90 block's shared memory");
 static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start on swizzle atoms");
@@ -69,7 +75,7 @@ static_assert(LMW_H_BYTES % 1024 == 0 && LMW_W_BYTES % 1024 == 0, "tiles start o
 // LMW_BN / 8 accumulators of 16 x 8.
 constexpr int LMH_MT = 1, LMH_NT = LMW_BN / 8;
 constexpr float LMH_LOG2E = 1.4426950408889634f;
-using fa2mma::fast_exp2;
+using sm80::fast_exp2;
 #include "11_fused_lm_head_lse.cuh"
 #include "11_fused_lm_head_grad.cuh"   // grad_of_logits, the G kernel's step
 
@@ -460,7 +466,7 @@ struct GradEpi {
                     unsigned* dst = reinterpret_cast<unsigned*>(a.G + (size_t)row * a.ldg + 128 * blk + 2 * c4);
 #pragma unroll
                     for (int j = 0; j < NTB; ++j)
-                        dst[4 * j] = fa2mma::pack2<BF16>(acc[0][b * NTB + j][2 * r], acc[0][b * NTB + j][2 * r + 1]);
+                        dst[4 * j] = sm80::pack2<BF16>(acc[0][b * NTB + j][2 * r], acc[0][b * NTB + j][2 * r + 1]);
                 }
             }
         }

@@ -7,7 +7,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from fraglab import device, launch, toolchain, tools
+from fraglab import device, launch, runs_where, toolchain, tools
 from fraglab import fa3_pipelining as fa3
 from fraglab.fa3_pipelining import bench, config, kernels, report, sass_evidence, tuning
 
@@ -183,28 +183,22 @@ def test_building_blocks_read_their_numbers_back():
 
 
 @pytest.mark.parametrize("cc", [(8, 0), (8, 9), (10, 0), (12, 0)])
-def test_wrapper_refuses_everything_but_hopper(monkeypatch, cc):
-    monkeypatch.setattr(device, "target_cc", lambda *a, **k: cc)
+def test_wrapper_refuses_everything_but_hopper(cc):
     q = np.zeros((1, 1, 64, 64), np.float16)
-    with pytest.raises(RuntimeError, match="needs a Hopper GPU, compute capability 9.0, sm_90a"):
-        fa3.attention(q, q, q)
-    with pytest.raises(RuntimeError, match="sm_90a"):
-        fa3.wgmma_gemm(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
+    with runs_where.simulated_gpu(cc):
+        with pytest.raises(RuntimeError, match=r"sm_90a code \(the FA-3 kernel 'twostage'\) needs "
+                           r"a Hopper GPU, compute capability 9.0 .*flash_attention.fa2"):
+            fa3.attention(q, q, q)
+        with pytest.raises(RuntimeError, match="sm_90a"):
+            fa3.wgmma_gemm(np.zeros((64, 64), np.float16), np.zeros((64, 64), np.float16))
 
 
 def _arrays(shape=(1, 1, 64, 64), dtype=np.float16):
     return [launch.to_device(np.zeros(shape, dtype)) for _ in range(3)]
 
 
-def _hopper_here():
-    try:
-        kernels.require_hopper()
-        return True
-    except RuntimeError:
-        return False
-
-
-needs_hopper = pytest.mark.skipif(not _hopper_here(), reason="no sm_90a here (GPU or interpreter)")
+needs_hopper = pytest.mark.skipif(not device.can_run(config.ARCH)[0],
+                                  reason="no sm_90a here (GPU or interpreter)")
 
 
 @needs_hopper

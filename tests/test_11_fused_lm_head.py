@@ -14,11 +14,62 @@ _CASES = [(name, case) for name, p in topic.PROBLEMS.items() for case in p.cases
 FORWARD = [kernels.kernel_name(t, cap) for t in ("f16", "bf16") for cap in (False, True)]
 
 
-def test_the_wrapper_knows_the_kernel_files_constants():
-    cu = kernels.cu_constants()
-    assert (cu["LMH_BM"], cu["LMH_BN"], cu["LMH_BK"], cu["LMH_STAGES"]) == \
-        (kernels.BM, kernels.BN, kernels.BK, kernels.STAGES)
-    assert 32 * cu["LMH_WARPS_M"] * cu["LMH_WARPS_N"] == kernels.THREADS
+def test_the_launch_numbers_are_read_back_from_the_kernel_files():
+    """The mma tile is declared once (kernels/11_fused_lm_head_config.cuh, lmh_*), the same in
+    every file that includes it and on every target; the module's names read it."""
+    from fraglab.fused_lm_head import backward
+    tile = ("lmh_bm", "lmh_bn", "lmh_bk", "lmh_stages", "lmh_threads")
+    c = {(f, a): toolchain.compile(f, a).constants("lmh_")
+         for f in (kernels.KERNELS, backward.KERNELS, backward.CHUNKED) for a in ("sm_80", "sm_90")}
+    assert len({tuple(x[k] for k in tile) for x in c.values()}) == 1
+    fwd = c[(kernels.KERNELS, "sm_80")]
+    assert kernels.tile("sm_80") == fwd == c[(kernels.KERNELS, "sm_90")]
+    assert (kernels.BM, kernels.BN, kernels.BK, kernels.STAGES, kernels.THREADS,
+            kernels.SMEM_BYTES) == tuple(fwd[k] for k in tile + ("lmh_fwd_smem",))
+    assert fwd["lmh_threads"] % 32 == 0 and fwd["lmh_fwd_smem"] <= 227 * 1024
+    for name in (kernels.KERNELS, backward.KERNELS, backward.CHUNKED):
+        text = toolchain.kernel_path(name).read_text()
+        assert '#include "11_fused_lm_head_config.cuh"' in text
+        assert "constexpr int LMH_" not in text.replace("constexpr int LMH_SMEM", ""), name
+
+
+def test_the_rungs_table_names_every_kernel_of_its_files():
+    """Every kernel a rung's name rule makes is in its files (the forward's, the G kernel's, the
+    GEMMs'), and each file's kernels are the table's (the forward file's merge besides)."""
+    from fraglab.fused_lm_head import rungs
+    made: dict = {}
+    for table in (rungs.FORWARD, rungs.BACKWARD):
+        for r in table.values():
+            for kind in r.names:
+                f = r.gemm_file if kind in ("dw", "dh") else r.file
+                made.setdefault(f, set()).update(
+                    rungs.kernel_name(r, kind, t, cap) for t in ("f16", "bf16") for cap in (0, 1))
+    for f, names in made.items():
+        built = set(toolchain.compile(f, "sm_90a").kernels) - {"lmhead_merge"}
+        assert names == built, f
+
+
+def test_the_launch_follows_a_tile_changed_in_the_kernel_file_only(rng):
+    """The mma tile's ring changed from 3 stages to 2 in the kernel's text alone (its header
+    inlined, LMH_STAGES = 2): the launch reads the new shared memory back from the module it
+    runs (on the interpreter without a GPU), and the loss still matches float64."""
+    from fraglab import launch
+    inc = '#include "11_fused_lm_head_config.cuh"'
+    header = (toolchain.KERNELS_DIR / "11_fused_lm_head_config.cuh").read_text()
+    text = toolchain.kernel_path(kernels.KERNELS).read_text()
+    assert text.count(inc) == 1 and header.count("LMH_STAGES = 3") == 1
+    src = text.replace(inc, header.replace("#pragma once", "")
+                                  .replace("LMH_STAGES = 3", "LMH_STAGES = 2"))
+    own = kernels.tile()
+    seen = []
+    real = launch.launch
+    with pytest.MonkeyPatch.context() as mp:
+        def spy(fn, grid, block, args, shared_mem=0, **kw):
+            seen.append((block, shared_mem))
+            return real(fn, grid, block, args, shared_mem=shared_mem, **kw)
+        mp.setattr(launch, "launch", spy)
+        PROBLEM.check("random", rng, run=lambda **inp: problems.run_kernel(**inp, source=src))
+    assert own["lmh_stages"] == 3 and seen[0] == (own["lmh_threads"], own["lmh_fwd_smem"] // 3 * 2)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

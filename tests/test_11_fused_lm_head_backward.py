@@ -2,7 +2,6 @@
 a GPU, the small ones on the PTX interpreter), wrong answers that must fail, the skip of negligible
 tiles counted, the kernels' registers, the wrapper's checks, and the autograd Function against
 PyTorch (skipped without torch)."""
-import re
 
 import numpy as np
 import pytest
@@ -28,16 +27,16 @@ GRAD_HEADER = '#include "11_fused_lm_head_grad.cuh"'
 FOUR_BLOCKS = Case("four blocks a chunk", n=20, v=600, d=32, chunk_bytes=2 * 20 * 128 * 4)
 
 
-def test_the_wrapper_knows_the_kernel_files_constants():
-    """The chunked rung's GEMM tile; the tile both rungs recompute is the forward's (its one home
-    is kernels/11_fused_lm_head_config.cuh, which test_11_fused_lm_head reads)."""
-    cu = backward.cu_constants()
-    assert (cu["LMC_BN"], cu["LMC_BK"]) == (backward.GEMM_BN, backward.GEMM_BK)
+def test_the_wrapper_reads_the_kernel_files_constants():
+    """The chunked rung's GEMM tile and both rungs' shared memory are their files' (lmh_gemm_*,
+    lmh_g_smem, lmh_atomic_smem); the tile both rungs recompute is the forward's (its one home is
+    kernels/11_fused_lm_head_config.cuh, which test_11_fused_lm_head reads)."""
+    c = toolchain.compile(backward.CHUNKED, "sm_80").constants("lmh_")
+    a = toolchain.compile(backward.KERNELS, "sm_80").constants("lmh_")
+    assert (c["lmh_gemm_bn"], c["lmh_gemm_bk"], c["lmh_gemm_smem"], a["lmh_atomic_smem"]) == \
+        (backward.GEMM_BN, backward.GEMM_BK, backward.GEMM_SMEM_BYTES, backward.SMEM_BYTES)
     assert (backward.BM, backward.BN, backward.THREADS) == (kernels.BM, kernels.BN, kernels.THREADS)
-    for name in (backward.KERNELS, backward.CHUNKED):
-        text = toolchain.kernel_path(name).read_text()
-        assert '#include "11_fused_lm_head_config.cuh"' in text
-        assert not re.search(r"constexpr int LMH_", text), name     # declared once, in the header
+    assert c["lmh_g_smem"] == kernels.SMEM_BYTES < a["lmh_atomic_smem"] <= 227 * 1024
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

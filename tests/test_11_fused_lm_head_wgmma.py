@@ -26,20 +26,27 @@ def _build(arch="sm_90a"):
     return toolchain.compile(wgmma.FILE, arch)
 
 
-def test_the_wrapper_knows_the_kernel_files_constants():
-    cu = wgmma.cu_constants()
-    assert (cu["LMW_BM"], cu["LMW_BN"], cu["LMW_BK"], cu["LMW_STAGES"], cu["LMW_THREADS"]) == \
-        (wgmma.BM, wgmma.BN, wgmma.BK, wgmma.STAGES, wgmma.THREADS)
-    ring = cu["LMW_STAGES"] * (cu["LMW_BM"] + cu["LMW_BN"]) * cu["LMW_BK"] * 2
-    assert wgmma.SMEM_BYTES == 1024 + ring + 16 * cu["LMW_STAGES"] <= 227 * 1024
-    assert wgmma.G_SMEM_BYTES == wgmma.SMEM_BYTES + 4 * (cu["LMW_BN"] // 128) <= 227 * 1024
-    assert (cu["LMG_BM"], cu["LMG_BN"], cu["LMG_BK"], cu["LMG_STAGES"], cu["LMG_THREADS"]) == \
-        (wgmma.GEMM_BM, wgmma.GEMM_BN, wgmma.GEMM_BK, wgmma.GEMM_STAGES, wgmma.GEMM_THREADS)
-    assert wgmma.GEMM_SMEM_BYTES == 1024 + cu["LMG_STAGES"] * (cu["LMG_BM"] + cu["LMG_BN"]) * \
-        cu["LMG_BK"] * 2 + 16 * cu["LMG_STAGES"] <= 227 * 1024
-    assert 128 * cu["LMG_PRODUCER_REGS"] + 256 * cu["LMG_CONSUMER_REGS"] <= 65536
-    # the registers setmaxnreg hands out fit the register file
-    assert 128 * cu["LMW_PRODUCER_REGS"] + 256 * cu["LMW_CONSUMER_REGS"] <= 65536
+def test_the_launch_numbers_are_read_back_from_the_kernel_files():
+    """The Hopper rungs' numbers (lmh_wgmma_*, lmh_wgmma_gemm_*) are their files', the same on
+    every target and in the tma rung's files, which include them; the module's names read them."""
+    c, g = wgmma.constants(), wgmma.constants(gemm=True)
+    for name, want in ((wgmma.FILE, c), (wgmma.TMA_FILE, c), (wgmma.GEMM_FILE, g),
+                       (wgmma.GEMM_TMA_FILE, g)):
+        for arch in ("sm_80", "sm_90a"):
+            assert toolchain.compile(name, arch).constants("lmh_") == want, (name, arch)
+    assert (wgmma.BM, wgmma.BN, wgmma.BK, wgmma.STAGES, wgmma.THREADS, wgmma.SMEM_BYTES,
+            wgmma.G_SMEM_BYTES) == tuple(c[f"lmh_wgmma_{k}"] for k in
+                                         ("bm", "bn", "bk", "stages", "threads", "smem", "g_smem"))
+    assert (wgmma.GEMM_BM, wgmma.GEMM_BN, wgmma.GEMM_BK, wgmma.GEMM_STAGES, wgmma.GEMM_THREADS,
+            wgmma.GEMM_SMEM_BYTES) == tuple(g[f"lmh_wgmma_gemm_{k}"] for k in
+                                            ("bm", "bn", "bk", "stages", "threads", "smem"))
+    # the ring holds every stage's tiles and fits an sm_90 block; the G kernel's votes fit after it
+    for x, ring in ((c, "lmh_wgmma_"), (g, "lmh_wgmma_gemm_")):
+        tiles = x[ring + "stages"] * (x[ring + "bm"] + x[ring + "bn"]) * x[ring + "bk"] * 2
+        assert tiles < x[ring + "smem"] <= 227 * 1024
+        # the registers setmaxnreg hands out fit the register file
+        assert 128 * x[ring + "producer_regs"] + 256 * x[ring + "consumer_regs"] <= 65536
+    assert c["lmh_wgmma_smem"] < c["lmh_wgmma_g_smem"] <= 227 * 1024
     assert kernels.VARIANTS == ("mma", "wgmma", "tma") and kernels.FINAL == "tma"
 
 
@@ -71,11 +78,11 @@ def _consumer_and_producer_registers(listing: str) -> tuple[int, int]:
 
 
 def test_each_role_stays_within_its_setmaxnreg():
-    cu = wgmma.cu_constants()
+    c = wgmma.constants()
     for k in FORWARD + GRAD:
         consumer, producer = _consumer_and_producer_registers(_build().sass(k))
-        assert 128 + 16 < consumer <= cu["LMW_CONSUMER_REGS"], (k, consumer)   # 128 accumulators
-        assert producer <= cu["LMW_PRODUCER_REGS"], (k, producer)
+        assert 128 + 16 < consumer <= c["lmh_wgmma_consumer_regs"], (k, consumer)   # 128 accumulators
+        assert producer <= c["lmh_wgmma_producer_regs"], (k, producer)
 
 
 def _loops(listing: str) -> list[list[str]]:
@@ -115,13 +122,14 @@ def test_the_backward_gemms_build_without_spills_on_hgmma():
     names = [f"lmhead_wgmma_{k}_{t}" for k in ("dw", "dh") for t in ("f16", "bf16")]
     assert sorted(b.kernels) == sorted(names)
     assert "C7508" not in b.log and not re.search(r"C75(1\d|20)", b.log), b.log
-    cu = wgmma.cu_constants()
+    c = b.constants("lmh_")
     for k in names:
         r = b.resources[k]
         assert r["spill_stores"] == r["spill_loads"] == r["stack_frame"] == 0, (k, r)
         assert b.classes(k)["local"] == 0, k
         consumer, producer = _consumer_and_producer_registers(b.sass(k))
-        assert consumer <= cu["LMG_CONSUMER_REGS"] and producer <= cu["LMG_PRODUCER_REGS"], k
+        assert consumer <= c["lmh_wgmma_gemm_consumer_regs"], k
+        assert producer <= c["lmh_wgmma_gemm_producer_regs"], k
         loop = min((x for x in _loops(b.sass(k)) if "HGMMA" in x), key=len)
         assert loop.count("HGMMA") % 4 == 0 and not {"HMMA", "STG", "STS"} & set(loop), k
     for arch in ("sm_80", "sm_90"):
@@ -204,7 +212,7 @@ def test_the_wrapper_picks_the_rung(rng, monkeypatch):
     for cc, want in (((8, 0), "mma"), ((9, 0), "tma"), ((12, 0), "mma")):
         with runs_where.simulated_gpu(cc):
             assert kernels.default_variant() == want, cc
-            ok, why = wgmma.requires("bf16")
+            ok, why = device.can_run(wgmma.ARCH, wgmma.NEEDS, wgmma.INSTEAD.format("mma"))
             assert ok == (cc == (9, 0)) and (ok or "sm_90a" in why and "variant='mma'" in why), cc
 
 

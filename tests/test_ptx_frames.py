@@ -117,13 +117,13 @@ extern "C" __global__ void k(const float* in, float* out)
 
 def test_course_helper_with_a_bad_pointer_names_the_call_and_the_helper_line():
     src = r'''
-#include "fa2_mma.cuh"
+#include "sm80.cuh"
 extern "C" __global__ void k(const __half* src, float* out, int row)
 {
     __shared__ __align__(16) __half tile[16 * 8];
     unsigned dst = (unsigned)__cvta_generic_to_shared(tile) + 16 * (threadIdx.x % 16);
-    fa2mma::cp_async16(dst, src + 8 * (row + threadIdx.x % 16), true);   // COPY
-    fa2mma::cp_async_wait_all();
+    sm80::cp_async16(dst, src + 8 * (row + threadIdx.x % 16), true);   // COPY
+    sm80::cp_async_wait_all();
     __syncthreads();
     out[threadIdx.x] = __half2float(tile[threadIdx.x]);
 }'''
@@ -131,30 +131,30 @@ extern "C" __global__ void k(const __half* src, float* out, int row)
         ptx.launch(build(src), "k", 1, 32,
                    (np.zeros(16 * 8, np.float16), np.zeros(32, np.float32), np.int32(4)))
     m = re.fullmatch(rf"frames\.cu:{line_of(src, 'COPY')} "
-                     r"\(in fa2mma::cp_async16, kernels/fa2_mma\.cuh:(\d+)\)", cuda_source(e.value))
+                     r"\(in sm80::cp_async16, kernels/sm80\.cuh:(\d+)\)", cuda_source(e.value))
     assert m, cuda_source(e.value)
-    first, last = header_line("fa2_mma.cuh", "void cp_async16"), header_line("fa2_mma.cuh",
-                                                                             "void cp_async_commit")
+    first, last = header_line("sm80.cuh", "void cp_async16"), header_line("sm80.cuh",
+                                                                          "void cp_async_commit")
     assert first <= int(m.group(1)) < last               # a line of cp_async16's body
     assert e.value.lane == 12                              # row 4 + 12 = 16: one past the end
 
 
 def test_course_helper_reading_unwritten_shared_memory_names_the_call():
     src = r'''
-#include "fa2_mma.cuh"
+#include "sm80.cuh"
 extern "C" __global__ void k(float* out)
 {
     __shared__ __align__(16) unsigned short tile[32 * 8];
     for (int i = threadIdx.x; i < 31 * 8; i += 32) tile[i] = 1;  // row 31 is never written
     __syncwarp();
     unsigned r[4];
-    fa2mma::ldsm4<false>(r, (unsigned)__cvta_generic_to_shared(tile) + 16 * threadIdx.x); // LDSM
+    sm80::ldsm4<false>(r, (unsigned)__cvta_generic_to_shared(tile) + 16 * threadIdx.x);   // LDSM
     out[threadIdx.x] = (float)(r[0] + r[1] + r[2] + r[3]);
 }'''
     with pytest.raises(ptx.UninitializedRead) as e:
         ptx.launch(build(src), "k", 1, 32, (np.zeros(32, np.float32),))
     assert re.fullmatch(rf"frames\.cu:{line_of(src, 'LDSM')} "
-                        r"\(in fa2mma::ldsm4, kernels/fa2_mma\.cuh:\d+\)", cuda_source(e.value)), \
+                        r"\(in sm80::ldsm4, kernels/sm80\.cuh:\d+\)", cuda_source(e.value)), \
         cuda_source(e.value)
 
 

@@ -9,8 +9,7 @@ candidates and measured table), :mod:`.maps` (its tensor maps), :mod:`.problems`
 :mod:`.sass_evidence` (HGMMA beside the softmax in SASS), :mod:`.bench` (the H100 run),
 :mod:`.report` (glue values, tables), :mod:`.plots`, :mod:`.lab` (the lab's checks).
 """
-from .config import (ARCH, DESCRIPTIONS, HEAD_DIMS, VARIANTS, head_dims, key_tile,
-                     require_hopper)
+from .config import ARCH, DESCRIPTIONS, HEAD_DIMS, VARIANTS, head_dims, key_tile
 from .kernels import (attention, attention_launcher, mbarrier_ring, sw128_image, sw128_offset,
                       swizzle_tile, warpspec_rowsum, wgmma_gemm)
 from .problems import PROBLEMS
@@ -18,7 +17,7 @@ from .report import glue_values
 
 __all__ = ["PROBLEMS", "ARCH", "DESCRIPTIONS", "HEAD_DIMS", "VARIANTS", "head_dims", "key_tile",
            "attention",
-           "attention_launcher", "glue_values", "mbarrier_ring", "require_hopper", "sw128_image",
+           "attention_launcher", "glue_values", "mbarrier_ring", "sw128_image",
            "sw128_offset", "swizzle_tile", "warpspec_rowsum", "wgmma_gemm"]
 
 # the TMA building block (one cp.async.bulk.tensor box; fraglab.tma builds the maps)

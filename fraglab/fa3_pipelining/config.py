@@ -41,6 +41,9 @@ TMA_STAGES = (2, 3, 4)
 #: serializes the wgmma (d = 64, C7512) or spills (d = 128), and d = 256 does not compile.
 TMA_CONSUMERS = (2, 3)
 SMEM_LIMIT = 227 * 1024           # dynamic shared memory a CTA may have on sm_90
+#: What runs where the chapter's sm_90a kernels do not: the last sentence of a refusal
+#: (``device.require(ARCH, what, INSTEAD)``).
+INSTEAD = "fraglab.flash_attention.fa2 runs on 8.0 and newer."
 #: Ring depths the other variants take (``-DFA3_STAGES_DEF``).
 STAGES = (2, 3)
 
@@ -168,15 +171,3 @@ def smem_bytes(variant: str, d: int, stages: int | None = None, key_tile: int | 
     """Dynamic shared memory of a CTA (``Fa3Config<D, BC>::SMEM``, ``fa3_d<D>_smem``) as the
     build of that configuration gives it."""
     return launch_config(check_variant(variant), d, stages, key_tile, consumers).smem
-
-
-def require_hopper(what: str = "this kernel") -> None:
-    """Raise a clear error unless kernels compiled for sm_90a can run here: a GPU of compute
-    capability 9.0 (H100, H200), or the PTX interpreter (which runs sm_90a)."""
-    from .. import device
-    cc = tuple(device.target_cc(ARCH)) if not device.gpu_available() else tuple(device.target_cc())
-    if cc != (9, 0):
-        raise RuntimeError(
-            f"{what} needs a Hopper GPU, compute capability 9.0, sm_90a (wgmma.mma_async and "
-            f"setmaxnreg exist only on that target); this GPU is {cc[0]}.{cc[1]}. "
-            "fraglab.flash_attention.fa2 runs on 8.0 and newer.")

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import launch
+from .. import device, launch
 from ..attention import LOG2E, check_fa2_arguments, fa2_output
-from .config import (ARCH, DESCRIPTIONS, HEAD_DIMS, NO_D256, TMA_VARIANTS,  # noqa: F401
-                     VARIANTS, check_variant, dims_of, head_dims, kernel_file, kernel_name,
-                     require_hopper)
+from .config import (ARCH, DESCRIPTIONS, HEAD_DIMS, INSTEAD, NO_D256,  # noqa: F401
+                     TMA_VARIANTS, VARIANTS, check_variant, dims_of, head_dims, kernel_file,
+                     kernel_name)
 from .maps import map_arguments, tensor_maps
 from .tuning import build_config, tma_config_for  # noqa: F401
 
@@ -54,7 +54,7 @@ def attention_launcher(q, k, v, *, causal: bool = False, variant: str = "twostag
     (``FA3_FAST_LOAD``, ``FA3_CONSUMER_REGS_DEF``, ``FA3_PRODUCER_REGS_DEF``). The grid, block,
     shared memory and tensor-map boxes are the compiled module's (``fa3_*`` constants)."""
     check_variant(variant)                  # once: what follows takes it as checked
-    require_hopper(f"the FA-3 kernel {variant!r}")
+    device.require(ARCH, f"the FA-3 kernel {variant!r}", INSTEAD)
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, dims_of(variant))
     cfg = build_config(variant, d, n, causal, stages, key_tile, consumers)
     out = fa2_output(q, out, "the epilogue stores 4 bytes per pair")
@@ -96,7 +96,7 @@ def wgmma_gemm(a, b, *, b_major: str = "k"):
     float16 (64, K); ``b``: float16 (N, K) when ``b_major='k'`` (B given transposed, like K in
     Q K^T) or (K, N) when ``b_major='mn'`` (like V in P V); N 64 or 128, K a multiple of 16 up
     to 128. Returns C (64, N) float32."""
-    require_hopper("wgmma_gemm")
+    device.require(ARCH, "wgmma_gemm", INSTEAD)
     launch.check_choice("b_major", b_major, ("k", "mn"))
     launch.check_array("a", a, dtype=np.float16, ndim=2)
     launch.check_array("b", b, dtype=np.float16, ndim=2)
@@ -132,7 +132,7 @@ def mbarrier_ring(x):
     ``ring_stages`` (2), producer warp to consumer warp
     (``kernels/10_fa3_pipelining_mbarrier.cu``). Returns ``2 * x + (chunk index % stages)``
     chunk by chunk, which :func:`mbarrier_ring_reference` gives."""
-    require_hopper("mbarrier_ring")
+    device.require(ARCH, "mbarrier_ring", INSTEAD)
     launch.check_array("x", x, dtype=np.float32, ndim=1)
     k = ring_constants()
     chunk = k["ring_chunk"]
@@ -157,7 +157,7 @@ def swizzle_tile(src, n_valid: int):
     """The shared-memory image (128 x d 16-bit values, as uint16) of a 128-row tile copied by
     the attention producers' cp.async path (``kernels/10_fa3_pipelining_copy.cu``): 128-byte
     swizzle, rows >= ``n_valid`` zero. :func:`sw128_image` is its NumPy model."""
-    require_hopper("swizzle_tile")
+    device.require(ARCH, "swizzle_tile", INSTEAD)
     launch.check_array("src", src, dtype=np.uint16, ndim=2)
     d = int(src.shape[1])
     launch.check_choice("d", d, (64, 128))
@@ -183,7 +183,7 @@ def warpspec_rowsum(x):
     """Row sums of tiles of 128 x 32 float32 values, passed from a producer warpgroup to two
     consumer warpgroups through an mbarrier ring, registers moved by setmaxnreg
     (``kernels/10_fa3_pipelining_warpspec.cu``). ``x``: (T, 128, 32) float32; returns (T, 128)."""
-    require_hopper("warpspec_rowsum")
+    device.require(ARCH, "warpspec_rowsum", INSTEAD)
     launch.check_array("x", x, dtype=np.float32, ndim=3)
     name = "10_fa3_pipelining_warpspec"
     k = _constants(name, "warpspec_")

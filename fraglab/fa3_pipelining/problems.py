@@ -22,11 +22,7 @@ from .tma_tile import TMA_TILE
 
 
 def _requires(case: Case) -> tuple[bool, str]:
-    try:
-        config.require_hopper()
-    except RuntimeError as e:
-        return False, str(e)
-    return True, ""
+    return device.can_run(config.ARCH, instead=config.INSTEAD)
 
 
 def first_cta_rows(n: int, causal: bool, rows: int | None = None) -> slice:
@@ -67,7 +63,7 @@ def _rows(q, causal, first_cta=False, **_):
 def _first_cta_on_interpreter(q, k, v, causal, variant, scale, source):
     """The launch of :func:`kernels.attention_launcher`, for block (0, 0) only."""
     from .. import ptx
-    config.require_hopper(f"the FA-3 kernel {variant!r}")
+    device.require(config.ARCH, f"the FA-3 kernel {variant!r}", config.INSTEAD)
     dtype, (b, h, n, d), sc = check_fa2_arguments(q, k, v, causal, scale, config.head_dims(variant))
     out = launch.poisoned(q.shape, q.dtype)
     name = config.kernel_file(variant) + ("" if source is None else "_lab")

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import launch, tma
+from .. import device, launch, tma
 from ..problem import Case, Problem
-from .config import ARCH, SMEM_LIMIT, require_hopper
+from .config import ARCH, INSTEAD, SMEM_LIMIT
 
 RANKS = (2, 3)
 _FILE = "10_fa3_pipelining_tma_tile"
@@ -32,7 +32,7 @@ def tma_tile(src, box, coords, swizzle: int = 128) -> np.ndarray:
     past the end: those elements are 0), landed at a 1024-byte-aligned address with the
     ``swizzle`` (0, 32, 64, 128 bytes). Swizzled, a box row must be exactly the swizzle span
     (:func:`fraglab.tma.check`: narrower rows made the H100 write past the box's bytes)."""
-    require_hopper("tma_tile")
+    device.require(ARCH, "tma_tile", INSTEAD)
     launch.check_array("src", src)
     if src.ndim not in RANKS:
         raise ValueError(f"src must have 2 or 3 dimensions (kernels tma_tile_2d / _3d), got "
@@ -76,11 +76,7 @@ def _inputs(rng, shape, dtype, box, coords, swizzle):
 
 
 def _requires(case: Case) -> tuple[bool, str]:
-    try:
-        require_hopper()
-    except RuntimeError as e:
-        return False, str(e)
-    return True, ""
+    return device.can_run(ARCH, instead=INSTEAD)
 
 
 TMA_TILE = Problem(

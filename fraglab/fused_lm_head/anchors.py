@@ -90,7 +90,7 @@ def fp32_reference(h, w, targets, reduction: str = "none"):
 
 def course_loss(h, w, targets, reduction: str = "mean") -> Callable[[], object]:
     """A zero-argument call of the course's kernels on these tensors (checked here, once)."""
-    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
+    conv = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
     run, _ = kernels.launcher(*conv, kernels.IGNORE_INDEX, reduction)
     return run
 

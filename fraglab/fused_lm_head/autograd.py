@@ -39,7 +39,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
                 raise TypeError(f"{name} must be a torch tensor, got {type(x).__name__}")
         if variant is not None:
             launch.check_choice("variant", variant, backward.VARIANTS)
-        arrays = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
+        arrays = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
         # with the filter on, the forward keeps each block's largest logit (a few hundred KB),
         # which lets the backward skip the tiles no token can reach
         keep = {} if filter_eps is not None else None
@@ -47,16 +47,16 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
             loss, lse = backward.forward_with_lse(*arrays, ignore_index, reduction, softcap,
                                                   keep=keep)
         ctx.bmax = keep["bmax"] if keep else None
-        ctx.save_for_backward(h, w, targets, kernels._to_torch(lse, h))
+        ctx.save_for_backward(h, w, targets, kernels.to_torch(lse, h))
         ctx.options = (ignore_index, reduction, softcap, filter_eps, variant)
-        return kernels._to_torch(loss, h)
+        return kernels.to_torch(loss, h)
 
     @staticmethod
     def backward(ctx, grad_out):
         h, w, targets, lse = ctx.saved_tensors
         ignore_index, reduction, softcap, filter_eps, variant = ctx.options
         dh, dw = torch.empty_like(h), torch.empty_like(w)
-        conv = [kernels._from_torch(k, x) for k, x in
+        conv = [kernels.from_torch(k, x) for k, x in
                 (("h", h), ("w", w), ("targets", targets), ("lse", lse),
                  ("grad", grad_out.detach().float().contiguous()), ("dh", dh), ("dw", dw))]
         with kernels.torch_stream():

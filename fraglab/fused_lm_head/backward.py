@@ -28,31 +28,30 @@ passes in a ``torch.autograd.Function``.
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
-from .. import launch, toolchain
-from . import kernels, wgmma
+from .. import device, launch
+from . import config, kernels, rungs, wgmma
 
-KERNELS = "11_fused_lm_head_bwd"
-CHUNKED = "11_fused_lm_head_bwd_chunked"
-#: The backward's rungs, in ladder order (their kernel files: :data:`KERNELS`, :data:`CHUNKED`,
-#: and for "wgmma" and "tma" the G kernel of ``wgmma.RUNG_FILES`` with the GEMMs of
-#: ``wgmma.GEMM_RUNG_FILES``).
-VARIANTS = ("atomic", "chunked", "wgmma", "tma")
-#: The Hopper rungs (sm_90a): the G kernel of the forward's rung of the same name.
-HOPPER = ("wgmma", "tma")
+KERNELS = rungs.BACKWARD["atomic"].file
+CHUNKED = rungs.BACKWARD["chunked"].file
+#: The backward's rungs, in ladder order (their kernel files, targets and kernels:
+#: ``rungs.BACKWARD``; :data:`KERNELS`, :data:`CHUNKED`, and for "wgmma" and "tma" the G kernel
+#: of the forward's rung of the same name with the GEMMs of a file of their own).
+VARIANTS = tuple(rungs.BACKWARD)
+#: The Hopper rungs (sm_90a).
+HOPPER = tuple(r for r, x in rungs.BACKWARD.items() if x.hopper)
 #: The rung without ``variant=`` where Hopper's is not run (:func:`default_variant`).
 DEFAULT = "chunked"
-#: The tile both rungs recompute: the forward's (``kernels/11_fused_lm_head_config.cuh``).
-BM, BN, BK, STAGES, THREADS = kernels.BM, kernels.BN, kernels.BK, kernels.STAGES, kernels.THREADS
-#: Dynamic shared memory of the atomic rung: the pipeline's stages and G's 16-bit tile.
-SMEM_BYTES = STAGES * (BM + BN) * BK * 2 + BM * BN * 2
-#: The chunked rung's GEMM tile: BM rows of C, GEMM_BN columns (of d), GEMM_BK of k a step
-#: (the .cu file's LMC_BN, LMC_BK); its kernels' shared memory, the G kernel's the forward's.
-GEMM_BN, GEMM_BK = 128, 64
-GEMM_SMEM_BYTES = STAGES * (BM * GEMM_BK + GEMM_BK * GEMM_BN) * 2
+#: ``backward.BM`` and the like, as this module named them before the kernel files became their
+#: one home, read from the builds on use (:mod:`.config`): the tile both rungs recompute (the
+#: forward's, ``kernels/11_fused_lm_head_config.cuh``), the atomic rung's shared memory (its
+#: pipeline's stages and G's 16-bit tile) and the chunked rung's GEMM tile (BM rows of C,
+#: ``GEMM_BN`` columns of d, ``GEMM_BK`` of k a step) and shared memory.
+__getattr__ = config.lazy_names(__name__, KERNELS, {
+    **{k.upper(): (kernels.KERNELS, f"lmh_{k}") for k in ("bm", "bn", "bk", "stages", "threads")},
+    "SMEM_BYTES": "lmh_atomic_smem", "GEMM_BN": (CHUNKED, "lmh_gemm_bn"),
+    "GEMM_BK": (CHUNKED, "lmh_gemm_bk"), "GEMM_SMEM_BYTES": (CHUNKED, "lmh_gemm_smem")})
 #: The chunked rung's budget for G, one chunk of the vocabulary (16-bit values, n x chunk words).
 CHUNK_BYTES = 64 << 20
 CAST_THREADS = 256
@@ -73,8 +72,7 @@ def default_variant(dtype: str = "bf16") -> str:
 
 def kernel_name(dtype: str, softcap: bool) -> str:
     """The backward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
-    launch.check_choice("dtype", dtype, ("f16", "bf16"))
-    return f"lmhead_bwd_{dtype}" + ("_softcap" if softcap else "")
+    return rungs.kernel_name(rungs.BACKWARD["atomic"], "bwd", dtype, softcap)
 
 
 def _xp():
@@ -145,16 +143,19 @@ def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, 
             raise TypeError(f"filter_eps must be a float or None, got {type(filter_eps).__name__}")
         if not 0 < float(filter_eps) < 1:
             raise ValueError(f"filter_eps must be in (0, 1), got {filter_eps}")
-    if -(-v // BN) > MAX_VOCAB_TILES:
-        raise ValueError(f"V = {v} needs more than {MAX_VOCAB_TILES} vocabulary tiles of {BN}")
+    bn = kernels.tile()["lmh_bn"]
+    if -(-v // bn) > MAX_VOCAB_TILES:
+        raise ValueError(f"V = {v} needs more than {MAX_VOCAB_TILES} vocabulary tiles of {bn}")
     return dtype, (n, v, d), cap, g
 
 
 def chunk_tiles(n: int, v: int, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """Vocabulary tiles (of :data:`BN` words) in one chunk of the chunked rung: as many as keep G
-    (n x chunk words, 16-bit) within ``chunk_bytes``, at least one, at most all of V's."""
-    fit = int(chunk_bytes) // (2 * max(int(n), 1) * BN)
-    return max(1, min(fit, -(-int(v) // BN)))
+    """Vocabulary tiles (of ``lmh_bn`` words, the mma tile's) in one chunk of the chunked rung: as
+    many as keep G (n x chunk words, 16-bit) within ``chunk_bytes``, at least one, at most all of
+    V's."""
+    bn = kernels.tile()["lmh_bn"]
+    fit = int(chunk_bytes) // (2 * max(int(n), 1) * bn)
+    return max(1, min(fit, -(-int(v) // bn)))
 
 
 def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
@@ -169,8 +170,9 @@ def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
         return {"dh32": 4 * n * d, "dw32": 4 * v * d}
     # "chunked", "wgmma" and "tma": the same buffers
     tiles = chunk_tiles(n, v, chunk_bytes)
-    out = {"G": 2 * n * tiles * BN, "flags": -(-n // BM) * tiles}
-    if tiles < -(-v // BN):
+    bm, bn = kernels.tile()["lmh_bm"], kernels.tile()["lmh_bn"]
+    out = {"G": 2 * n * tiles * bn, "flags": -(-n // bm) * tiles}
+    if tiles < -(-v // bn):
         out["dh32"] = 4 * n * d
     return out
 
@@ -203,11 +205,11 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
     if bmax is not None:
-        launch.check_array("bmax", bmax, dtype=np.float32, shape=(-(-n // BM), -(-v // BN)))
+        tile = kernels.tile()
+        launch.check_array("bmax", bmax, dtype=np.float32,
+                           shape=(-(-n // tile["lmh_bm"]), -(-v // tile["lmh_bn"])))
     if variant in HOPPER:
-        ok, why = wgmma.requires(dtype, fallback="chunked")
-        if not ok:
-            raise RuntimeError(why)
+        device.require(wgmma.ARCH, wgmma.NEEDS, wgmma.INSTEAD.format(DEFAULT))
     if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
             or chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
@@ -256,16 +258,18 @@ def _atomic(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_index
     dh32 = xp.zeros((n, d), xp.float32)
     dw32 = xp.zeros((v, d), xp.float32)
     bwd = launch.get_kernel(KERNELS, kernel_name(dtype, cap is not None), source=source)
-    cast = launch.get_kernel(KERNELS, f"lmhead_bwd_cast_{dtype}", source=source)
+    cast = launch.get_kernel(KERNELS, rungs.kernel_name(rungs.BACKWARD["atomic"], "cast", dtype),
+                             source=source)
+    c = config.launch_constants(KERNELS, source=source)
     args = (h, w, tg, lse, dl, dh32, dw32, skipped, np.int32(n), np.int32(v), np.int32(d),
             np.int32(ignore_index), np.float32(cap or 0.0), eps, gscale)
-    grid = (-(-n // BM), -(-v // BN))
+    grid = (-(-n // c["lmh_bm"]), -(-v // c["lmh_bn"]))
     sms = launch.sm_count()
 
     def run():
         for a in (dh32, dw32, skipped):
             a[...] = 0
-        launch.launch(bwd, grid, THREADS, args, shared_mem=SMEM_BYTES)
+        launch.launch(bwd, grid, c["lmh_threads"], args, shared_mem=c["lmh_atomic_smem"])
         for src, dst in ((dh32, dh), (dw32, dw)):
             pairs = src.size // 2
             blocks = max(1, min(-(-pairs // CAST_THREADS), 8 * sms))
@@ -283,33 +287,47 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     on_wgmma = rung in HOPPER
     n, v, d = nvd
     xp = _xp()
-    n_tiles, row_blocks = -(-v // BN), -(-n // BM)
+    r = rungs.BACKWARD[rung]
+    names = {k: rungs.kernel_name(r, k, dtype, cap is not None) for k in ("g", "dw", "dh")}
+    # the launch numbers of the modules launched (source= included): the G kernel's grid, block
+    # and shared memory, the GEMMs' tile of C, block and shared memory
+    if on_wgmma:
+        gfile, gemm_file = r.file, r.gemm_file
+        src = source if isinstance(source, dict) else {gfile: source}
+        gc = config.launch_constants(gfile, source=src.get(gfile), arch=wgmma.ARCH)
+        mc = config.launch_constants(gemm_file, source=src.get(gemm_file), arch=wgmma.ARCH)
+        # G, its flags and the GEMMs' k steps in 128-token x 128-word blocks: the mma tile's
+        unit = kernels.tile()
+        bm, bn = unit["lmh_bm"], unit["lmh_bn"]
+        g_grid = lambda nt: (-(-n // gc["lmh_wgmma_bm"]),                              # noqa: E731
+                             -(-nt * bn // gc["lmh_wgmma_bn"]))
+        g_threads, g_smem = gc["lmh_wgmma_threads"], gc["lmh_wgmma_g_smem"]
+        gemm_bm, gemm_bn, gemm_threads, gemm_smem = (mc[f"lmh_wgmma_gemm_{k}"]
+                                                     for k in ("bm", "bn", "threads", "smem"))
+    else:
+        c = config.launch_constants(r.file, source=source)
+        bm, bn = c["lmh_bm"], c["lmh_bn"]
+        g_grid = lambda nt: (-(-n // bm), nt)                                          # noqa: E731
+        g_threads, g_smem = c["lmh_threads"], c["lmh_g_smem"]
+        gemm_bm, gemm_bn = bm, c["lmh_gemm_bn"]
+        gemm_threads, gemm_smem = c["lmh_threads"], c["lmh_gemm_smem"]
+    n_tiles, row_blocks = -(-v // bn), -(-n // bm)
     chunks = -(-n_tiles // tiles)
-    ldg = tiles * BN
+    ldg = tiles * bn
     G = launch.poisoned((n, ldg), h.dtype)
     flags = xp.zeros((row_blocks, tiles), xp.uint8)
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
-    suffix = dtype + ("_softcap" if cap is not None else "")
     if on_wgmma:
-        gfile = wgmma.RUNG_FILES[rung]
-        src = source if isinstance(source, dict) else {gfile: source}
-        gk = launch.get_kernel(gfile, wgmma.kernel_name(dtype, cap is not None, rung, "g"),
-                               source=src.get(gfile), arch=wgmma.ARCH)
-        maps = wgmma.tensor_maps(h, w) if rung == "tma" else ()
-        gemm_file = wgmma.GEMM_RUNG_FILES[rung]
-        dwk, dhk = (launch.get_kernel(gemm_file, f"lmhead_{rung}_{k}_{dtype}",
-                                      source=src.get(gemm_file), arch=wgmma.ARCH)
+        gk = launch.get_kernel(gfile, names["g"], source=src.get(gfile), arch=r.arch)
+        maps = wgmma.tensor_maps(h, w, gc) if rung == "tma" else ()
+        dwk, dhk = (launch.get_kernel(gemm_file, names[k], source=src.get(gemm_file), arch=r.arch)
                     for k in ("dw", "dh"))
-        gmaps = wgmma.gemm_maps(G, h, w) if rung == "tma" else {"dw": (), "dh": ()}
-        gemm_bn, gemm_threads, gemm_smem = wgmma.GEMM_BN, wgmma.GEMM_THREADS, wgmma.GEMM_SMEM_BYTES
+        gmaps = wgmma.gemm_maps(G, h, w, mc) if rung == "tma" else {"dw": (), "dh": ()}
         pre = ((bmax, np.int32(bmax.shape[1])) if bmax is not None
                else (xp.zeros(1, xp.float32), np.int32(0)))
     else:
         maps, gmaps = (), {"dw": (), "dh": ()}
-        gk = launch.get_kernel(CHUNKED, "lmhead_bwdc_g_" + suffix, source=source)
-        dwk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dw_{dtype}", source=source)
-        dhk = launch.get_kernel(CHUNKED, f"lmhead_bwdc_dh_{dtype}", source=source)
-        gemm_bn, gemm_threads, gemm_smem = GEMM_BN, THREADS, GEMM_SMEM_BYTES
+        gk, dwk, dhk = (launch.get_kernel(r.file, names[k], source=source) for k in ("g", "dw", "dh"))
     col_blocks = -(-d // gemm_bn)
     if events is not None and launch.interpreted():
         raise ValueError("events= times launches on a GPU; the interpreter has no CUDA events")
@@ -331,28 +349,28 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
         for c in range(chunks):
             t0 = c * tiles
             nt = min(tiles, n_tiles - t0)
-            v0 = t0 * BN
+            v0 = t0 * bn
             if on_wgmma:                  # votes OR into the flags: zeros first
                 flags[...] = 0
-                timed("g", gk, (-(-n // wgmma.BM), -(-nt * BN // wgmma.BN)), wgmma.THREADS,
+                timed("g", gk, g_grid(nt), g_threads,
                       (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
                        np.int32(v), np.int32(d), np.int32(v0), np.int32(nt),
                        np.int32(ignore_index), np.float32(cap or 0.0), eps, *pre,
                        *(m.device for m in maps)),
-                      shared_mem=wgmma.G_SMEM_BYTES)
+                      shared_mem=g_smem)
             else:
-                timed("g", gk, (row_blocks, nt), THREADS,
+                timed("g", gk, g_grid(nt), g_threads,
                       (h, w, tg, lse, dl, G, np.int32(ldg), flags, skipped, np.int32(n),
                        np.int32(v), np.int32(d), np.int32(v0), np.int32(ignore_index),
-                       np.float32(cap or 0.0), eps), shared_mem=kernels.SMEM_BYTES)
+                       np.float32(cap or 0.0), eps), shared_mem=g_smem)
             timed("dw", dwk, (nt, col_blocks), gemm_threads,
-                  (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * BN)),
+                  (G, np.int32(ldg), h, flags, np.int32(nt), np.int32(min(v - v0, nt * bn)),
                    np.int32(n), np.int32(d), np.int32(v0), gscale, dw,
                    *(m.device for m in gmaps["dw"])),
                   shared_mem=gemm_smem)
             mode = (1 if c > 0 else 0) | (2 if c == chunks - 1 else 0)
-            timed("dh", dhk, (row_blocks, col_blocks), gemm_threads,
-                  (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * BN), np.int32(n),
+            timed("dh", dhk, (-(-n // gemm_bm), col_blocks), gemm_threads,
+                  (G, np.int32(ldg), w, flags, np.int32(nt), np.int32(nt * bn), np.int32(n),
                    np.int32(d), np.int32(v), np.int32(v0), gscale, dh32, dh, np.int32(mode),
                    *(m.device for m in gmaps["dh"])),
                   shared_mem=gemm_smem)
@@ -392,12 +410,7 @@ def linear_cross_entropy_backward(h, w, targets, lse, grad, ignore_index: int = 
     out = run()
     if stats is not None:
         stats["skipped"] = int(res["skipped"][0])
-        stats["tiles"] = -(-int(h.shape[0]) // BM) * -(-int(w.shape[0]) // BN)
+        tile = kernels.tile()
+        stats["tiles"] = -(-int(h.shape[0]) // tile["lmh_bm"]) * -(-int(w.shape[0]) // tile["lmh_bn"])
     return out
 
-
-def cu_constants() -> dict[str, int]:
-    """The LMC_* integer constants of the chunked rung's kernel file (a test compares them with
-    this module's); the tile both rungs share is :func:`fraglab.fused_lm_head.kernels.cu_constants`'s."""
-    text = toolchain.kernel_path(CHUNKED).read_text()
-    return {k: int(v) for k, v in re.findall(r"\b(LMC_[A-Z_]+) = (\d+)\b", text)}

@@ -120,7 +120,8 @@ def input_stats(torch, h, w, t, seed: int = 0, rows: int = 1024) -> dict:
     one such entry or a target (the tiles a filter keeps), with the vocabulary in its order and
     in a random order (what the order is worth; Cut Cross-Entropy sorts it itself)."""
     n, v = h.shape[0], w.shape[0]
-    bm, bn = backward.BM, backward.BN
+    tile = kernels.tile()
+    bm, bn = tile["lmh_bm"], tile["lmh_bn"]
     dev = h.device
     perm = torch.randperm(v, device=dev, generator=torch.Generator(device=dev).manual_seed(seed))
     keep = t != kernels.IGNORE_INDEX
@@ -247,7 +248,7 @@ def _rel_diff(torch, a, b) -> float:
 
 def _filter_count(torch, h, w, t) -> dict:
     """The tiles the course's filter skips on these inputs (the chunked rung, 'mean')."""
-    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    conv = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
     _, lse = backward.forward_with_lse(*conv)
     stats: dict = {}
     backward.linear_cross_entropy_backward(*conv, lse, 1.0, filter_eps=backward.FILTER_EPS,
@@ -272,12 +273,12 @@ def _breakdown(torch, h, w, t, runs: int = 5) -> dict:
     summed over the chunks (CUDA events around every launch, ``backward.kernel_ms``), and the
     FLOPs of one of the three products unfiltered (2 N V d)."""
     import statistics
-    conv = [kernels._from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
+    conv = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", t))]
     keep: dict = {}
     _, lse = backward.forward_with_lse(*conv, keep=keep)     # the blocks' maxima, as autograd's
     out = {"flop_each": 2.0 * h.shape[0] * w.shape[0] * h.shape[1]}
     for name, (variant, eps, skip) in BREAKDOWN.items():
-        if variant in backward.HOPPER and not backward.wgmma.requires("bf16")[0]:
+        if variant in backward.HOPPER and not device.can_run(backward.wgmma.ARCH)[0]:
             continue
         events: dict = {}
         run, res = backward.backward_launcher(*conv, lse, 1.0, filter_eps=eps, variant=variant,

@@ -9,7 +9,7 @@ first launch; the outputs start poisoned.
 
 The forward is a ladder of two rungs (:data:`VARIANTS`, one kernel file each, chosen with
 ``variant=``): ``"mma"``, ``kernels/11_fused_lm_head.cu`` (mma.sync, compute capability 8.0 and
-newer; this module's tile constants), and ``"wgmma"``, ``kernels/11_fused_lm_head_wgmma.cu``
+newer), and ``"wgmma"``, ``kernels/11_fused_lm_head_wgmma.cu``
 (Hopper's warpgroup MMA, sm_90a; :mod:`.wgmma`). Both write the same partials, merged by the mma
 file's ``lmhead_merge``. By default (:func:`default_variant`) a Hopper GPU runs :data:`FINAL`.
 """
@@ -17,24 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import re
 
 import numpy as np
 
-from .. import device, launch, toolchain
-from . import wgmma
+from .. import device, launch
+from . import config, rungs, wgmma
 
-KERNELS = "11_fused_lm_head"
-#: The forward's rungs, in ladder order (the kernel files: :data:`KERNELS`, then
-#: ``wgmma.RUNG_FILES``: the wgmma rung's, then the tma rung's, its producer on the TMA).
-VARIANTS = ("mma", "wgmma", "tma")
+KERNELS = rungs.FORWARD["mma"].file
+#: The forward's rungs, in ladder order (their files, targets and kernels: ``rungs.FORWARD``;
+#: :data:`KERNELS`, then the wgmma rung's, then the tma rung's, its producer on the TMA).
+VARIANTS = tuple(rungs.FORWARD)
 FINAL = VARIANTS[-1]
-#: Tile sizes and block of the forward kernel and of the backward's recomputed tiles (the LMH_*
-#: constants of kernels/11_fused_lm_head_config.cuh, their one home; a test keeps them equal).
-BM, BN, BK, STAGES, THREADS = 128, 128, 64, 3, 256
-#: Dynamic shared memory of a forward block: STAGES stages of (BM + BN) rows of BK 16-bit values.
-SMEM_BYTES = STAGES * (BM + BN) * BK * 2
-#: Threads per block of the merge kernel.
+#: Threads per block of the merge kernel (any: it reads blockDim).
 MERGE_THREADS = 256
 REDUCTIONS = ("mean", "sum", "none")
 #: What PyTorch's cross_entropy ignores by default.
@@ -43,14 +37,32 @@ IGNORE_INDEX = -100
 D_MULTIPLE = 16
 #: Most vocabulary splits of a launch (each split's partials are 12 bytes a token).
 MAX_SPLITS = 64
-#: Largest N and V the kernels' 32-bit row and column indices allow.
-MAX_ROWS = 2**31 - 1 - BN
+
+
+def tile(arch: str | None = None) -> dict[str, int]:
+    """The mma rung's launch numbers, read back from :data:`KERNELS`'s build
+    (:func:`.config.file_constants`): ``lmh_bm``, ``lmh_bn``, ``lmh_bk``, ``lmh_stages``,
+    ``lmh_threads`` (the tile and block of the forward and of the backward's recomputed tiles,
+    ``kernels/11_fused_lm_head_config.cuh``) and ``lmh_fwd_smem``."""
+    return config.file_constants(KERNELS, arch)
+
+
+def max_rows() -> int:
+    """Largest N and V the kernels' 32-bit row and column indices allow (a tile's width short
+    of 2^31)."""
+    return 2**31 - 1 - tile()["lmh_bn"]
+
+
+#: ``kernels.BM`` and the like: the mma rung's numbers as this module named them before its kernel
+#: file became their one home, read from the build on use (:func:`tile`).
+__getattr__ = config.lazy_names(__name__, KERNELS, {
+    "BM": "lmh_bm", "BN": "lmh_bn", "BK": "lmh_bk", "STAGES": "lmh_stages",
+    "THREADS": "lmh_threads", "SMEM_BYTES": "lmh_fwd_smem"})
 
 
 def kernel_name(dtype: str, softcap: bool) -> str:
     """The forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
-    launch.check_choice("dtype", dtype, ("f16", "bf16"))
-    return f"lmhead_fwd_{dtype}" + ("_softcap" if softcap else "")
+    return rungs.kernel_name(rungs.FORWARD["mma"], "fwd", dtype, softcap)
 
 
 def requires(dtype: str = "bf16") -> tuple[bool, str]:
@@ -68,7 +80,7 @@ def requires(dtype: str = "bf16") -> tuple[bool, str]:
 def default_variant(dtype: str = "bf16") -> str:
     """The rung a call without ``variant=`` runs: :data:`FINAL` on a GPU that runs it (Hopper),
     else ``"mma"``, on the PTX interpreter too (the wgmma rung runs there when asked for)."""
-    if not launch.interpreted() and wgmma.requires(dtype)[0]:
+    if not launch.interpreted() and device.can_run(wgmma.ARCH)[0]:
         return FINAL
     return "mma"
 
@@ -95,11 +107,12 @@ def choose_splits(row_blocks: int, n_tiles: int, sms: int) -> tuple[int, int]:
 
 # --- PyTorch in, PyTorch out --------------------------------------------------------------------
 
-def _is_torch(x) -> bool:
+def is_torch(x) -> bool:
+    """Is ``x`` a torch tensor (without importing torch)?"""
     return type(x).__module__.split(".")[0] == "torch"
 
 
-def _from_torch(name: str, x):
+def from_torch(name: str, x):
     """A torch tensor as an array of this mode (no copy on the GPU): bf16 as uint16 bits."""
     import torch
     if launch.interpreted():
@@ -134,7 +147,9 @@ def torch_stream():
         yield
 
 
-def _to_torch(a, like):
+def to_torch(a, like):
+    """An array of this mode as a torch tensor (through DLPack on the GPU, NumPy on the
+    interpreter): what :func:`fused_linear_cross_entropy` and the autograd Function return."""
     import torch
     if launch.interpreted():
         return torch.from_numpy(np.asarray(a))
@@ -161,8 +176,8 @@ def check_arguments(h, w, targets, ignore_index, reduction, softcap, *, check_ta
     if d % D_MULTIPLE:
         raise ValueError(f"d = {d} must be a multiple of {D_MULTIPLE} (the k of "
                          "mma.m16n8k16): pad h and w with zero columns")
-    if max(n, v) > MAX_ROWS:
-        raise ValueError(f"n = {n} and V = {v} must be at most {MAX_ROWS}")
+    if max(n, v) > max_rows():
+        raise ValueError(f"n = {n} and V = {v} must be at most {max_rows()}")
     for name, a in (("h", h), ("w", w)):
         launch.check_aligned(name, a, 16, "cp.async copies 16 bytes")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
@@ -212,7 +227,7 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     (the lab); ``keep``: a dict that receives the partials ``part`` (3, splits, n), from
     which :func:`fraglab.fused_lm_head.backward.lse_from_partials` gets each token's log-sum-exp
     for the backward pass. ``block_max`` (the Hopper rungs, with ``keep``): ``keep["bmax"]``
-    receives each (128-token, :data:`BN`-word) block's largest logit, float32 (ceil(n / 128),
+    receives each (128-token, 128-word: ``lmh_bn``) block's largest logit, float32 (ceil(n / 128),
     ceil(V / BN)), with which the backward's filter skips the tiles no token can reach
     (``backward_launcher(bmax=)``); None on the mma rung."""
     # the targets' values last, just before the caller launches (their check waits for the GPU,
@@ -221,19 +236,18 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
                                             check_targets=False)
     variant = default_variant(dtype) if variant is None else variant
     launch.check_choice("variant", variant, VARIANTS)
-    maps = ()
-    if variant != "mma":
-        ok, why = wgmma.requires(dtype)
-        if not ok:
-            raise RuntimeError(why)
-        bm, bn, threads, smem, arch = wgmma.BM, wgmma.BN, wgmma.THREADS, wgmma.SMEM_BYTES, wgmma.ARCH
-        fwd_name = wgmma.kernel_name(dtype, cap is not None, variant)
-        name = wgmma.RUNG_FILES[variant] if name == KERNELS else name
+    maps, rung = (), rungs.FORWARD[variant]
+    fwd_name, arch = rungs.kernel_name(rung, "fwd", dtype, cap is not None), rung.arch
+    name = rung.file if name == KERNELS else name
+    if rung.hopper:
+        device.require(arch, wgmma.NEEDS, wgmma.INSTEAD.format("mma"))
+        c = config.launch_constants(name, source=source, arch=arch)    # the module launched
+        bm, bn, threads, smem = (c[f"lmh_wgmma_{k}"] for k in ("bm", "bn", "threads", "smem"))
         if variant == "tma":
-            maps = wgmma.tensor_maps(h, w)
+            maps = wgmma.tensor_maps(h, w, c)
     else:
-        bm, bn, threads, smem, arch = BM, BN, THREADS, SMEM_BYTES, None
-        fwd_name = kernel_name(dtype, cap is not None)
+        c = config.launch_constants(name, source=source)
+        bm, bn, threads, smem = c["lmh_bm"], c["lmh_bn"], c["lmh_threads"], c["lmh_fwd_smem"]
     row_blocks, n_tiles = -(-n // bm), -(-v // bn)
     if splits is None:
         splits, per = choose_splits(row_blocks, n_tiles, launch.sm_count())
@@ -253,8 +267,9 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
                 np.float32(cap or 0.0))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
     xp = np if launch.interpreted() else __import__("cupy")
-    # each filter block's largest logit (Hopper rungs, when asked): -inf, then atomic maxima
-    nb = -(-v // BN) if block_max and variant != "mma" else 0
+    # each filter block's largest logit (Hopper rungs, when asked): -inf, then atomic maxima;
+    # a filter block is the mma tile's width (the flags' unit, kernels/11_fused_lm_head_wgmma.cu)
+    nb = -(-v // tile()["lmh_bn"]) if block_max and variant != "mma" else 0
     bmax = xp.full((row_blocks, nb) if nb else (1,), -np.inf, np.float32)
     if keep is not None:
         keep["bmax"] = bmax if nb else None
@@ -296,23 +311,13 @@ def fused_linear_cross_entropy(h, w, targets, ignore_index: int = IGNORE_INDEX,
     FP32 accumulation and losses. Needs compute capability 8.0 (:func:`requires`);
     ``variant``: the rung, :data:`VARIANTS` (``"wgmma"`` and ``"tma"`` need sm_90a), default
     :func:`default_variant`."""
-    torch_in = _is_torch(h)
-    if torch_in or _is_torch(w) or _is_torch(targets):
-        if not (_is_torch(h) and _is_torch(w) and _is_torch(targets)):
+    torch_in = is_torch(h)
+    if torch_in or is_torch(w) or is_torch(targets):
+        if not (is_torch(h) and is_torch(w) and is_torch(targets)):
             raise TypeError("h, w and targets must all be torch tensors, or none of them")
-        h, w, targets = (_from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
+        h, w, targets = (from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets)))
     run, _ = launcher(h, w, targets, ignore_index, reduction, softcap, splits=splits,
                       variant=variant)
     out = run()
-    return _to_torch(out, h) if torch_in else out
+    return to_torch(out, h) if torch_in else out
 
-
-#: The header that declares the mma.sync tile (LMH_*) for the forward and the backward.
-CONFIG_HEADER = "11_fused_lm_head_config.cuh"
-
-
-def cu_constants() -> dict[str, int]:
-    """The LMH_* integer constants of :data:`CONFIG_HEADER` (a test compares them with this
-    module's)."""
-    text = (toolchain.KERNELS_DIR / CONFIG_HEADER).read_text()
-    return {k: int(v) for k, v in re.findall(r"\b(LMH_[A-Z_]+) = (\d+)\b", text)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import launch
+from .. import device, launch
 from ..dtypes import from_bf16, to_bf16
 from ..problem import Case, Problem
 from . import kernels, wgmma
@@ -157,7 +157,9 @@ def requires_wgmma(case: Case, fallback: str = "mma") -> tuple[bool, str]:
     """The mma rung's refusal first (below 8.0 the chapter runs nothing), then Hopper's, naming
     the rung that runs instead."""
     ok, why = requires(case)
-    return wgmma.requires(case.params.get("dtype", "bf16"), fallback) if ok else (ok, why)
+    if not ok:
+        return ok, why
+    return device.can_run(wgmma.ARCH, wgmma.NEEDS, wgmma.INSTEAD.format(fallback))
 
 
 #: The mma rung's cases (with 256-word tiles, "ragged" and "splits" cut the vocabulary otherwise),

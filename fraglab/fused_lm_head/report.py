@@ -404,14 +404,15 @@ def resource_rows(arches=("sm_80", "sm_90")) -> list[dict]:
     rows = []
     for arch in arches:
         build = toolchain.compile(kernels.KERNELS, arch)
+        c = build.constants("lmh_")
         for dtype in ("bf16", "f16"):
             for cap in (False, True):
                 k = kernels.kernel_name(dtype, cap)
                 res = build.resources[k]
-                occ = sass.occupancy(res["registers"], kernels.SMEM_BYTES, kernels.THREADS)
+                occ = sass.occupancy(res["registers"], c["lmh_fwd_smem"], c["lmh_threads"])
                 rows.append({"target": arch, "kernel": k, "registers": res["registers"],
                              "spills (bytes)": res["spill_stores"] + res["spill_loads"],
-                             "shared KB": kernels.SMEM_BYTES // 1024,
+                             "shared KB": c["lmh_fwd_smem"] // 1024,
                              "blocks / SM (sm_90)": occ["blocks_per_sm"]})
     return rows
 
