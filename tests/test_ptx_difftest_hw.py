@@ -250,3 +250,28 @@ def test_what_the_gpu_computed_with_a_later_loops_values(case):
         i = 1 * F.OUT_WORDS + 5
         r1 = int(F.inputs(11963).reshape(-1, F.IN_WORDS)[1, 1])
         assert int(out[i]) == 5 and int(hw[i]) == (2 * r1) & 0xFFFFFFFF == 0x00FFFFFE
+
+
+def test_seed_775_summed_with_the_value_a_later_loop_gives():
+    """Seed 775, the last difference traced: its `sad.u32 %r0, %r4, %r7, %r5` stands before a
+    loop whose body ends with `mov.b32 %r4, %f3`. The interpreter sums with the %r4 it reads there
+    (the ISA); each recorded GPU word is the same sad of %r4's value after that loop (the
+    program's final word 4), with the %r7 and %r5 the sad read (stored here by a probe)."""
+    case = next(c for c in _CONFIRM["programs"] if c["seed"] == 775)
+    assert case["cause"] == "ptxas_moved_past_loop"
+    sad = "\tsad.u32 %r0, %r4, %r7, %r5;\n"
+    probe = sad + ("\tmul.wide.u32 %tq, %gt, 192;\n\tadd.u64 %tq, %tout, %tq;\n"
+                   "\tst.global.b32 [%tq+136], %r4;\n\tst.global.b32 [%tq+140], %r7;\n"
+                   "\tst.global.b32 [%tq+144], %r5;\n")
+    ptx = F.program(775, 0)
+    assert ptx.count(sad) == 1
+    hw, out, _ = _replay(case, ptx.replace(sad, probe))
+    words = out.reshape(-1, F.OUT_WORDS)
+    for e in case["examples"]:
+        t = e["thread"]
+        r4_then, r7, r5 = (int(x) for x in words[t, 34:37])
+        r4_later = int(words[t, 4])
+        def sad_of(a):
+            return (r5 + abs(a - r7)) & 0xFFFFFFFF
+        assert int(words[t, e["word"]]) == sad_of(r4_then) != int(e["gpu"], 16)
+        assert sad_of(r4_later) == int(e["gpu"], 16)
