@@ -6,10 +6,8 @@
 // the "a", sm_120) the kernels keep their names but trap, and the Python wrappers refuse such
 // GPUs first.
 #pragma once
-#include "sm80.cuh"     // pack2, fast_exp2 (cuda_fp16.h, cuda_bf16.h)
+#include "sm80.cuh"     // pack2, fast_exp2, FA2MMA_NEG_INF (cuda_fp16.h, cuda_bf16.h)
 #include "hopper.cuh"   // the shared sm_90a helpers (swizzle, descriptors, wgmma sync, mbarriers, copies)
-
-#define FA3_NEG_INF (-__int_as_float(0x7f800000))
 
 #if FRAGLAB_SM90A
 

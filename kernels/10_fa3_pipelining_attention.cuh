@@ -130,10 +130,10 @@ template <int D, int BC, bool BF16> struct Consumer {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int key = j * BC + 8 * i + 2 * quad + (e & 1);
-                    if (key >= n || (causal && key > row[e >> 1])) s[4 * i + e] = FA3_NEG_INF;
+                    if (key >= n || (causal && key > row[e >> 1])) s[4 * i + e] = FA2MMA_NEG_INF;
                 }
         }
-        float mx[2] = {FA3_NEG_INF, FA3_NEG_INF};
+        float mx[2] = {FA2MMA_NEG_INF, FA2MMA_NEG_INF};
 #pragma unroll
         for (int i = 0; i < SN / 4; ++i) {
             mx[0] = fmaxf(mx[0], fmaxf(s[4 * i], s[4 * i + 1]));
@@ -145,7 +145,7 @@ template <int D, int BC, bool BF16> struct Consumer {
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 1));
             mx[h] = fmaxf(mx[h], __shfl_xor_sync(FULL_MASK, mx[h], 2));
             const float mn = fmaxf(m[h], mx[h] * scale_log2);
-            use[h] = mn == FA3_NEG_INF ? 0.f : mn;     // a row with no key yet: no NaN
+            use[h] = mn == FA2MMA_NEG_INF ? 0.f : mn;     // a row with no key yet: no NaN
             corr[h] = fast_exp2(m[h] - use[h]);
             m[h] = mn;
         }
@@ -327,7 +327,7 @@ __device__ void fa3_attention(const Fa3Args a) {
         c.sK = base + C::K_OFF; c.sV = base + C::V_OFF;
         c.fullK = fullK; c.fullV = fullV; c.emptyK = emptyK; c.emptyV = emptyV;
         c.tiles = tiles; c.n = a.n; c.causal = a.causal; c.q0 = q0; c.scale_log2 = a.scale_log2;
-        c.m[0] = c.m[1] = FA3_NEG_INF; c.l[0] = c.l[1] = 0.f;
+        c.m[0] = c.m[1] = FA2MMA_NEG_INF; c.l[0] = c.l[1] = 0.f;
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) c.o[i] = 0.f;
         mbar_wait(fullQ, 0);

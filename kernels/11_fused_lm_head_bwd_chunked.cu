@@ -80,48 +80,12 @@ __device__ __forceinline__ void bwdc_g(const u16* __restrict__ h, const u16* __r
 
     int tgt[LMH_MT][2];
     float lse2[LMH_MT][2], scale[LMH_MT][2];
-#pragma unroll
-    for (int mi = 0; mi < LMH_MT; ++mi)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = m0 + wm * LMH_WTM + 16 * mi + g + 8 * r;
-            const int t = row < n ? targets[row] : ignore_index;
-            const bool live = row < n && t != ignore_index;
-            tgt[mi][r] = live ? t : -1;
-            lse2[mi][r] = live ? lse[row] * LMH_LOG2E : 0.0f;
-            scale[mi][r] = live ? dl[row] : 0.0f;
-        }
+    grad_rows(tgt, lse2, scale, targets, lse, dl, m0 + wm * LMH_WTM, g, n, ignore_index);
 
     // The tile's logits: the forward's pipeline over d, for one tile.
-    int ld_kc = 0, ld_stage = 0;
-    auto load_next = [&]() {
-        const u32 st = base + ld_stage * LMH_STAGE_BYTES;
-        load_chunk<LMH_BM, LMH_BK, LMH_THREADS>(st, h, m0, n, ld_kc * LMH_BK, d);
-        load_chunk<LMH_BN, LMH_BK, LMH_THREADS>(st + LMH_BM * LMH_BK * 2, w, n0, v, ld_kc * LMH_BK, d);
-        ++ld_kc;
-        if (++ld_stage == LMH_STAGES) ld_stage = 0;
-    };
-#pragma unroll
-    for (int i = 0; i < LMH_STAGES - 1; ++i) {
-        if (i < chunks) load_next();
-        cp_async_commit();
-    }
+    LogitsRing<1> ring(base, h, w, m0, n0, n, v, d, chunks);
     float acc[LMH_MT][LMH_NT][4];
-#pragma unroll
-    for (int mi = 0; mi < LMH_MT; ++mi)
-#pragma unroll
-        for (int j = 0; j < LMH_NT; ++j) acc[mi][j][0] = acc[mi][j][1] = acc[mi][j][2] = acc[mi][j][3] = 0.0f;
-    int stage = 0;
-    for (int i = 0; i < chunks; ++i) {
-        cp_async_wait<LMH_STAGES - 2>();
-        __syncthreads();
-        if (i + LMH_STAGES - 1 < chunks) load_next();
-        cp_async_commit();
-        const u32 st = base + stage * LMH_STAGE_BYTES;
-        mma_chunk<BF16, LMH_BK>(acc, st + swz<LMH_BK>(wm * LMH_WTM, 0),
-                               st + LMH_BM * LMH_BK * 2 + swz<LMH_BK>(wn * LMH_WTN, 0), lane);
-        if (++stage == LMH_STAGES) stage = 0;
-    }
+    ring.logits<BF16>(acc, wm, wn, lane);
     cp_async_wait<0>();
 
     const bool big = grad_of_logits<SOFTCAP>(acc, tgt, lse2, scale, n0 + wn * LMH_WTN + 2 * c4, v, cap,
@@ -149,23 +113,6 @@ __device__ __forceinline__ void bwdc_g(const u16* __restrict__ h, const u16* __r
 }
 
 // ---- the two GEMMs -----------------------------------------------------------------------------
-
-// ROWS x COLS 16-bit values of a row-major matrix with `ld` values a row, rows r0 .. (zeros at
-// and past row `rows`), columns c0 .. (zeros at and past column `cols`, a multiple of 8), into a
-// swizzled stage of COLS values a row.
-template <int ROWS, int COLS>
-__device__ __forceinline__ void load_tile(u32 dst, const u16* __restrict__ src, int r0, int rows,
-                                          int c0, int cols, size_t ld)
-{
-    constexpr int CH = COLS / 8;
-#pragma unroll
-    for (int it = 0; it < ROWS * CH / LMH_THREADS; ++it) {
-        const int i = threadIdx.x + it * LMH_THREADS, r = i / CH, c = i % CH;
-        const int col = c0 + 8 * c;
-        const bool ok = r0 + r < rows && col < cols;
-        cp_async16(dst + swz<COLS>(r, c), src + (ok ? (size_t)(r0 + r) * ld + col : 0), ok);
-    }
-}
 
 // C (LMH_BM x LMC_BN tile at rows m0, columns c0) = A B over the k steps whose G tile counts.
 // TRANS_A = false (dh): A = G rows m0 .. (tokens), k = words of the chunk; B = w rows v0 + k ...
@@ -197,10 +144,10 @@ __device__ __forceinline__ void bwdc_gemm(float (&acc)[LMH_MT][LMH_NT][4], const
         const int k0 = ld_s * LMC_BK;
         const u32 st = base + ld_stage * LMC_STAGE_BYTES;
         if constexpr (TRANS_A)      // G rows k0 .. (tokens, at most n), columns m0 .. (words)
-            load_tile<LMC_BK, LMH_BM>(st, G, k0, a_rows, m0, ldg, ldg);
+            load_tile<LMC_BK, LMH_BM, LMH_THREADS>(st, G, k0, a_rows, m0, ldg, ldg);
         else                        // G rows m0 .. (tokens), columns k0 .. (words)
-            load_tile<LMH_BM, LMC_BK>(st, G, m0, a_rows, k0, ldg, ldg);
-        load_tile<LMC_BK, LMC_BN>(st + LMC_A_BYTES, B, b_row0 + k0, b_rows, c0, d, d);
+            load_tile<LMH_BM, LMC_BK, LMH_THREADS>(st, G, m0, a_rows, k0, ldg, ldg);
+        load_tile<LMC_BK, LMC_BN, LMH_THREADS>(st + LMC_A_BYTES, B, b_row0 + k0, b_rows, c0, d, d);
         ++ld_s;
         if (++ld_stage == LMH_STAGES) ld_stage = 0;
     };

@@ -4,6 +4,29 @@
 // (kernels/11_fused_lm_head_wgmma.cu). Uses the including file's LMH_LOG2E and fast_exp2.
 #pragma once
 
+// What grad_of_logits needs of rows r0 + 16 mi + g + 8 r (mi < MT, r < 2: lane g's rows of a
+// warp's accumulators from row r0): tgt, the target (-1: no gradient, the row is ignored
+// or at or past n), lse2, the forward's log-sum-exp in the log2 domain, scale, dl. (The Hopper G
+// kernel reads its rows the same way, through pointers that are not __restrict__.)
+template <int MT>
+__device__ __forceinline__ void grad_rows(int (&tgt)[MT][2], float (&lse2)[MT][2], float (&scale)[MT][2],
+                                          const int* __restrict__ targets, const float* __restrict__ lse,
+                                          const float* __restrict__ dl, int r0, int g, int n,
+                                          int ignore_index)
+{
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int row = r0 + 16 * mi + g + 8 * r;
+            const int t = row < n ? targets[row] : ignore_index;
+            const bool live = row < n && t != ignore_index;
+            tgt[mi][r] = live ? t : -1;
+            lse2[mi][r] = live ? lse[row] * LMH_LOG2E : 0.0f;
+            scale[mi][r] = live ? dl[row] : 0.0f;
+        }
+}
+
 // The backward's G from a warp's MT x NT accumulators of logits, in place, each element from its
 // logit alone (the forward did the reductions):
 //   G = dl (2^(z log2 e - lse2) - [col == target]) z'      (z, z': soft-cap, tanh, else x and 1)

@@ -20,30 +20,4 @@
 #define LMW_MAINLOOP_ONLY
 #include "11_fused_lm_head_wgmma.cu"
 
-#define LMT_KERNEL(NAME, BF16, SOFTCAP)                                                             \
-    extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
-    NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
-         int v, int d, int tiles_per_split, float softcap, float* bmax, int nb, const void* hmap,   \
-         const void* wmap)                                                                          \
-    { SM90A_ONLY((lmw_mainloop<BF16, LseEpi<SOFTCAP>, true>(h, w, n, v, d,                          \
-          {targets, part, tiles_per_split, softcap, bmax, nb}, hmap, wmap))); }
-
-LMT_KERNEL(lmhead_tma_fwd_f16, false, false)
-LMT_KERNEL(lmhead_tma_fwd_bf16, true, false)
-LMT_KERNEL(lmhead_tma_fwd_f16_softcap, false, true)
-LMT_KERNEL(lmhead_tma_fwd_bf16_softcap, true, true)
-
-#define LMT_G_KERNEL(NAME, BF16, SOFTCAP)                                                           \
-    extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
-    NAME(const unsigned short* h, const unsigned short* w, const int* targets, const float* lse,    \
-         const float* dl, unsigned short* G, int ldg, unsigned char* flags, unsigned* skipped,       \
-         int n, int v, int d, int v0, int nt, int ignore_index, float softcap, float filter_eps,     \
-         const float* bmax, int nb, const void* hmap, const void* wmap)                             \
-    { SM90A_ONLY((lmw_mainloop<BF16, GradEpi<BF16, SOFTCAP>, true>(h, w, n, v, d,                   \
-          {targets, lse, dl, G, ldg, flags, skipped, v0, nt, ignore_index, softcap, filter_eps,     \
-           bmax, nb}, hmap, wmap))); }
-
-LMT_G_KERNEL(lmhead_tma_g_f16, false, false)
-LMT_G_KERNEL(lmhead_tma_g_bf16, true, false)
-LMT_G_KERNEL(lmhead_tma_g_f16_softcap, false, true)
-LMT_G_KERNEL(lmhead_tma_g_bf16_softcap, true, true)
+LMW_KERNELS(tma, true)

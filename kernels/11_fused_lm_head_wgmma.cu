@@ -476,35 +476,42 @@ struct GradEpi {
 
 #endif  // FRAGLAB_SM90A
 
-#ifndef LMW_MAINLOOP_ONLY   // kernels/11_fused_lm_head_tma.cu includes this file for the mainloop
-#define LMW_KERNEL(NAME, BF16, SOFTCAP)                                                             \
+// The kernels of a rung on lmw_mainloop, named lmhead_<RUNG>_<fwd|g>_<f16|bf16>[_softcap], their
+// producer on cp.async (TMA false) or on the Tensor Memory Accelerator (TMA true: two tensor maps,
+// hmap and wmap, as the last arguments; kernels/11_fused_lm_head_tma.cu).
+//  - the forward: grid, block and shared memory as described at the top of this file;
+//  - the backward's G kernel (the chunked rung's lmhead_bwdc_g_* on wgmma): grid (ceil(n / LMW_BM),
+//    ceil(nt * 128 / LMW_BN)), block LMW_THREADS, dynamic shared memory LMW_G_SMEM_BYTES; the
+//    chunk's nt blocks of 128 words from v0, flags (ceil(n / LMW_BM), nt) as that kernel writes them.
+#define LMW_MAPS_false
+#define LMW_MAPS_true , const void* hmap, const void* wmap
+#define LMW_MAP_ARGS_false
+#define LMW_MAP_ARGS_true , hmap, wmap
+#define LMW_FWD_KERNEL(NAME, BF16, SOFTCAP, TMA)                                                    \
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, float* part, int n,  \
-         int v, int d, int tiles_per_split, float softcap, float* bmax, int nb)                     \
-    { SM90A_ONLY((lmw_mainloop<BF16, LseEpi<SOFTCAP>>(h, w, n, v, d,                                \
-                                                      {targets, part, tiles_per_split, softcap,     \
-                                                       bmax, nb}))); }
-
-LMW_KERNEL(lmhead_wgmma_fwd_f16, false, false)
-LMW_KERNEL(lmhead_wgmma_fwd_bf16, true, false)
-LMW_KERNEL(lmhead_wgmma_fwd_f16_softcap, false, true)
-LMW_KERNEL(lmhead_wgmma_fwd_bf16_softcap, true, true)
-
-// The backward's G kernel (the chunked rung's lmhead_bwdc_g_* on wgmma): grid (ceil(n / LMW_BM),
-// ceil(nt * 128 / LMW_BN)), block LMW_THREADS, dynamic shared memory LMW_G_SMEM_BYTES; the chunk's
-// nt blocks of 128 words from v0, flags (ceil(n / LMW_BM), nt) as that kernel writes them.
-#define LMW_G_KERNEL(NAME, BF16, SOFTCAP)                                                           \
+         int v, int d, int tiles_per_split, float softcap, float* bmax, int nb LMW_MAPS_##TMA)       \
+    { SM90A_ONLY((lmw_mainloop<BF16, LseEpi<SOFTCAP>, TMA>(h, w, n, v, d,                           \
+          {targets, part, tiles_per_split, softcap, bmax, nb} LMW_MAP_ARGS_##TMA))); }
+#define LMW_G_KERNEL(NAME, BF16, SOFTCAP, TMA)                                                      \
     extern "C" __global__ void __launch_bounds__(LMW_THREADS, 1)                                    \
     NAME(const unsigned short* h, const unsigned short* w, const int* targets, const float* lse,    \
          const float* dl, unsigned short* G, int ldg, unsigned char* flags, unsigned* skipped,       \
          int n, int v, int d, int v0, int nt, int ignore_index, float softcap, float filter_eps,     \
-         const float* bmax, int nb)                                                                 \
-    { SM90A_ONLY((lmw_mainloop<BF16, GradEpi<BF16, SOFTCAP>>(h, w, n, v, d,                         \
+         const float* bmax, int nb LMW_MAPS_##TMA)                                                  \
+    { SM90A_ONLY((lmw_mainloop<BF16, GradEpi<BF16, SOFTCAP>, TMA>(h, w, n, v, d,                    \
           {targets, lse, dl, G, ldg, flags, skipped, v0, nt, ignore_index, softcap, filter_eps,     \
-           bmax, nb}))); }
+           bmax, nb} LMW_MAP_ARGS_##TMA))); }
+#define LMW_KERNELS(RUNG, TMA)                                                                      \
+    LMW_FWD_KERNEL(lmhead_##RUNG##_fwd_f16, false, false, TMA)                                      \
+    LMW_FWD_KERNEL(lmhead_##RUNG##_fwd_bf16, true, false, TMA)                                      \
+    LMW_FWD_KERNEL(lmhead_##RUNG##_fwd_f16_softcap, false, true, TMA)                               \
+    LMW_FWD_KERNEL(lmhead_##RUNG##_fwd_bf16_softcap, true, true, TMA)                               \
+    LMW_G_KERNEL(lmhead_##RUNG##_g_f16, false, false, TMA)                                          \
+    LMW_G_KERNEL(lmhead_##RUNG##_g_bf16, true, false, TMA)                                          \
+    LMW_G_KERNEL(lmhead_##RUNG##_g_f16_softcap, false, true, TMA)                                   \
+    LMW_G_KERNEL(lmhead_##RUNG##_g_bf16_softcap, true, true, TMA)
 
-LMW_G_KERNEL(lmhead_wgmma_g_f16, false, false)
-LMW_G_KERNEL(lmhead_wgmma_g_bf16, true, false)
-LMW_G_KERNEL(lmhead_wgmma_g_f16_softcap, false, true)
-LMW_G_KERNEL(lmhead_wgmma_g_bf16_softcap, true, true)
-#endif  // LMW_MAINLOOP_ONLY
+#ifndef LMW_MAINLOOP_ONLY   // kernels/11_fused_lm_head_tma.cu includes this file for the mainloop
+LMW_KERNELS(wgmma, false)
+#endif

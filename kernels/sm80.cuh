@@ -14,7 +14,8 @@ namespace sm80 {
 
 typedef unsigned int u32;              // NVRTC has no <cstdint>
 typedef unsigned short u16;            // f16 and bf16 values travel as raw 16-bit patterns
-// -inf (NVRTC has no <math.h> and so no INFINITY); the name is chapter 05's, where it began.
+// -inf (NVRTC has no <math.h> and so no INFINITY), for every chapter that includes this header
+// (chapter 10's FA-3 too); the name is chapter 05's, where it began.
 #define FA2MMA_NEG_INF (-__int_as_float(0x7f800000))
 
 // Byte offset of 16-byte chunk `c` (8 values) of row `r` in a tile with D values a row: chunk
