@@ -68,6 +68,15 @@ class Gen:
         self.lines.append("\t" + s + ";")
 
     # instruction menus
+    def menu(self, n: int, forms) -> tuple[int, str]:
+        """One of ``n`` instruction forms: the choice is drawn first, then ``forms()`` writes every
+        form (each drawing its operands, in order) and the chosen one is kept, so that the stream
+        of draws after it, and so a seed's text, is the same whichever form is taken."""
+        c = self.rng.randrange(n)
+        every = forms()
+        assert len(every) == n
+        return c, every[c]
+
     def alu(self):
         """One instruction that needs no whole warp (safe in divergent code)."""
         g, R = self.rng, self.rng.random()
@@ -78,54 +87,55 @@ class Gen:
                            "min.u32", "max.s32", "mul24.lo.u32", "mul24.hi.s32", "mul.lo.s32"])
             s = f"{op} {r()}, {r()}, {ri()}"
         elif R < 0.52:
-            c = g.randrange(9)
-            s = [f"mad.lo.u32 {r()}, {r()}, {ri()}, {r()}", f"not.b32 {r()}, {r()}",
-                 f"popc.b32 {r()}, {r()}", f"clz.b32 {r()}, {r()}", f"brev.b32 {r()}, {r()}",
-                 f"bfe.{g.choice(['u32', 's32'])} {r()}, {r()}, {g.randrange(40)}, {g.randrange(40)}",
-                 f"bfi.b32 {r()}, {r()}, {r()}, {g.randrange(36)}, {g.randrange(36)}",
-                 f"prmt.b32 {r()}, {r()}, {r()}, {g.getrandbits(16)}",
-                 f"lop3.b32 {r()}, {r()}, {r()}, {r()}, {g.getrandbits(8)}"][c]
+            _, s = self.menu(9, lambda: [
+                f"mad.lo.u32 {r()}, {r()}, {ri()}, {r()}", f"not.b32 {r()}, {r()}",
+                f"popc.b32 {r()}, {r()}", f"clz.b32 {r()}, {r()}", f"brev.b32 {r()}, {r()}",
+                f"bfe.{g.choice(['u32', 's32'])} {r()}, {r()}, {g.randrange(40)}, {g.randrange(40)}",
+                f"bfi.b32 {r()}, {r()}, {r()}, {g.randrange(36)}, {g.randrange(36)}",
+                f"prmt.b32 {r()}, {r()}, {r()}, {g.getrandbits(16)}",
+                f"lop3.b32 {r()}, {r()}, {r()}, {r()}, {g.getrandbits(8)}"])
         elif R < 0.58:
-            c = g.randrange(6)
-            s = [f"shf.{g.choice('lr')}.{g.choice(['wrap', 'clamp'])}.b32 {r()}, {r()}, {r()}, {ri()}",
-                 f"dp4a.{g.choice(['u32', 's32'])}.{g.choice(['u32', 's32'])} {r()}, {r()}, {r()}, {r()}",
-                 f"sad.u32 {r()}, {r()}, {r()}, {r()}", f"neg.s32 {r()}, {r()}", f"abs.s32 {r()}, {r()}",
-                 f"selp.b32 {r()}, {r()}, {ri()}, {self.p()}"][c]
+            _, s = self.menu(6, lambda: [
+                f"shf.{g.choice('lr')}.{g.choice(['wrap', 'clamp'])}.b32 {r()}, {r()}, {r()}, {ri()}",
+                f"dp4a.{g.choice(['u32', 's32'])}.{g.choice(['u32', 's32'])} {r()}, {r()}, {r()}, {r()}",
+                f"sad.u32 {r()}, {r()}, {r()}, {r()}", f"neg.s32 {r()}, {r()}", f"abs.s32 {r()}, {r()}",
+                f"selp.b32 {r()}, {r()}, {ri()}, {self.p()}"])
         elif R < 0.66:
             t = g.choice(["u32", "s32"])
             comb = g.choice(["", f".and", f".or", f".xor"])
             s = f"setp.{g.choice(CMP_I)}.{t}{comb} {self.p()}, {r()}, {ri()}" + (f", {self.p()}" if comb else "")
         elif R < 0.82:
-            c = g.randrange(12)
-            rnd = g.choice(RND)
-            s = [f"add.{rnd}.f32 {f()}, {f()}, {fi()}", f"sub.{rnd}.f32 {f()}, {f()}, {fi()}",
-                 f"mul.{rnd}{g.choice(['', '.ftz', '.sat'])}.f32 {f()}, {f()}, {fi()}",
-                 f"fma.{rnd}.f32 {f()}, {f()}, {fi()}, {f()}",
-                 f"{g.choice(['min', 'max'])}.f32 {f()}, {f()}, {fi()}",
-                 f"{g.choice(['abs', 'neg'])}.f32 {f()}, {f()}",
-                 f"setp.{g.choice(CMP_F)}.f32 {self.p()}, {f()}, {fi()}",
-                 f"mov.f32 {f()}, {fi()}", f"copysign.f32 {f()}, {f()}, {f()}",
-                 f"testp.{g.choice(['finite', 'infinite', 'number', 'notanumber', 'normal', 'subnormal'])}.f32 {self.p()}, {f()}",
-                 f"selp.f32 {f()}, {f()}, {fi()}, {self.p()}",
-                 g.choice([f"div.rn.f32 {f()}, {f()}, {fi()}", f"sqrt.rn.f32 {f()}, {f()}",
-                           f"rcp.rn.f32 {f()}, {f()}"])][c]
+            def f32_forms():             # the rounding mode is drawn after the choice
+                rnd = g.choice(RND)
+                return [f"add.{rnd}.f32 {f()}, {f()}, {fi()}", f"sub.{rnd}.f32 {f()}, {f()}, {fi()}",
+                        f"mul.{rnd}{g.choice(['', '.ftz', '.sat'])}.f32 {f()}, {f()}, {fi()}",
+                        f"fma.{rnd}.f32 {f()}, {f()}, {fi()}, {f()}",
+                        f"{g.choice(['min', 'max'])}.f32 {f()}, {f()}, {fi()}",
+                        f"{g.choice(['abs', 'neg'])}.f32 {f()}, {f()}",
+                        f"setp.{g.choice(CMP_F)}.f32 {self.p()}, {f()}, {fi()}",
+                        f"mov.f32 {f()}, {fi()}", f"copysign.f32 {f()}, {f()}, {f()}",
+                        f"testp.{g.choice(['finite', 'infinite', 'number', 'notanumber', 'normal', 'subnormal'])}.f32 {self.p()}, {f()}",
+                        f"selp.f32 {f()}, {f()}, {fi()}, {self.p()}",
+                        g.choice([f"div.rn.f32 {f()}, {f()}, {fi()}", f"sqrt.rn.f32 {f()}, {f()}",
+                                  f"rcp.rn.f32 {f()}, {f()}"])]
+            _, s = self.menu(12, f32_forms)
         elif R < 0.90:
-            c = g.randrange(9)
-            s = [f"cvt.rzi.s32.f32 {r()}, {f()}", f"cvt.{g.choice(['rni', 'rmi', 'rpi'])}.f32.f32 {f()}, {f()}",
-                 f"cvt.{g.choice(RND)}.f32.s32 {f()}, {r()}", f"cvt.{g.choice(RND)}.f32.u32 {f()}, {r()}",
-                 f"mov.b32 {f()}, {r()}", f"mov.b32 {r()}, {f()}",
-                 f"cvt.rn.f16x2.f32 {r()}, {f()}, {f()}",
-                 f"{g.choice(['add', 'mul', 'sub'])}.rn.f16x2 {r()}, {r()}, {r()}",
-                 f"fma.rn.f16x2 {r()}, {r()}, {r()}, {r()}"][c]
+            _, s = self.menu(9, lambda: [
+                f"cvt.rzi.s32.f32 {r()}, {f()}", f"cvt.{g.choice(['rni', 'rmi', 'rpi'])}.f32.f32 {f()}, {f()}",
+                f"cvt.{g.choice(RND)}.f32.s32 {f()}, {r()}", f"cvt.{g.choice(RND)}.f32.u32 {f()}, {r()}",
+                f"mov.b32 {f()}, {r()}", f"mov.b32 {r()}, {f()}",
+                f"cvt.rn.f16x2.f32 {r()}, {f()}, {f()}",
+                f"{g.choice(['add', 'mul', 'sub'])}.rn.f16x2 {r()}, {r()}, {r()}",
+                f"fma.rn.f16x2 {r()}, {r()}, {r()}, {r()}"])
         else:
-            c = g.randrange(10)
-            s = [f"add.u64 {self.rd()}, {self.rd()}, {self.rd()}", f"mul.lo.u64 {self.rd()}, {self.rd()}, {self.rd()}",
-                 f"xor.b64 {self.rd()}, {self.rd()}, {self.rd()}", f"shl.b64 {self.rd()}, {self.rd()}, {r()}",
-                 f"mul.wide.s32 {self.rd()}, {r()}, {r()}", f"mov.b64 {{{r()}, {r()}}}, {self.rd()}",
-                 f"{g.choice(['add', 'mul'])}.{g.choice(RND)}.f64 {self.d()}, {self.d()}, {self.d()}",
-                 f"fma.rn.f64 {self.d()}, {self.d()}, {self.d()}, {self.d()}",
-                 f"cvt.rn.f32.f64 {f()}, {self.d()}",
-                 f"mov.f64 {self.d()}, 0d{g.choice(F64_IMM):016X}"][c]
+            c, s = self.menu(10, lambda: [
+                f"add.u64 {self.rd()}, {self.rd()}, {self.rd()}", f"mul.lo.u64 {self.rd()}, {self.rd()}, {self.rd()}",
+                f"xor.b64 {self.rd()}, {self.rd()}, {self.rd()}", f"shl.b64 {self.rd()}, {self.rd()}, {r()}",
+                f"mul.wide.s32 {self.rd()}, {r()}, {r()}", f"mov.b64 {{{r()}, {r()}}}, {self.rd()}",
+                f"{g.choice(['add', 'mul'])}.{g.choice(RND)}.f64 {self.d()}, {self.d()}, {self.d()}",
+                f"fma.rn.f64 {self.d()}, {self.d()}, {self.d()}, {self.d()}",
+                f"cvt.rn.f32.f64 {f()}, {self.d()}",
+                f"mov.f64 {self.d()}, 0d{g.choice(F64_IMM):016X}"])
             if c == 5:                                  # two different destination registers
                 a, b = g.sample(range(NR), 2)
                 s = f"mov.b64 {{%r{a}, %r{b}}}, {self.rd()}"

@@ -27,21 +27,20 @@ from ..wgmma import d_layout, encode_descriptor, operand_offsets
 
 LBO, SBO = 128, 256                       # B image: K halves 128 bytes apart, 8-row groups 256
 
-#: (name, kind, (m, n, k), input type, accumulator type)
-FORMS = [
-    ("mma.m16n8k16.f32.f16", "mma", (16, 8, 16), "f16", "f32"),
-    ("mma.m16n8k16.f16.f16", "mma", (16, 8, 16), "f16", "f16"),
-    ("mma.m16n8k16.f32.bf16", "mma", (16, 8, 16), "bf16", "f32"),
-    ("mma.m16n8k8.f32.f16", "mma", (16, 8, 8), "f16", "f32"),
-    ("mma.m16n8k8.f16.f16", "mma", (16, 8, 8), "f16", "f16"),
-    ("mma.m16n8k8.f32.bf16", "mma", (16, 8, 8), "bf16", "f32"),
-    ("mma.m16n8k8.f32.tf32", "mma", (16, 8, 8), "tf32", "f32"),
-    ("mma.m16n8k4.f32.tf32", "mma", (16, 8, 4), "tf32", "f32"),
-    ("wgmma.m64n8k16.f32.f16", "wgmma", (64, 8, 16), "f16", "f32"),
-    ("wgmma.m64n64k16.f32.bf16", "wgmma", (64, 64, 16), "bf16", "f32"),
-    ("wgmma.m64n64k16.f16.f16", "wgmma", (64, 64, 16), "f16", "f16"),
-    ("wgmma.m64n256k16.f32.f16", "wgmma", (64, 256, 16), "f16", "f32"),
-]
+
+def _form(kind: str, shape: tuple, itype: str, ctype: str) -> tuple:
+    """(name, kind, (m, n, k), input type, accumulator type), the name as PTX spells the form."""
+    m, n, k = shape
+    return (f"{kind}.m{m}n{n}k{k}.{ctype}.{itype}", kind, shape, itype, ctype)
+
+
+#: The forms: mma with f16 and bf16 inputs at k16 and k8, with tf32 at k8 and k4; wgmma at
+#: n = 8, 64 and 256 (A from registers).
+FORMS = ([_form("mma", (16, 8, k), i, c) for k in (16, 8)
+          for i, c in (("f16", "f32"), ("f16", "f16"), ("bf16", "f32"))]
+         + [_form("mma", (16, 8, k), "tf32", "f32") for k in (8, 4)]
+         + [_form("wgmma", (64, n, 16), i, c)
+            for n, i, c in ((8, "f16", "f32"), (64, "bf16", "f32"), (64, "f16", "f16"), (256, "f16", "f32"))])
 #: input classes: (name, steps for mma, steps for wgmma)
 CLASSES = [("random", 1, 1), ("chain", 48, 12), ("cancel", 1, 1), ("wide", 1, 1),
            ("subnormal", 1, 1), ("specials", 1, 1), ("zeros", 1, 1), ("subnormal_scaled", 1, 1)]
