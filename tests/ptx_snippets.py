@@ -1,7 +1,8 @@
 """Sources that several of the interpreter's tests build on, in one place: the CUDA helpers of
 Hopper's mbarriers and bulk copies (test_ptx_hopper.py, test_ptx_hazards.py), and a one-warp PTX
 kernel that hands each lane its operands from memory and stores one result a lane
-(test_ptx_numerics_h100.py, test_ptx_numerics_h100_cvt.py, test_ptx_accepted.py)."""
+(test_ptx_numerics_h100.py, test_ptx_numerics_h100_cvt.py, test_ptx_accepted.py), and an sm_80
+kernel of one pointer parameter (test_ptx_headers.py, test_ptx_semantics.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,6 +56,21 @@ def lane_kernel(head: str, regs: str, body: str, out: str, store: str, srcs=(), 
     mul.wide.u32 %rd5, %r1, 8;
     add.s64 %rd6, %rd1, %rd5;
     st.global.{store} [%rd6], {out};
+    ret;
+}}"""
+
+
+def pointer_kernel(regs: str, body: str, param: str = "out_p") -> str:
+    """PTX text for sm_80: kernel ``k`` of one pointer parameter `param`, which is loaded into
+    %rd1 after the declarations `regs` (each line indented, as written); then `body` and ``ret``."""
+    return f""".version 8.0
+.target sm_80
+.address_size 64
+.visible .entry k(.param .u64 {param})
+{{
+{regs}
+    ld.param.u64 %rd1, [{param}];
+{body}
     ret;
 }}"""
 

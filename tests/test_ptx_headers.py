@@ -13,6 +13,7 @@ import pytest
 
 from fraglab import ptx, toolchain, tools
 from fraglab.ptx import parse
+from ptx_snippets import pointer_kernel
 
 HEADERS = ("cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h")
 
@@ -110,15 +111,8 @@ def test_fp16_bf16_and_fp8_header_functions_run_or_are_refused_by_name(arch, rng
 def test_the_parser_reads_reg_declarations_without_a_space():
     """`.reg.b16 hl, hu;` inside braces, as cuda_fp16.hpp's h2exp2 writes it: the registers are
     declared in the block's scope and the kernel runs."""
-    text = """.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 out_p)
-{
-    .reg .b32 %r<3>;
-    .reg.b64 %rd<3>;
-    ld.param.u64 %rd1, [out_p];
-    mov.b32 %r1, 0x40003C00;
+    text = pointer_kernel("""    .reg .b32 %r<3>;
+    .reg.b64 %rd<3>;""", """    mov.b32 %r1, 0x40003C00;
     {
     .reg.b16 hl, hu;
     mov.b32 {hl, hu}, %r1;
@@ -126,9 +120,7 @@ def test_the_parser_reads_reg_declarations_without_a_space():
     ex2.approx.f16 hu, hu;
     mov.b32 %r2, {hl, hu};
     }
-    st.global.u32 [%rd1], %r2;
-    ret;
-}"""
+    st.global.u32 [%rd1], %r2;""")
     prog = ptx.Program(text)
     out = np.zeros(2, np.uint32)
     ptx.launch(prog, "k", 1, 32, (out,))

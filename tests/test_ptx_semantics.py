@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fraglab import ptx, toolchain
+from ptx_snippets import pointer_kernel
 
 HEADER = '#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n#define FULL 0xffffffffu\n'
 
@@ -409,16 +410,8 @@ def test_sm_ids_are_what_a_gpu_could_read():
     it reads a value a GPU could give (the ISA: %smid in 0 .. %nsmid - 1, not contiguous, %nsmid
     maybe above the SM count). A block's warps share one %smid; 300 blocks spread over every SM."""
     from fraglab.ptx import program as P
-    text = """
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry k(.param .u64 out)
-{
-    .reg .b32 %r<8>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [out];
-    mov.u32 %r1, %nsmid;
+    text = pointer_kernel("""    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;""", """    mov.u32 %r1, %nsmid;
     mov.u32 %r2, %smid;
     mov.u32 %r3, %ctaid.x;
     mov.u32 %r4, %tid.x;
@@ -426,10 +419,7 @@ def test_sm_ids_are_what_a_gpu_could_read():
     mad.lo.u32 %r6, %r3, %r5, %r4;
     mul.wide.u32 %rd2, %r6, 8;
     add.u64 %rd3, %rd1, %rd2;
-    st.global.v2.u32 [%rd3], {%r1, %r2};
-    ret;
-}
-"""
+    st.global.v2.u32 [%rd3], {%r1, %r2};""", param="out")
     out = np.zeros((300, 64, 2), np.uint32)
     P.launch(P.Program(text), "k", (300,), (64,), (out,))
     nsmid, smid = out[..., 0], out[..., 1]
