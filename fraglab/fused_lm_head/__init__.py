@@ -4,7 +4,8 @@
     loss = fused_lm_head.fused_linear_cross_entropy(h, w, targets)   # h (N, d), w (V, d), targets (N,)
 
 Modules: :mod:`.rungs` (the rungs' files, targets and kernel names), :mod:`.config` (the launch
-numbers, read back from the kernel files), :mod:`.kernels` (the wrapper), :mod:`.wgmma` (the
+numbers, read back from the kernel files), :mod:`.checks` (the wrappers' argument checks),
+:mod:`.kernels` (the wrapper), :mod:`.wgmma` (the
 Hopper rungs' files and tensor maps), :mod:`.backward` (the gradients for h and w),
 :mod:`.autograd` (a ``torch.autograd.Function`` around both; imports torch, so not imported
 here), :mod:`.problems` (Problems), :mod:`.report` (the record's

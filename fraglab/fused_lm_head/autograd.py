@@ -12,14 +12,13 @@ writing straight into the gradient tensors (not poisoned first, the targets not 
 the forward checked them). CUDA tensors on a GPU (through DLPack, no copies;
 both passes launch on torch's current stream, :func:`fraglab.fused_lm_head.kernels.torch_stream`,
 which matters in the backward: autograd runs it on a thread of its own), CPU tensors on the PTX
-interpreter. Arguments are checked as the wrappers check them.
+interpreter. Arguments are checked as the wrappers check them (:mod:`.checks`).
 """
 from __future__ import annotations
 
 import torch
 
-from .. import launch
-from . import backward, kernels
+from . import backward, checks, kernels, rungs
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
@@ -37,8 +36,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         for name, x in (("h", h), ("w", w), ("targets", targets)):
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name} must be a torch tensor, got {type(x).__name__}")
-        if variant is not None:
-            launch.check_choice("variant", variant, backward.VARIANTS)
+        checks.check_variant(variant, rungs.BACKWARD)
         arrays = [kernels.from_torch(k, x) for k, x in (("h", h), ("w", w), ("targets", targets))]
         # with the filter on, the forward keeps each block's largest logit (a few hundred KB),
         # which lets the backward skip the tiles no token can reach

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import device, launch
-from . import config, kernels, rungs, wgmma
+from .. import launch
+from . import checks, config, kernels, rungs, wgmma
 
 KERNELS = rungs.BACKWARD["atomic"].file
 CHUNKED = rungs.BACKWARD["chunked"].file
@@ -58,8 +58,6 @@ CAST_THREADS = 256
 #: The skip threshold the brief and Cut Cross-Entropy use for bf16: a tile whose every
 #: |softmax - onehot| is below 2^-12 is left out (``filter_eps=FILTER_EPS``); off by default.
 FILTER_EPS = 2.0 ** -12
-#: gridDim.y's limit: vocabulary tiles of one launch.
-MAX_VOCAB_TILES = 65535
 
 
 def default_variant(dtype: str = "bf16") -> str:
@@ -107,48 +105,6 @@ def forward_with_lse(h, w, targets, ignore_index: int = kernels.IGNORE_INDEX,
     return loss, lse_from_partials(kept["part"])
 
 
-def _grad_array(grad, reduction: str, n: int):
-    """The loss's gradient as a float32 array of this mode: shape () for 'mean' and 'sum', (n,)
-    for 'none'."""
-    xp = _xp()
-    if isinstance(grad, (bool, np.bool_)) or not (
-            isinstance(grad, (int, float, np.integer, np.floating)) or hasattr(grad, "shape")):
-        raise TypeError(f"grad must be a number or an array, got {type(grad).__name__}")
-    if not hasattr(grad, "shape"):
-        grad = np.float32(grad)
-    if launch.interpreted() and type(grad).__module__.split(".")[0] == "cupy":
-        raise TypeError("grad is a CuPy array, but kernels run on the PTX interpreter here")
-    g = xp.asarray(grad)
-    if g.dtype.kind != "f":
-        raise TypeError(f"grad must be a floating-point array, got dtype {g.dtype}")
-    want = (n,) if reduction == "none" else ()
-    if reduction != "none" and g.size == 1:
-        g = g.reshape(())
-    if tuple(g.shape) != want:
-        raise ValueError(f"grad of reduction={reduction!r} must have shape {want}, got {tuple(g.shape)}")
-    return g.astype(xp.float32)
-
-
-def check_backward_arguments(h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps,
-                             check_targets: bool = True):
-    """The forward's checks, then lse, grad and filter_eps. Returns ``(dtype, (n, v, d), cap, g)``
-    with ``g`` the gradient as :func:`_grad_array` makes it. ``check_targets``: as
-    :func:`fraglab.fused_lm_head.kernels.check_arguments` takes it."""
-    dtype, (n, v, d), cap = kernels.check_arguments(h, w, targets, ignore_index, reduction, softcap,
-                                                    check_targets=check_targets)
-    launch.check_array("lse", lse, dtype=np.float32, shape=(n,))
-    g = _grad_array(grad, reduction, n)
-    if filter_eps is not None:
-        if isinstance(filter_eps, bool) or not isinstance(filter_eps, (float, int, np.floating)):
-            raise TypeError(f"filter_eps must be a float or None, got {type(filter_eps).__name__}")
-        if not 0 < float(filter_eps) < 1:
-            raise ValueError(f"filter_eps must be in (0, 1), got {filter_eps}")
-    bn = kernels.tile()["lmh_bn"]
-    if -(-v // bn) > MAX_VOCAB_TILES:
-        raise ValueError(f"V = {v} needs more than {MAX_VOCAB_TILES} vocabulary tiles of {bn}")
-    return dtype, (n, v, d), cap, g
-
-
 def chunk_tiles(n: int, v: int, chunk_bytes: int = CHUNK_BYTES) -> int:
     """Vocabulary tiles (of ``lmh_bn`` words, the mma tile's) in one chunk of the chunked rung: as
     many as keep G (n x chunk words, 16-bit) within ``chunk_bytes``, at least one, at most all of
@@ -164,8 +120,7 @@ def scratch_bytes(n: int, v: int, d: int, variant: str | None = DEFAULT,
     (bytes): the atomic rung's FP32 sums of dh and dw; the chunked rungs' G (one chunk), its
     tiles' flags and, with more than one chunk, dh's FP32 sums. Counters and the dl and gscale
     vectors (n + 2 floats) left out."""
-    variant = default_variant() if variant is None else variant
-    launch.check_choice("variant", variant, VARIANTS)
+    variant = checks.check_variant(variant, rungs.BACKWARD, default_variant)
     if variant == "atomic":
         return {"dh32": 4 * n * d, "dw32": 4 * v * d}
     # "chunked", "wgmma" and "tma": the same buffers
@@ -194,25 +149,20 @@ def backward_launcher(h, w, targets, lse, grad, ignore_index: int = kernels.IGNO
     fills with ``{"g" | "dw" | "dh": [(start, end) CUDA events of each launch]}``, so that a
     caller can add up where the time goes (:func:`kernel_ms`). ``poison=False``: ``out`` is not
     poisoned first (the kernels write every element; the checks poison, a training step need not
-    pay a pass over dw for it); ``check_targets``: as :func:`check_backward_arguments` takes it.
+    pay a pass over dw for it); ``check_targets``: as :func:`.checks.check_backward_arguments` takes it.
     ``bmax``: the forward's largest logit of each filter block (:func:`forward_with_lse`'s
     ``keep``); with the filter on, the Hopper rungs' G kernel then skips the tiles where no token
     can reach ``filter_eps`` (the same flags, G and gradients, fewer logits recomputed); the
     other rungs ignore it."""
-    dtype, (n, v, d), cap, g = check_backward_arguments(h, w, targets, lse, grad, ignore_index,
-                                                        reduction, softcap, filter_eps,
-                                                        check_targets)
-    variant = default_variant(dtype) if variant is None else variant
-    launch.check_choice("variant", variant, VARIANTS)
+    dtype, (n, v, d), cap, g = checks.check_backward_arguments(
+        h, w, targets, lse, grad, ignore_index, reduction, softcap, filter_eps, check_targets)
+    variant = checks.check_variant(variant, rungs.BACKWARD, lambda: default_variant(dtype))
     if bmax is not None:
         tile = kernels.tile()
         launch.check_array("bmax", bmax, dtype=np.float32,
                            shape=(-(-n // tile["lmh_bm"]), -(-v // tile["lmh_bn"])))
-    if variant in HOPPER:
-        device.require(wgmma.ARCH, wgmma.NEEDS, wgmma.INSTEAD.format(DEFAULT))
-    if isinstance(chunk_bytes, bool) or not isinstance(chunk_bytes, (int, np.integer)) \
-            or chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be a positive int, got {chunk_bytes!r}")
+    checks.check_rung(rungs.BACKWARD[variant], DEFAULT)
+    checks.check_chunk_bytes(chunk_bytes)
     xp = _xp()
     if out is None:
         dh, dw = launch.poisoned((n, d), h.dtype), launch.poisoned((v, d), h.dtype)
@@ -284,10 +234,10 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     ``rung``: "chunked" (mma.sync), or a Hopper rung (:data:`HOPPER`: its G kernel, the wgmma
     GEMMs; ``source``: :func:`backward_launcher`'s; ``bmax``: the forward's block maxima, which
     its G kernel reads with the filter on)."""
-    on_wgmma = rung in HOPPER
     n, v, d = nvd
     xp = _xp()
     r = rungs.BACKWARD[rung]
+    on_wgmma = r.hopper
     names = {k: rungs.kernel_name(r, k, dtype, cap is not None) for k in ("g", "dw", "dh")}
     # the launch numbers of the modules launched (source= included): the G kernel's grid, block
     # and shared memory, the GEMMs' tile of C, block and shared memory
@@ -319,10 +269,10 @@ def _chunked(h, w, tg, lse, dl, gscale, skipped, dh, dw, dtype, nvd, ignore_inde
     dh32 = xp.zeros((n, d), xp.float32) if chunks > 1 else xp.zeros((1,), xp.float32)
     if on_wgmma:
         gk = launch.get_kernel(gfile, names["g"], source=src.get(gfile), arch=r.arch)
-        maps = wgmma.tensor_maps(h, w, gc) if rung == "tma" else ()
+        maps = wgmma.tensor_maps(h, w, gc) if r.tensor_maps else ()
         dwk, dhk = (launch.get_kernel(gemm_file, names[k], source=src.get(gemm_file), arch=r.arch)
                     for k in ("dw", "dh"))
-        gmaps = wgmma.gemm_maps(G, h, w, mc) if rung == "tma" else {"dw": (), "dh": ()}
+        gmaps = wgmma.gemm_maps(G, h, w, mc) if r.tensor_maps else {"dw": (), "dh": ()}
         pre = ((bmax, np.int32(bmax.shape[1])) if bmax is not None
                else (xp.zeros(1, xp.float32), np.int32(0)))
     else:

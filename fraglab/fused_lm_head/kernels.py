@@ -16,12 +16,13 @@ file's ``lmhead_merge``. By default (:func:`default_variant`) a Hopper GPU runs 
 from __future__ import annotations
 
 import contextlib
-import math
 
 import numpy as np
 
 from .. import device, launch
-from . import config, rungs, wgmma
+from . import checks, config, rungs, wgmma
+# the wrapper's names for what the checks hold (the callers' ``kernels.IGNORE_INDEX`` and so on)
+from .checks import D_MULTIPLE, IGNORE_INDEX, REDUCTIONS, max_rows, requires  # noqa: F401
 
 KERNELS = rungs.FORWARD["mma"].file
 #: The forward's rungs, in ladder order (their files, targets and kernels: ``rungs.FORWARD``;
@@ -30,11 +31,6 @@ VARIANTS = tuple(rungs.FORWARD)
 FINAL = VARIANTS[-1]
 #: Threads per block of the merge kernel (any: it reads blockDim).
 MERGE_THREADS = 256
-REDUCTIONS = ("mean", "sum", "none")
-#: What PyTorch's cross_entropy ignores by default.
-IGNORE_INDEX = -100
-#: d must be a multiple of this (mma.m16n8k16's k; the copies need 8).
-D_MULTIPLE = 16
 #: Most vocabulary splits of a launch (each split's partials are 12 bytes a token).
 MAX_SPLITS = 64
 
@@ -47,12 +43,6 @@ def tile(arch: str | None = None) -> dict[str, int]:
     return config.file_constants(KERNELS, arch)
 
 
-def max_rows() -> int:
-    """Largest N and V the kernels' 32-bit row and column indices allow (a tile's width short
-    of 2^31)."""
-    return 2**31 - 1 - tile()["lmh_bn"]
-
-
 #: ``kernels.BM`` and the like: the mma rung's numbers as this module named them before its kernel
 #: file became their one home, read from the build on use (:func:`tile`).
 __getattr__ = config.lazy_names(__name__, KERNELS, {
@@ -63,18 +53,6 @@ __getattr__ = config.lazy_names(__name__, KERNELS, {
 def kernel_name(dtype: str, softcap: bool) -> str:
     """The forward kernel for ``dtype`` ('f16' or 'bf16'), with or without the soft-cap."""
     return rungs.kernel_name(rungs.FORWARD["mma"], "fwd", dtype, softcap)
-
-
-def requires(dtype: str = "bf16") -> tuple[bool, str]:
-    """Can this GPU (or the interpreter's target) run the kernel on ``dtype`` inputs? Both need
-    compute capability 8.0 (cp.async, ldmatrix, mma.sync.m16n8k16 with f32 accumulators).
-    ``(ok, reason)``."""
-    cc = device.target_cc()
-    if tuple(cc) < (8, 0):
-        return False, (f"the fused LM head needs compute capability 8.0 or newer (cp.async, "
-                       f"ldmatrix and mma.sync.m16n8k16 with f32 accumulators, f16 and bf16 "
-                       f"alike); this GPU is {cc[0]}.{cc[1]}")
-    return True, ""
 
 
 def default_variant(dtype: str = "bf16") -> str:
@@ -156,62 +134,6 @@ def to_torch(a, like):
     return torch.from_dlpack(a)
 
 
-# --- the checks ---------------------------------------------------------------------------------
-
-def check_arguments(h, w, targets, ignore_index, reduction, softcap, *, check_targets: bool = True):
-    """Every check before a launch. Returns ``(dtype, (n, v, d), cap)``. ``check_targets=False``
-    leaves out the one check that reads the targets' values (a synchronisation with the GPU): for
-    a caller that checked the same targets already (the autograd Function's backward)."""
-    launch.check_array("h", h, dtype=(np.float16, np.uint16), ndim=2)
-    launch.check_array("w", w, dtype=h.dtype, ndim=2)
-    n, d = (int(s) for s in h.shape)
-    v = int(w.shape[0])
-    if w.shape[1] != d:
-        raise ValueError(f"w must have shape (V, d) with d = {d} as h has, got {w.shape}")
-    launch.check_array("targets", targets, dtype=(np.int32, np.int64), ndim=1)
-    if targets.shape[0] != n:
-        raise ValueError(f"targets must have one entry per row of h ({n}), got {targets.shape[0]}")
-    if n < 1 or v < 1 or d < 1:
-        raise ValueError(f"h and w must be non-empty, got h {h.shape} and w {w.shape}")
-    if d % D_MULTIPLE:
-        raise ValueError(f"d = {d} must be a multiple of {D_MULTIPLE} (the k of "
-                         "mma.m16n8k16): pad h and w with zero columns")
-    if max(n, v) > max_rows():
-        raise ValueError(f"n = {n} and V = {v} must be at most {max_rows()}")
-    for name, a in (("h", h), ("w", w)):
-        launch.check_aligned(name, a, 16, "cp.async copies 16 bytes")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
-        raise TypeError(f"ignore_index must be an int, got {type(ignore_index).__name__}")
-    if not -2**31 <= int(ignore_index) < 2**31:
-        raise ValueError(f"ignore_index = {ignore_index} must fit in int32")
-    launch.check_choice("reduction", reduction, REDUCTIONS)
-    cap = None
-    if softcap is not None:
-        if isinstance(softcap, bool) or not isinstance(softcap, (int, float, np.integer, np.floating)):
-            raise TypeError(f"softcap must be a float or None, got {type(softcap).__name__}")
-        cap = float(softcap)
-        if not (math.isfinite(cap) and cap > 0):
-            raise ValueError(f"softcap must be finite and > 0, got {softcap}")
-    if check_targets:
-        check_target_values(targets, ignore_index, v)
-    dtype = "f16" if h.dtype == np.float16 else "bf16"
-    ok, why = requires(dtype)
-    if not ok:
-        raise RuntimeError(why)
-    return dtype, (n, v, d), cap
-
-
-def check_target_values(targets, ignore_index, v: int) -> None:
-    """Every target in [0, V) or ``ignore_index``, else ValueError naming the first that is not.
-    On a GPU this reads the targets back: it waits for the work queued before."""
-    xp = np if launch.interpreted() else __import__("cupy")
-    bad = (targets != ignore_index) & ((targets < 0) | (targets >= v))
-    if bool(bad.any()):
-        i = int(xp.argmax(bad))
-        raise ValueError(f"targets[{i}] = {int(targets[i])} is outside [0, V = {v}) and is not "
-                         f"ignore_index ({ignore_index})")
-
-
 # --- the launch ---------------------------------------------------------------------------------
 
 def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "mean",
@@ -232,18 +154,17 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     (``backward_launcher(bmax=)``); None on the mma rung."""
     # the targets' values last, just before the caller launches (their check waits for the GPU,
     # which then idles until the first launch: the host's preparations come first)
-    dtype, (n, v, d), cap = check_arguments(h, w, targets, ignore_index, reduction, softcap,
-                                            check_targets=False)
-    variant = default_variant(dtype) if variant is None else variant
-    launch.check_choice("variant", variant, VARIANTS)
+    dtype, (n, v, d), cap = checks.check_arguments(h, w, targets, ignore_index, reduction, softcap,
+                                                   check_targets=False)
+    variant = checks.check_variant(variant, rungs.FORWARD, lambda: default_variant(dtype))
     maps, rung = (), rungs.FORWARD[variant]
     fwd_name, arch = rungs.kernel_name(rung, "fwd", dtype, cap is not None), rung.arch
     name = rung.file if name == KERNELS else name
+    checks.check_rung(rung, "mma")
     if rung.hopper:
-        device.require(arch, wgmma.NEEDS, wgmma.INSTEAD.format("mma"))
         c = config.launch_constants(name, source=source, arch=arch)    # the module launched
         bm, bn, threads, smem = (c[f"lmh_wgmma_{k}"] for k in ("bm", "bn", "threads", "smem"))
-        if variant == "tma":
+        if rung.tensor_maps:
             maps = wgmma.tensor_maps(h, w, c)
     else:
         c = config.launch_constants(name, source=source)
@@ -261,25 +182,25 @@ def launcher(h, w, targets, ignore_index: int = IGNORE_INDEX, reduction: str = "
     if keep is not None:
         keep["part"] = part
     fwd = launch.get_kernel(name, fwd_name, source=source, arch=arch)
-    merge = (launch.get_kernel(name, "lmhead_merge", source=source) if variant == "mma"
-             else launch.get_kernel(KERNELS, "lmhead_merge"))
+    merge = (launch.get_kernel(KERNELS, "lmhead_merge") if rung.hopper
+             else launch.get_kernel(name, "lmhead_merge", source=source))
     fwd_args = (h, w, tg, part, np.int32(n), np.int32(v), np.int32(d), np.int32(per),
                 np.float32(cap or 0.0))
     merge_args = (part, tg, loss, np.int32(n), np.int32(splits), np.int32(ignore_index))
     xp = np if launch.interpreted() else __import__("cupy")
     # each filter block's largest logit (Hopper rungs, when asked): -inf, then atomic maxima;
     # a filter block is the mma tile's width (the flags' unit, kernels/11_fused_lm_head_wgmma.cu)
-    nb = -(-v // tile()["lmh_bn"]) if block_max and variant != "mma" else 0
+    nb = -(-v // tile()["lmh_bn"]) if block_max and rung.hopper else 0
     bmax = xp.full((row_blocks, nb) if nb else (1,), -np.inf, np.float32)
     if keep is not None:
         keep["bmax"] = bmax if nb else None
-    if variant != "mma":
+    if rung.hopper:
         fwd_args += (bmax, np.int32(nb))
     fwd_args += tuple(m.device for m in maps)
     # the count of tokens not ignored stays on the device (no synchronisation before the launch)
     count = None if reduction != "mean" else (targets != ignore_index).sum()
 
-    check_target_values(targets, ignore_index, v)
+    checks.check_target_values(targets, ignore_index, v)
 
     def run():
         if nb:

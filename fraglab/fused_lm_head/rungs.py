@@ -20,27 +20,30 @@ from . import config
 class Rung:
     """One rung: ``file`` holds its forward or G kernel, ``gemm_file`` the backward's GEMMs
     (the chunked rungs), ``arch`` the target it is built for (None: the GPU's, or the
-    interpreter's sm_80), ``names`` the kernel name of each kind before the dtype."""
+    interpreter's sm_80), ``names`` the kernel name of each kind before the dtype,
+    ``tensor_maps`` whether its kernels load through the TMA (two tensor maps a launch)."""
     name: str
     file: str
     arch: str | None
     names: dict
     gemm_file: str | None = None
+    tensor_maps: bool = False
 
     @property
     def hopper(self) -> bool:
         return self.arch == config.HOPPER_ARCH
 
 
-def _hopper(rung: str, file: str, gemm_file: str | None, kinds) -> Rung:
-    return Rung(rung, file, config.HOPPER_ARCH, {k: f"lmhead_{rung}_{k}" for k in kinds}, gemm_file)
+def _hopper(rung: str, file: str, gemm_file: str | None, kinds, tensor_maps: bool = False) -> Rung:
+    return Rung(rung, file, config.HOPPER_ARCH, {k: f"lmhead_{rung}_{k}" for k in kinds}, gemm_file,
+                tensor_maps)
 
 
 #: The forward's rungs, in ladder order.
 FORWARD = {
     "mma": Rung("mma", "11_fused_lm_head", None, {"fwd": "lmhead_fwd"}),
     "wgmma": _hopper("wgmma", "11_fused_lm_head_wgmma", None, ("fwd",)),
-    "tma": _hopper("tma", "11_fused_lm_head_tma", None, ("fwd",)),
+    "tma": _hopper("tma", "11_fused_lm_head_tma", None, ("fwd",), tensor_maps=True),
 }
 #: The backward's rungs, in ladder order: the Hopper rungs' G kernel is in the forward's file of
 #: the same rung, their GEMMs in a file of their own.
@@ -52,7 +55,8 @@ BACKWARD = {
                     "11_fused_lm_head_bwd_chunked"),
     "wgmma": _hopper("wgmma", "11_fused_lm_head_wgmma", "11_fused_lm_head_bwd_wgmma",
                      ("g", "dw", "dh")),
-    "tma": _hopper("tma", "11_fused_lm_head_tma", "11_fused_lm_head_bwd_tma", ("g", "dw", "dh")),
+    "tma": _hopper("tma", "11_fused_lm_head_tma", "11_fused_lm_head_bwd_tma", ("g", "dw", "dh"),
+                   tensor_maps=True),
 }
 #: The kinds a soft-cap is compiled into (the GEMMs and the casts never see it).
 CAPPED = ("fwd", "bwd", "g")
