@@ -51,6 +51,11 @@ def test_chapter_was_executed_on_a_gpu(chapter):
     for c in code:
         for o in c.get("outputs", []):
             assert o.get("output_type") != "error", f"a stored error output: {o.get('evalue')}"
+    # nbval takes a cell with outputs and no execution count for one never run, and fails it
+    # ("Unrun reference cell has outputs"): a cell executed alone must be numbered too
+    unrun = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+             and c.get("outputs") and c.get("execution_count") is None]
+    assert not unrun, f"cells {unrun} have outputs and no execution count"
 
 
 def _readable_text(page: Path) -> str:
