@@ -1,4 +1,5 @@
 """The compile path, on any machine: NVRTC, headers, cubins, the ptxas report, SASS."""
+import shutil
 import struct
 
 import pytest
@@ -239,10 +240,24 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
     with toolchain.deferred_ptxas() as builds:
         b = toolchain.compile("deferred.cu", "sm_80", source=src)
     assert b.deferred and builds == [b] and b.kernels == ["k"]
-    assert not (tmp_path / b.key).exists(), "a deferred build is not cached before ptxas ran"
+    assert not (tmp_path / b.key).exists(), "a deferred build is not cached whole before ptxas ran"
+    # its PTX is: another process (a fresh memory cache) gets it without NVRTC, still deferred
+    toolchain._memory_cache.clear()
+    with monkeypatch.context() as m, toolchain.deferred_ptxas() as again:
+        m.setattr(toolchain, "_nvrtc_ptx", None)                # NVRTC would be called: fails
+        b2 = toolchain.compile("deferred.cu", "sm_80", source=src)
+    assert b2.deferred and again == [b2] and b2.ptx == b.ptx and b2.key == b.key
     whole = toolchain._nvrtc_compile("deferred.cu", "sm_80", src, list(b.options), b.key,
                                      toolchain._nvrtc_name("deferred.cu"))
     assert b.cubin == whole.cubin and b.resources == whole.resources and not b.deferred
+    assert (tmp_path / b.key / "kernel.cubin").is_file()
+    # outside a block, a stored PTX costs ptxas only: NVRTC's whole build, byte for byte
+    toolchain._memory_cache.clear()
+    shutil.rmtree(tmp_path / b.key)                             # the whole build gone
+    with monkeypatch.context() as m:
+        m.setattr(toolchain, "_nvrtc_compile", None)
+        b3 = toolchain.compile("deferred.cu", "sm_80", source=src)
+    assert b3.cubin == whole.cubin and b3.resources == whole.resources and not b3.deferred
     assert (tmp_path / b.key / "kernel.cubin").is_file()
     bad = 'extern "C" __global__ void k() { asm volatile("setmaxnreg.inc.sync.aligned.u32 240;"); }\n'
     with toolchain.deferred_ptxas() as builds:
@@ -251,3 +266,6 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
         toolchain.assemble_deferred(builds)
     with pytest.raises(CompileError):
         toolchain.compile("refused.cu", "sm_80", source=bad)      # outside a block: whole at once
+    toolchain._memory_cache.clear()
+    with pytest.raises(CompileError):
+        toolchain.compile("refused.cu", "sm_80", source=bad)      # its stored PTX: refused too
