@@ -362,11 +362,12 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
     t0, where = _clock(), "disk"
     build = _load_cached(key)
     if build is None and _may_defer(arch, source, options):
-        build, where = compile_cache.load_ptx(key, source, Build), "disk-ptx"   # another's PTX
-        if build is None:
-            t0, where = _clock(), "nvrtc-ptx"
-            build = _nvrtc_ptx(label, arch, source, opts, key, nvrtc_name)
-            compile_cache.store_ptx(build)
+        with _compile_lock(key):          # another process making the same PTX: wait for it
+            build, where = compile_cache.load_ptx(key, source, Build), "disk-ptx"
+            if build is None:
+                t0, where = _clock(), "nvrtc-ptx"
+                build = _nvrtc_ptx(label, arch, source, opts, key, nvrtc_name)
+                compile_cache.store_ptx(build)
         _defer["builds"].append(build)
     if build is None and not options and source is not None:    # only ptxas left to run
         build = compile_cache.load_ptx(key, source, Build)
