@@ -112,7 +112,8 @@ def test_a_build_another_process_is_compiling_is_waited_for_not_compiled_again(t
     import time
     monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path))
     src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] += 3.0f; }\n'
-    b = toolchain.compile("lock_test.cu", "sm_80", source=src)
+    with toolchain.deferred_ptxas(False):       # a whole build (the tests defer ptxas: conftest)
+        b = toolchain.compile("lock_test.cu", "sm_80", source=src)
     toolchain._memory_cache.clear()
     import shutil
     shutil.rmtree(tmp_path / b.key)
@@ -254,7 +255,7 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
     # outside a block, a stored PTX costs ptxas only: NVRTC's whole build, byte for byte
     toolchain._memory_cache.clear()
     shutil.rmtree(tmp_path / b.key)                             # the whole build gone
-    with monkeypatch.context() as m:
+    with monkeypatch.context() as m, toolchain.deferred_ptxas(False):   # (conftest defers)
         m.setattr(toolchain, "_nvrtc_compile", None)
         b3 = toolchain.compile("deferred.cu", "sm_80", source=src)
     assert b3.cubin == whole.cubin and b3.resources == whole.resources and not b3.deferred
@@ -264,8 +265,9 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
         b = toolchain.compile("refused.cu", "sm_80", source=bad)
     with pytest.raises(CompileError, match="setmaxnreg|sm_80|not supported"):
         toolchain.assemble_deferred(builds)
-    with pytest.raises(CompileError):
-        toolchain.compile("refused.cu", "sm_80", source=bad)      # outside a block: whole at once
-    toolchain._memory_cache.clear()
-    with pytest.raises(CompileError):
-        toolchain.compile("refused.cu", "sm_80", source=bad)      # its stored PTX: refused too
+    with toolchain.deferred_ptxas(False):
+        with pytest.raises(CompileError):
+            toolchain.compile("refused.cu", "sm_80", source=bad)  # outside a block: whole at once
+        toolchain._memory_cache.clear()
+        with pytest.raises(CompileError):
+            toolchain.compile("refused.cu", "sm_80", source=bad)  # its stored PTX: refused too
