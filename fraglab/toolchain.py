@@ -17,11 +17,11 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import sass
+from . import compile_cache, sass
+from .compile_cache import store as _store_cached
 from .elf import (_complete_elf, elf_int_globals, elf_kernels, elf_sections,  # noqa: F401
                   elf_sm)  # (toolchain.elf_*)
 from .ptxas_log import parse_ptxas_log  # noqa: F401  (toolchain.parse_ptxas_log)
@@ -239,6 +239,11 @@ Build.deferred = property(lambda self: self.__dict__.get("_deferred") is not Non
                           doc="True while ptxas has not run on this build (:func:`deferred_ptxas`).")
 
 _memory_cache: dict[str, Build] = {}
+
+
+def _load_cached(key: str) -> Build | None:
+    return compile_cache.load(key, Build)
+
 #: Whether :func:`compile` may leave ptxas for later (:func:`deferred_ptxas`), and the list of
 #: the builds it left so within the innermost such block.
 _defer: dict = {"on": False, "builds": None}
@@ -254,7 +259,9 @@ def deferred_ptxas(on: bool = True):
     the interpreter never pays for ptxas: a wrong kernel the interpreter fails (the test suite's
     mutants), a learner's answer that fails its check. Grading (:mod:`fraglab.grading.capture`)
     assembles every deferred build before it writes a pass, so a passing answer still
-    assembles for its target. Yields the list of the builds deferred within the block (for
+    assembles for its target. The PTX is cached on disk as soon as NVRTC made it
+    (:mod:`fraglab.compile_cache`): the next process asking for it pays neither NVRTC nor, until
+    it reads the cubin, ptxas. Yields the list of the builds deferred within the block (for
     :func:`assemble_deferred`)."""
     before = _defer["on"], _defer["builds"]
     builds: list[Build] = []
@@ -355,9 +362,19 @@ def compile(name: str | os.PathLike, arch: str | int | None = None, *, source: s
     t0, where = _clock(), "disk"
     build = _load_cached(key)
     if build is None and _may_defer(arch, source, options):
-        t0, where = _clock(), "nvrtc-ptx"
-        build = _nvrtc_ptx(label, arch, source, opts, key, nvrtc_name)
+        with _compile_lock(key):          # another process making the same PTX: wait for it
+            build, where = compile_cache.load_ptx(key, source, Build), "disk-ptx"
+            if build is None:
+                t0, where = _clock(), "nvrtc-ptx"
+                build = _nvrtc_ptx(label, arch, source, opts, key, nvrtc_name)
+                compile_cache.store_ptx(build)
         _defer["builds"].append(build)
+    if build is None and not options and source is not None:    # only ptxas left to run
+        build = compile_cache.load_ptx(key, source, Build)
+        build = build if build is not None and _ptxas_matches_nvrtc() else None
+        if build is not None:
+            build.assemble()              # stores it whole; a refused PTX raises CompileError
+            where = "disk-ptx+ptxas"
     if build is None:
         with _compile_lock(key):          # another process compiling the same build: wait for it
             build = _load_cached(key)
@@ -504,34 +521,6 @@ def _nvrtc_ptx(label: str, arch: str, source: str, opts: list[str], key: str, wh
     build = Build(name=label, arch=arch, options=tuple(opts), ptx=ptx, cubin=b"", log="", key=key)
     build.__dict__["_deferred"] = (source, log.strip())
     return build
-
-
-def _load_cached(key: str) -> Build | None:
-    d = cache_dir() / key
-    try:
-        meta = json.loads((d / "meta.json").read_text())
-        build = Build(ptx=(d / "kernel.ptx").read_text(), cubin=(d / "kernel.cubin").read_bytes(),
-                      **meta)
-    except (OSError, ValueError, TypeError):
-        return None
-    # a build stored without its ptxas report (NVRTC's own cache served it) is compiled again
-    return build if set(build.kernels) <= set(build.resources) else None
-
-
-def _store_cached(b: Build) -> None:
-    d = cache_dir() / b.key
-    tmp = d.with_name(d.name + f".tmp{os.getpid()}")
-    try:
-        tmp.mkdir(parents=True, exist_ok=True)
-        (tmp / "kernel.ptx").write_text(b.ptx)
-        (tmp / "kernel.cubin").write_bytes(b.cubin)
-        meta = dict(name=b.name, arch=b.arch, options=list(b.options), log=b.log, key=b.key,
-                    resources=b.resources)
-        (tmp / "meta.json").write_text(json.dumps(meta))
-        os.replace(tmp, d) if not d.exists() else shutil.rmtree(tmp)
-        prune_cache()
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)  # a read-only cache only costs a recompile
 
 
 def compile_check(name: str | os.PathLike, arch: str | int, **kw) -> Build:

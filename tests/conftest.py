@@ -103,13 +103,15 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(autouse=True)
-def _ptxas_deferred_in_mutant_tests(request):
-    """A mutant test (a wrong kernel the interpreter must fail) compiles its sources without
-    ptxas until something reads a cubin (:func:`fraglab.toolchain.deferred_ptxas`): what it
-    proves is the interpreter's verdict on the PTX, and ptxas is half of each compile."""
-    if request.node.get_closest_marker("mutant") is None:
-        yield
-        return
+def _ptxas_deferred():
+    """Every test compiles without ptxas until something reads a build's cubin, ptxas report or
+    listing (:func:`fraglab.toolchain.deferred_ptxas`; only where the interpreter runs the build:
+    no GPU, sm_80 or sm_90a, no option but defines). A kernel the interpreter runs is read from
+    its PTX alone, and ptxas is about half of each compile: a test whose claim is the
+    interpreter's verdict (a case's values, a mutant's failure) never pays for it; one that reads
+    registers, spills, SASS or constants from the cubin gets NVRTC's own cubin, byte for byte.
+    That every kernel file assembles for every target is test_toolchain's
+    (test_every_kernel_compiles_for_every_target reads each build's ptxas report)."""
     from fraglab import toolchain
     with toolchain.deferred_ptxas():
         yield

@@ -1,4 +1,5 @@
 """The compile path, on any machine: NVRTC, headers, cubins, the ptxas report, SASS."""
+import shutil
 import struct
 
 import pytest
@@ -111,7 +112,8 @@ def test_a_build_another_process_is_compiling_is_waited_for_not_compiled_again(t
     import time
     monkeypatch.setenv("FRAGLAB_CACHE", str(tmp_path))
     src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] += 3.0f; }\n'
-    b = toolchain.compile("lock_test.cu", "sm_80", source=src)
+    with toolchain.deferred_ptxas(False):       # a whole build (the tests defer ptxas: conftest)
+        b = toolchain.compile("lock_test.cu", "sm_80", source=src)
     toolchain._memory_cache.clear()
     import shutil
     shutil.rmtree(tmp_path / b.key)
@@ -239,15 +241,33 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
     with toolchain.deferred_ptxas() as builds:
         b = toolchain.compile("deferred.cu", "sm_80", source=src)
     assert b.deferred and builds == [b] and b.kernels == ["k"]
-    assert not (tmp_path / b.key).exists(), "a deferred build is not cached before ptxas ran"
+    assert not (tmp_path / b.key).exists(), "a deferred build is not cached whole before ptxas ran"
+    # its PTX is: another process (a fresh memory cache) gets it without NVRTC, still deferred
+    toolchain._memory_cache.clear()
+    with monkeypatch.context() as m, toolchain.deferred_ptxas() as again:
+        m.setattr(toolchain, "_nvrtc_ptx", None)                # NVRTC would be called: fails
+        b2 = toolchain.compile("deferred.cu", "sm_80", source=src)
+    assert b2.deferred and again == [b2] and b2.ptx == b.ptx and b2.key == b.key
     whole = toolchain._nvrtc_compile("deferred.cu", "sm_80", src, list(b.options), b.key,
                                      toolchain._nvrtc_name("deferred.cu"))
     assert b.cubin == whole.cubin and b.resources == whole.resources and not b.deferred
+    assert (tmp_path / b.key / "kernel.cubin").is_file()
+    # outside a block, a stored PTX costs ptxas only: NVRTC's whole build, byte for byte
+    toolchain._memory_cache.clear()
+    shutil.rmtree(tmp_path / b.key)                             # the whole build gone
+    with monkeypatch.context() as m, toolchain.deferred_ptxas(False):   # (conftest defers)
+        m.setattr(toolchain, "_nvrtc_compile", None)
+        b3 = toolchain.compile("deferred.cu", "sm_80", source=src)
+    assert b3.cubin == whole.cubin and b3.resources == whole.resources and not b3.deferred
     assert (tmp_path / b.key / "kernel.cubin").is_file()
     bad = 'extern "C" __global__ void k() { asm volatile("setmaxnreg.inc.sync.aligned.u32 240;"); }\n'
     with toolchain.deferred_ptxas() as builds:
         b = toolchain.compile("refused.cu", "sm_80", source=bad)
     with pytest.raises(CompileError, match="setmaxnreg|sm_80|not supported"):
         toolchain.assemble_deferred(builds)
-    with pytest.raises(CompileError):
-        toolchain.compile("refused.cu", "sm_80", source=bad)      # outside a block: whole at once
+    with toolchain.deferred_ptxas(False):
+        with pytest.raises(CompileError):
+            toolchain.compile("refused.cu", "sm_80", source=bad)  # outside a block: whole at once
+        toolchain._memory_cache.clear()
+        with pytest.raises(CompileError):
+            toolchain.compile("refused.cu", "sm_80", source=bad)  # its stored PTX: refused too
