@@ -2,13 +2,10 @@
 
 Everything (book chapters, labs, tests, benchmarks) compiles through :func:`compile`, which works
 with or without a GPU: NVRTC and the disassembler are libraries and programs, not the driver.
+``compile("00_hello_warp", arch="sm_90").sass("warp_sum")``, for example.
 
-    >>> b = compile("00_hello_warp", arch="sm_90")
-    >>> b.resources["warp_sum"]["registers"]
-    >>> print(b.sass("warp_sum"))
-
-Results are cached on disk (:func:`fraglab.tools.cache_dir`, bounded; ``make clean`` empties it), keyed by the source, every
-header in ``kernels/``, the options and the NVRTC version, so a re-run does not recompile.
+Results are cached on disk (:func:`fraglab.tools.cache_dir`, bounded; ``make clean`` empties it),
+keyed by the source, every header in ``kernels/``, the options and the NVRTC version.
 """
 from __future__ import annotations
 
@@ -279,12 +276,10 @@ def assemble_deferred(builds: list[Build]) -> None:
 
 
 def _may_defer(arch: str, source: str | None, options) -> bool:
-    if not _defer["on"] or source is None or list(options):
-        return False
     from . import device
-    if arch not in device.INTERPRETER_ARCHES or device.gpu_available():
-        return False
-    return _ptxas_matches_nvrtc()
+    return bool(_defer["on"] and source is not None and not list(options)
+                and arch in device.INTERPRETER_ARCHES and not device.gpu_available()
+                and _ptxas_matches_nvrtc())
 
 
 def _ptxas_matches_nvrtc() -> bool:
@@ -292,15 +287,35 @@ def _ptxas_matches_nvrtc() -> bool:
     found = _defer.get("ptxas")
     if found is None:
         import subprocess
-        tool = find_tool("ptxas", required=False)
-        try:
+        tool, out = find_tool("ptxas", required=False), ""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
             out = subprocess.run([str(tool), "--version"], capture_output=True, text=True,
                                  timeout=30).stdout if tool else ""
-        except (OSError, subprocess.SubprocessError):
-            out = ""
         major, minor = nvrtc_version()
-        found = _defer["ptxas"] = bool(re.search(rf"release {major}\.{minor}\b", out))
+        found = bool(re.search(rf"release {major}\.{minor}\b", out)) and _probe_agrees(out)
+        _defer["ptxas"] = found
     return found
+
+
+def _probe_agrees(ptxas_version: str) -> bool:
+    """NVRTC's PTX through this ptxas is NVRTC's cubin on a probe, byte for byte (the H200 machine's
+    CUDA 13.0 ptxas and NVRTC differ by a byte); cached, keyed by both tools' versions."""
+    verdict = cache_dir() / ("ptxas-probe-" + hashlib.sha256(
+        (ptxas_version + repr(nvrtc_version())).encode()).hexdigest()[:16])
+    with contextlib.suppress(OSError):
+        return verdict.read_text() == "same"
+    src, where = 'extern "C" __global__ void k(float* p) { p[0] = __expf(p[1]); }\n', "probe.cu"
+    opts = ["-arch=sm_80", "-std=c++17", "-lineinfo", "--ptxas-options=-v"]
+    try:
+        whole = _nvrtc_compile(where, "sm_80", src, opts, "probe", _nvrtc_name(where))
+        same = _ptxas(_nvrtc_ptx(where, "sm_80", src, opts, "probe", _nvrtc_name(where)).ptx,
+                      "sm_80")[0] == whole.cubin
+    except (CompileError, ToolchainError, OSError):
+        same = False
+    with contextlib.suppress(OSError):
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        verdict.write_text("same" if same else "differ")
+    return same
 
 
 def _ptxas(ptx: str, arch: str) -> tuple[bytes, str]:
