@@ -75,6 +75,24 @@ def decode_elems(raw: np.ndarray, t: str) -> np.ndarray:
     raise KeyError(t)
 
 
+EUINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def word_values(u: np.ndarray, t: str) -> np.ndarray:
+    """Element bit patterns (unsigned, of the element's width) -> values, as :func:`decode_elems`."""
+    if t == "f16":
+        return u.view(np.float16).astype(np.float64)
+    if t == "bf16":
+        return from_bf16(u).astype(np.float64)
+    if t == "tf32":
+        return (u & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if t in ("f32", "f64"):
+        return u.view(np.float32 if t == "f32" else np.float64).astype(np.float64)
+    if t in ("s8", "u8", "s32"):
+        return u.view({"s8": np.int8, "u8": np.uint8, "s32": np.int32}[t]).astype(np.int64)
+    raise KeyError(t)
+
+
 def encode_elems(vals: np.ndarray, t: str, satfinite=False) -> np.ndarray:
     """Values -> raw element bytes (..., es)."""
     if t == "f32":
@@ -107,6 +125,11 @@ class Fragment:
         self.readers = [dc.reader(o, rt, ins) for o in regs_op[1]]
         self.writers = [dc.writer(o, rt, ins) for o in regs_op[1]] if writable else None
         self.rdt = np.uint32 if self.regbytes == 4 else np.uint64
+        # element e of lane l, registers stacked (register, lane): word e // per_reg of row l
+        per = self.regbytes // self.es
+        e, lane = np.arange(self.ne), LANES[:, None]
+        self.src = (e // per) * (32 * per) + lane * per + e % per          # (32, ne)
+        self.maps = {}
 
     def raw(self, w) -> np.ndarray:
         regs = np.stack([r(w) for r in self.readers], axis=1).astype(self.rdt, copy=False)
@@ -117,15 +140,42 @@ class Fragment:
         for j, wr in enumerate(self.writers):
             wr(w, np.ascontiguousarray(regs[:, j]), m)
 
+    def _map(self, shape):
+        """(gather, scatter) for a matrix of ``shape``: the element words, in register-stacked
+        order, of each matrix position (None where the layout does not cover every position
+        exactly once), and the matrix position of each element word."""
+        if shape not in self.maps:
+            flat = self.layout[..., 0] * shape[1] + self.layout[..., 1]
+            scatter = np.empty(flat.size, np.int64)
+            scatter[self.src.ravel()] = flat.ravel()
+            gather = None
+            if flat.size == shape[0] * shape[1] and \
+                    (np.sort(flat.ravel()) == np.arange(flat.size)).all():
+                gather = np.empty(flat.size, np.int64)
+                gather[flat.ravel()] = self.src.ravel()
+            self.maps[shape] = gather, scatter
+        return self.maps[shape]
+
+    def words(self, w) -> np.ndarray:
+        """The fragment's element bit patterns, flat in (register, lane, element) order."""
+        regs = np.stack([r(w) for r in self.readers]).astype(self.rdt, copy=False)
+        return regs.view(EUINT[self.es]).ravel()
+
     def matrix(self, w, shape) -> np.ndarray:
-        vals = decode_elems(self.raw(w), self.t)
+        gather, _ = self._map(shape)
+        words = self.words(w)
+        if gather is not None:
+            return word_values(words[gather], self.t).reshape(shape)
+        vals = word_values(words[self.src], self.t)
         out = np.zeros(shape, vals.dtype)
         out[self.layout[..., 0], self.layout[..., 1]] = vals
         return out
 
     def write_matrix(self, w, mat, m, satfinite=False):
-        vals = mat[self.layout[..., 0], self.layout[..., 1]]
-        self.write_raw(w, encode_elems(vals, self.t, satfinite), m)
+        vals = np.ascontiguousarray(mat).ravel()[self._map(mat.shape)[1]]
+        regs = encode_elems(vals, self.t, satfinite).reshape(-1).view(self.rdt)
+        for wr, v in zip(self.writers, regs.reshape(self.nregs, 32)):
+            wr(w, v, m)
 
 
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
