@@ -169,7 +169,7 @@ _LOW = -1000                         # E below this is a block of zero terms (E 
 
 def _exp_table(emin: int) -> np.ndarray:
     """float64 biased exponent field -> :func:`exponents` (0: a zero; 2047: inf/NaN, unused)."""
-    t = np.maximum(np.arange(2048) - 1023, emin).astype(np.int64)
+    t = np.maximum(np.arange(2048) - 1023, emin).astype(np.int32)
     t[0], t[2047] = _NONE, -1
     return t
 
@@ -177,7 +177,8 @@ def _exp_table(emin: int) -> np.ndarray:
 _ETAB = {e: _exp_table(e) for e in set(EMIN.values()) | {-126}}
 _E = np.arange(_LOW, 2 * 1024 + 64)                               # every E a block can have
 _QE = np.where(_E > _LOW, _E - 23 - EXTRA_BITS, 0)
-_DOWN, _UP = np.ldexp(1.0, -_QE), np.ldexp(1.0, _QE)              # 2^-qe, 2^qe (exact)
+with np.errstate(over="ignore"):                     # (an E no block of these formats has)
+    _DOWN, _UP = np.ldexp(1.0, -_QE), np.ldexp(1.0, _QE)          # 2^-qe, 2^qe (exact)
 #: no nonzero result leaves the f32 normal range: a quantum >= 2^-126, and |sum| < (k + 1) * 2^27
 #: quanta < 2^40 (k < 8000 products; a block has 16) below 2^128
 _SAFE = (_E == _LOW) | ((_QE >= -126) & (_QE + 40 <= 128))
@@ -185,7 +186,7 @@ _MASK24 = np.uint64(~((1 << 29) - 1) & 0xFFFFFFFFFFFFFFFF)        # keep 24 sign
 
 
 def _exps(x, table):
-    return table[(x.view(np.uint64) >> np.uint64(52)) & np.uint64(0x7FF)]
+    return table[(x.view(np.int64) >> 52) & 0x7FF]
 
 
 def _block_h100(A, B, C, itype, ctype):
