@@ -158,8 +158,8 @@ class Fragment:
 
     def words(self, w) -> np.ndarray:
         """The fragment's element bit patterns, flat in (register, lane, element) order."""
-        regs = np.stack([r(w) for r in self.readers]).astype(self.rdt, copy=False)
-        return regs.view(EUINT[self.es]).ravel()
+        regs = np.concatenate([r(w) for r in self.readers]).astype(self.rdt, copy=False)
+        return regs.view(EUINT[self.es])
 
     def matrix(self, w, shape) -> np.ndarray:
         gather, _ = self._map(shape)
