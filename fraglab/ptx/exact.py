@@ -38,6 +38,18 @@ def two_prod(a, b):
     return p, np.where(np.isfinite(p), e, 0.0)
 
 
+_LOW28 = np.int64((1 << 28) - 1)
+
+
+def _no_midpoint(s) -> bool:
+    """No element of the float64 array s lies halfway between two neighbours of a narrower
+    format (f32, f16, bf16), where the error term would decide a tie: such a midpoint is a
+    multiple of half the format's spacing, so its low 28 significand bits are zero. (Arrays
+    only, C-ordered: then ``s.astype`` is the same array the full rounding returns.)"""
+    return isinstance(s, np.ndarray) and s.ndim > 0 and s.flags.c_contiguous \
+        and s.dtype == F64 and not ((s.view(np.int64) & _LOW28) == 0).any()
+
+
 def round_pair(s, e, dt, mode: str = "rn"):
     """Round the exact value s + e (|e| below half an ulp of s in float64) to dtype ``dt``."""
     dt = np.dtype(dt)
@@ -47,6 +59,8 @@ def round_pair(s, e, dt, mode: str = "rn"):
         r = s
     else:
         r = s.astype(dt)
+        if mode == "rn" and _no_midpoint(s):
+            return r
     back = r.astype(F64)
     up, down = np.full_like(r, np.inf), np.full_like(r, -np.inf)
     if mode == "rn":
