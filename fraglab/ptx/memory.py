@@ -303,9 +303,12 @@ class SharedMemory:
         thread wrote since the last barrier (or __syncwarp, within a warp); where `differs` is
         given, only the bytes it marks count (a store of the value already there is no race)."""
         flat = offs.ravel()
+        hazard = self.bepoch[flat] == self.epoch
+        if not hazard.any():                      # (the usual case: nothing written since)
+            return
         prev = self.writer[flat]
-        hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
-                 ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
+        hazard &= (prev >= 0) & (prev != t) & \
+            ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
         if differs is not None:
             hazard &= differs
         if hazard.any() and self.order is not None:   # ordered by a fence and a flag
