@@ -125,10 +125,11 @@ class Fragment:
         self.readers = [dc.reader(o, rt, ins) for o in regs_op[1]]
         self.writers = [dc.writer(o, rt, ins) for o in regs_op[1]] if writable else None
         self.rdt = np.uint32 if self.regbytes == 4 else np.uint64
-        # element e of lane l, registers stacked (register, lane): word e // per_reg of row l
+        # element e of lane l, registers stacked (register, lane): word e // per of row l; an
+        # element wider than a register (f64 in two b32) in (lane, element) order instead
         per = self.regbytes // self.es
         e, lane = np.arange(self.ne), LANES[:, None]
-        self.src = (e // per) * (32 * per) + lane * per + e % per          # (32, ne)
+        self.src = (e // per) * (32 * per) + lane * per + e % per if per else lane * self.ne + e
         self.maps = {}
 
     def raw(self, w) -> np.ndarray:
@@ -143,13 +144,16 @@ class Fragment:
     def _map(self, shape):
         """(gather, scatter) for a matrix of ``shape``: the element words, in register-stacked
         order, of each matrix position (None where the layout does not cover every position
-        exactly once), and the matrix position of each element word."""
+        exactly once), and the matrix position of each element word (None where the layout
+        leaves the matrix: indexing it then fails as it always did)."""
         if shape not in self.maps:
-            flat = self.layout[..., 0] * shape[1] + self.layout[..., 1]
-            scatter = np.empty(flat.size, np.int64)
-            scatter[self.src.ravel()] = flat.ravel()
-            gather = None
-            if flat.size == shape[0] * shape[1] and \
+            r, c = self.layout[..., 0], self.layout[..., 1]
+            flat = r * shape[1] + c
+            gather = scatter = None
+            if (r >= 0).all() and (c >= 0).all() and (r < shape[0]).all() and (c < shape[1]).all():
+                scatter = np.empty(flat.size, np.int64)
+                scatter[self.src.ravel()] = flat.ravel()
+            if scatter is not None and flat.size == shape[0] * shape[1] and \
                     (np.sort(flat.ravel()) == np.arange(flat.size)).all():
                 gather = np.empty(flat.size, np.int64)
                 gather[flat.ravel()] = self.src.ravel()
@@ -158,6 +162,8 @@ class Fragment:
 
     def words(self, w) -> np.ndarray:
         """The fragment's element bit patterns, flat in (register, lane, element) order."""
+        if self.regbytes < self.es:
+            return self.raw(w).view(EUINT[self.es]).ravel()
         regs = np.concatenate([r(w) for r in self.readers]).astype(self.rdt, copy=False)
         return regs.view(EUINT[self.es])
 
@@ -172,8 +178,15 @@ class Fragment:
         return out
 
     def write_matrix(self, w, mat, m, satfinite=False):
-        vals = np.ascontiguousarray(mat).ravel()[self._map(mat.shape)[1]]
-        regs = encode_elems(vals, self.t, satfinite).reshape(-1).view(self.rdt)
+        scatter = self._map(mat.shape)[1]
+        if scatter is None:
+            vals = mat[self.layout[..., 0], self.layout[..., 1]].ravel()[np.argsort(self.src, None)]
+        else:
+            vals = np.ascontiguousarray(mat).ravel()[scatter]
+        raw = encode_elems(vals, self.t, satfinite)
+        if self.regbytes < self.es:
+            return self.write_raw(w, raw, m)
+        regs = raw.reshape(-1).view(self.rdt)
         for wr, v in zip(self.writers, regs.reshape(self.nregs, 32)):
             wr(w, v, m)
 
