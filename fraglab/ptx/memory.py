@@ -292,6 +292,8 @@ class SharedMemory:
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
         a warp) and no fenced flag hand-off (fences.py): the order of the two is not guaranteed
         on a GPU."""
+        if not (self.bepoch[offs.ravel()] == self.epoch).any():     # nothing written since
+            return
         t = np.repeat(w.tid_linear[lanes], offs.shape[1])
         self._unordered(w, instr, offs, lanes, t, "reads", "with no barrier in between (add "
                         "__syncthreads(), or __syncwarp() within a warp, between the write and "

@@ -390,11 +390,14 @@ def h_stmatrix(ins, dc):
 def h_ldmatrix(ins, dc):
     x, wrs, space, addr, src_lanes, (lo_at, hi_at) = _matrix_op(ins, dc, 0, dc.writer)
 
+    # the flat uint16 index of each lane's low and high halves in the x matrices
+    lo_i, hi_i = ((64 * np.arange(x)[:, None] + 8 * r + c) for r, c in (lo_at, hi_at))
+
     def fn(w, m):
         _require_full(w, ins, m)
         raw = w.mem.load(w, ins, space, addr(w)[src_lanes], src_lanes, 16, 16)
-        mats = np.ascontiguousarray(raw).view(np.uint16).reshape(x, 8, 8)
-        for i, wr in enumerate(wrs):
-            lo, hi = mats[i][lo_at], mats[i][hi_at]
-            wr(w, lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16)), m)
+        halves = np.ascontiguousarray(raw).view(np.uint16).ravel()
+        words = halves[lo_i].astype(np.uint32) | (halves[hi_i].astype(np.uint32) << np.uint32(16))
+        for wr, v in zip(wrs, words):
+            wr(w, v, m)
     return fn
