@@ -49,6 +49,7 @@ once to nearest), for tests that compare the two (:func:`model`).
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -190,20 +191,23 @@ def _exps(x, table):
 
 
 def _block_h100(A, B, C, itype, ctype):
-    """:func:`block_fma` for :data:`H100`, the same bits (inputs hold values of their formats)."""
-    Bt = np.swapaxes(B, -1, -2)
+    """:func:`block_fma` for :data:`H100`, the same bits (inputs hold values of their formats).
+    Products are laid out (..., k, M, N), so that the maximum and the sum over k are k - 1
+    element-wise operations on (M, N) planes; the sum of the truncated terms (integers below
+    2^32 in any order) is exact whatever its order."""
+    At = np.ascontiguousarray(np.swapaxes(A, -1, -2))         # (..., k, M)
     with np.errstate(all="ignore"):
-        P = A[..., :, None, :] * Bt[..., None, :, :]
+        P = At[..., :, :, None] * B[..., :, None, :]          # (..., k, M, N)
         tab = _ETAB[EMIN[itype]]
-        ep = _exps(A, tab)[..., :, None, :] + _exps(Bt, tab)[..., None, :, :]
+        ep = _exps(At, tab)[..., :, :, None] + _exps(B, tab)[..., :, None, :]
         # a zero product's ea + eb (one of them _NONE) is below every real one: no where needed
-        E = np.maximum(ep.max(axis=-1, initial=_NONE), _exps(C.astype(np.float32).astype(np.float64),
-                                                            _ETAB[-126]))
+        E = np.maximum(np.maximum.reduce(ep, axis=-3, initial=_NONE),
+                       _exps(C.astype(np.float32).astype(np.float64), _ETAB[-126]))
         i = np.maximum(E, _LOW) - _LOW
         down = _DOWN[i]
-        P *= down[..., None]
-        s = np.trunc(P, out=P).sum(axis=-1) + np.trunc(C * down)
-        if not np.isfinite(s).all():                     # infinities and NaNs
+        P *= down[..., None, :, :]
+        s = np.add.reduce(np.trunc(P, out=P), axis=-3) + np.trunc(C * down)
+        if not math.isfinite(s.sum()):                   # infinities and NaNs (|s| < 2^32)
             return _block_general(A, B, C, itype, ctype, H100)
         v = s * _UP[i]
         if ctype == "f16":
