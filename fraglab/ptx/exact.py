@@ -38,6 +38,23 @@ def two_prod(a, b):
     return p, np.where(np.isfinite(p), e, 0.0)
 
 
+_LOW28 = np.int64((1 << 28) - 1)
+
+
+def _no_midpoint(s, r) -> bool:
+    """No element of the finite float64 array s lies halfway between two neighbours (r its
+    nearest) of a narrower format (f32, f16, bf16), where the error term would decide a tie:
+    such a midpoint is not a value of the format, and it is a multiple of half the format's
+    spacing, so its low 28 significand bits are zero. (C-ordered arrays only: then ``r`` is the
+    same array the full rounding returns, and the full rounding would warn of nothing more.)"""
+    if not (isinstance(s, np.ndarray) and s.ndim > 0 and s.flags.c_contiguous and s.dtype == F64):
+        return False
+    mid = (s.view(np.int64) & _LOW28) == 0
+    if mid.any():
+        mid &= r.astype(F64) != s
+    return not mid.any() and np.isfinite(s).all()
+
+
 def round_pair(s, e, dt, mode: str = "rn"):
     """Round the exact value s + e (|e| below half an ulp of s in float64) to dtype ``dt``."""
     dt = np.dtype(dt)
@@ -47,6 +64,8 @@ def round_pair(s, e, dt, mode: str = "rn"):
         r = s
     else:
         r = s.astype(dt)
+        if mode == "rn" and _no_midpoint(s, r):
+            return r
     back = r.astype(F64)
     up, down = np.full_like(r, np.inf), np.full_like(r, -np.inf)
     if mode == "rn":

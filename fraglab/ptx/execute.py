@@ -46,7 +46,12 @@ class Warp:
         bx, by, _ = launch.block
         self.tid = [(t % bx).astype(np.uint32), ((t // bx) % by).astype(np.uint32),
                     (t // (bx * by)).astype(np.uint32)]
-        self.R = fresh_registers(reg_dtypes)     # never-written registers read poison (poison.py)
+        pool = getattr(launch, "reg_pool", None)   # never-written registers read poison (poison.py)
+        if pool is not None and pool.reg_dtypes is reg_dtypes:
+            self.R, self.reg_blocks = pool.take()
+        else:
+            self.reg_blocks = []
+            self.R = fresh_registers(reg_dtypes, self.reg_blocks)
         self.live = self.exists.copy()
         self.waiting = np.zeros(32, bool)
         self.pc = np.zeros(32, np.int64)

@@ -292,6 +292,8 @@ class SharedMemory:
         """A read of bytes another thread wrote since the last barrier (__syncwarp counts within
         a warp) and no fenced flag hand-off (fences.py): the order of the two is not guaranteed
         on a GPU."""
+        if not (self.bepoch[offs.ravel()] == self.epoch).any():     # nothing written since
+            return
         t = np.repeat(w.tid_linear[lanes], offs.shape[1])
         self._unordered(w, instr, offs, lanes, t, "reads", "with no barrier in between (add "
                         "__syncthreads(), or __syncwarp() within a warp, between the write and "
@@ -303,9 +305,12 @@ class SharedMemory:
         thread wrote since the last barrier (or __syncwarp, within a warp); where `differs` is
         given, only the bytes it marks count (a store of the value already there is no race)."""
         flat = offs.ravel()
+        hazard = self.bepoch[flat] == self.epoch
+        if not hazard.any():                      # (the usual case: nothing written since)
+            return
         prev = self.writer[flat]
-        hazard = (prev >= 0) & (prev != t) & (self.bepoch[flat] == self.epoch) & \
-                 ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
+        hazard &= (prev >= 0) & (prev != t) & \
+            ((prev // 32 != w.first_thread // 32) | (self.wepoch[flat] == w.sync_epoch))
         if differs is not None:
             hazard &= differs
         if hazard.any() and self.order is not None:   # ordered by a fence and a flag

@@ -66,17 +66,43 @@ def _layout(reg_dtypes):
     return items, order.tolist()
 
 
-def fresh_registers(reg_dtypes) -> list[np.ndarray]:
+def fresh_registers(reg_dtypes, blocks_out: list | None = None) -> list[np.ndarray]:
     """A warp's register file: one (32,) array per register of ``reg_dtypes``, each lane holding
     the poison value of the register's type (see the module doc). Registers of one type are rows
-    of one block, so a warp with thousands of registers costs a few allocations."""
+    of one block, so a warp with thousands of registers costs a few allocations (the blocks are
+    appended to ``blocks_out`` when given)."""
     items, order = _layout(reg_dtypes)
     rows = []
     for dt, idx in items:
         block = np.empty((len(idx), 32), dt)
         block[...] = poison_value(dt)
         rows.extend(block)
+        if blocks_out is not None:
+            blocks_out.append(block)
     return [rows[k] for k in order]
+
+
+class RegisterPool:
+    """Register files of a launch's finished blocks, handed to the warps of its next blocks
+    poisoned again: a fresh file is one NumPy view per register (thousands per warp in the
+    tensor-core kernels), a recycled one a fill of its few blocks. Only the files of blocks that
+    have returned come back; a warp's file then reads exactly as a fresh one."""
+
+    def __init__(self, reg_dtypes):
+        self.reg_dtypes, self.free = reg_dtypes, []
+
+    def take(self):
+        """(registers, blocks) for a new warp."""
+        if self.free:
+            regs, blocks = self.free.pop()
+            for b in blocks:
+                b[...] = poison_value(b.dtype)
+            return regs, blocks
+        blocks: list = []
+        return fresh_registers(self.reg_dtypes, blocks), blocks
+
+    def give_back(self, warps) -> None:
+        self.free.extend((w.R, w.reg_blocks) for w in warps)
 
 
 #: No pointer of the interpreter (global arrays, the const/shared/local windows) nor of a GPU

@@ -15,6 +15,7 @@ from .errors import PTXError, UnsupportedInstruction
 from .execute import run_block
 from .memory import FlatSpace, GlobalMemory
 from .parse import parse
+from .poison import RegisterPool
 from .tensormap import substitutes
 
 MAX_SHARED = 163 * 1024 + 1024       # sm_80: 164 KB per block (opt-in)
@@ -250,6 +251,7 @@ class Launch:
         self.counts = [0] * (len(info.code) + 1)   # warp-instructions executed, per PTX instruction
         self.later = []                      # blocks not run yet, and their runner (crossblock.py)
         self.run_block = run_block
+        self.reg_pool = RegisterPool(info.reg_dtypes)   # register files of finished blocks
 
     def opcode_counts(self, base: bool = True):
         """Counter of warp-instructions executed, by opcode (``base``: 'mma' not 'mma.sync...')."""
@@ -378,7 +380,7 @@ def launch(prog: Program, kernel: str, grid=(1, 1, 1), block=(32, 1, 1), args=()
     with np.errstate(all="ignore"):
         for i, b in enumerate(order):
             L.later = order[i + 1:]              # the blocks a cross-block wait may wait for
-            run_block(L, b, info.code, info)
+            L.reg_pool.give_back(run_block(L, b, info.code, info))
     return L
 
 

@@ -75,6 +75,24 @@ def decode_elems(raw: np.ndarray, t: str) -> np.ndarray:
     raise KeyError(t)
 
 
+EUINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def word_values(u: np.ndarray, t: str) -> np.ndarray:
+    """Element bit patterns (unsigned, of the element's width) -> values, as :func:`decode_elems`."""
+    if t == "f16":
+        return u.view(np.float16).astype(np.float64)
+    if t == "bf16":
+        return from_bf16(u).astype(np.float64)
+    if t == "tf32":
+        return (u & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if t in ("f32", "f64"):
+        return u.view(np.float32 if t == "f32" else np.float64).astype(np.float64)
+    if t in ("s8", "u8", "s32"):
+        return u.view({"s8": np.int8, "u8": np.uint8, "s32": np.int32}[t]).astype(np.int64)
+    raise KeyError(t)
+
+
 def encode_elems(vals: np.ndarray, t: str, satfinite=False) -> np.ndarray:
     """Values -> raw element bytes (..., es)."""
     if t == "f32":
@@ -107,6 +125,12 @@ class Fragment:
         self.readers = [dc.reader(o, rt, ins) for o in regs_op[1]]
         self.writers = [dc.writer(o, rt, ins) for o in regs_op[1]] if writable else None
         self.rdt = np.uint32 if self.regbytes == 4 else np.uint64
+        # element e of lane l, registers stacked (register, lane): word e // per of row l; an
+        # element wider than a register (f64 in two b32) in (lane, element) order instead
+        per = self.regbytes // self.es
+        e, lane = np.arange(self.ne), LANES[:, None]
+        self.src = (e // per) * (32 * per) + lane * per + e % per if per else lane * self.ne + e
+        self.maps = {}
 
     def raw(self, w) -> np.ndarray:
         regs = np.stack([r(w) for r in self.readers], axis=1).astype(self.rdt, copy=False)
@@ -117,15 +141,54 @@ class Fragment:
         for j, wr in enumerate(self.writers):
             wr(w, np.ascontiguousarray(regs[:, j]), m)
 
+    def _map(self, shape):
+        """(gather, scatter) for a matrix of ``shape``: the element words, in register-stacked
+        order, of each matrix position (None where the layout does not cover every position
+        exactly once), and the matrix position of each element word (None where the layout
+        leaves the matrix: indexing it then fails as it always did)."""
+        if shape not in self.maps:
+            r, c = self.layout[..., 0], self.layout[..., 1]
+            flat = r * shape[1] + c
+            gather = scatter = None
+            if (r >= 0).all() and (c >= 0).all() and (r < shape[0]).all() and (c < shape[1]).all():
+                scatter = np.empty(flat.size, np.int64)
+                scatter[self.src.ravel()] = flat.ravel()
+            if scatter is not None and flat.size == shape[0] * shape[1] and \
+                    (np.sort(flat.ravel()) == np.arange(flat.size)).all():
+                gather = np.empty(flat.size, np.int64)
+                gather[flat.ravel()] = self.src.ravel()
+            self.maps[shape] = gather, scatter
+        return self.maps[shape]
+
+    def words(self, w) -> np.ndarray:
+        """The fragment's element bit patterns, flat in (register, lane, element) order."""
+        if self.regbytes < self.es:
+            return self.raw(w).view(EUINT[self.es]).ravel()
+        regs = np.concatenate([r(w) for r in self.readers]).astype(self.rdt, copy=False)
+        return regs.view(EUINT[self.es])
+
     def matrix(self, w, shape) -> np.ndarray:
-        vals = decode_elems(self.raw(w), self.t)
+        gather, _ = self._map(shape)
+        words = self.words(w)
+        if gather is not None:
+            return word_values(words[gather], self.t).reshape(shape)
+        vals = word_values(words[self.src], self.t)
         out = np.zeros(shape, vals.dtype)
         out[self.layout[..., 0], self.layout[..., 1]] = vals
         return out
 
     def write_matrix(self, w, mat, m, satfinite=False):
-        vals = mat[self.layout[..., 0], self.layout[..., 1]]
-        self.write_raw(w, encode_elems(vals, self.t, satfinite), m)
+        scatter = self._map(mat.shape)[1]
+        if scatter is None:
+            vals = mat[self.layout[..., 0], self.layout[..., 1]].ravel()[np.argsort(self.src, None)]
+        else:
+            vals = np.ascontiguousarray(mat).ravel()[scatter]
+        raw = encode_elems(vals, self.t, satfinite)
+        if self.regbytes < self.es:
+            return self.write_raw(w, raw, m)
+        regs = raw.reshape(-1).view(self.rdt)
+        for wr, v in zip(self.writers, regs.reshape(self.nregs, 32)):
+            wr(w, v, m)
 
 
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
@@ -327,11 +390,14 @@ def h_stmatrix(ins, dc):
 def h_ldmatrix(ins, dc):
     x, wrs, space, addr, src_lanes, (lo_at, hi_at) = _matrix_op(ins, dc, 0, dc.writer)
 
+    # the flat uint16 index of each lane's low and high halves in the x matrices
+    lo_i, hi_i = ((64 * np.arange(x)[:, None] + 8 * r + c) for r, c in (lo_at, hi_at))
+
     def fn(w, m):
         _require_full(w, ins, m)
         raw = w.mem.load(w, ins, space, addr(w)[src_lanes], src_lanes, 16, 16)
-        mats = np.ascontiguousarray(raw).view(np.uint16).reshape(x, 8, 8)
-        for i, wr in enumerate(wrs):
-            lo, hi = mats[i][lo_at], mats[i][hi_at]
-            wr(w, lo.astype(np.uint32) | (hi.astype(np.uint32) << np.uint32(16)), m)
+        halves = np.ascontiguousarray(raw).view(np.uint16).ravel()
+        words = halves[lo_i].astype(np.uint32) | (halves[hi_i].astype(np.uint32) << np.uint32(16))
+        for wr, v in zip(wrs, words):
+            wr(w, v, m)
     return fn
