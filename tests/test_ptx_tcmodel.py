@@ -188,3 +188,41 @@ def test_a_sum_of_zeros_is_plus_zero_as_the_h200_gave():
             assert have == want, (t["form"], e)
             seen += 1
     assert seen >= 10
+
+
+WMMA_TF32 = r"""
+#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void k(const float* a, const float* b, const float* c, float* d) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> fc;
+    wmma::load_matrix_sync(fa, a, 8);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+    wmma::mma_sync(fc, fa, fb, fc);
+    wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+"""
+
+
+def test_wmma_tf32_is_two_instructions_of_four_products():
+    """ptxas lowers wmma.mma m16n16k8 with tf32 inputs to HMMA.1684 pairs along K (sm_80 and
+    sm_90): two blocks of 4 products, the first rounded to f32 and fed to the second, where
+    mma.m16n8k8 is one block of 8. The interpreter runs it that way; one block of 8 gives other
+    bits on these inputs (the H200 differed from it in 249 of 1,024 elements)."""
+    from fraglab import toolchain
+    from fraglab.ptx.program import Program, launch
+    build = toolchain.compile("wmma_tf32.cu", "sm_80", source=WMMA_TF32)
+    assert build.sass().count("HMMA.1684.F32.TF32") == 4
+    rng = np.random.default_rng(7)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 16), (16, 16)))
+    d = np.full((16, 16), np.nan, np.float32)
+    launch(Program(build.ptx), "k", 1, 32, (a, b, c, d), echo_printf=False)
+    tf32 = [(x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+            for x in (a, b)]
+    first = tcmodel.matmul(tf32[0][:, :4], tf32[1][:4], c.astype(np.float64), "tf32", "f32")
+    two = tcmodel.matmul(tf32[0][:, 4:], tf32[1][4:], first, "tf32", "f32")
+    one = tcmodel.matmul(tf32[0], tf32[1], c.astype(np.float64), "tf32", "f32")
+    assert (d.astype(np.float64) == two).all()
+    assert (one != two).any()

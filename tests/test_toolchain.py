@@ -237,7 +237,8 @@ def test_a_deferred_build_stops_at_the_ptx_and_assembles_as_nvrtc_would(tmp_path
     monkeypatch.setenv("FRAGLAB_MODE", "cpu")
     src = 'extern "C" __global__ void k(float* p) { p[threadIdx.x] = __expf(p[threadIdx.x]); }\n'
     if not toolchain._ptxas_matches_nvrtc():
-        pytest.skip("the ptxas found does not make NVRTC's cubin (toolchain._probe_agrees): builds are never deferred")
+        pytest.skip("the ptxas found does not make NVRTC's cubin (toolchain._probe_agrees): "
+                    "builds are never deferred")
     with toolchain.deferred_ptxas() as builds:
         b = toolchain.compile("deferred.cu", "sm_80", source=src)
     assert b.deferred and builds == [b] and b.kernels == ["k"]
