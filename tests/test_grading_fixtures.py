@@ -50,6 +50,12 @@ def graded(lab):
 CASES = [(lab, label) for lab in LABS for label in {**fixtures(lab), **fixtures(lab, cheats=True)}]
 CHEATS = [(lab, label) for lab, label in CASES if label.startswith("cheat:")]
 
+
+def each_fixture_of(table: dict):
+    """The test once per (lab, fixture) key of ``table``, named lab/fixture."""
+    keys = sorted(table)
+    return pytest.mark.parametrize("lab, label", keys, ids=[f"{a}/{b}" for a, b in keys])
+
 # Wrong answers whose kernel is undefined behaviour that the H100 happened to run correctly (lab 00
 # exercise 3: every_lane_writes, half_mask) fail in GPU mode too: GPU-mode grading runs every CUDA
 # exercise on the PTX interpreter as well (tests/test_grading_modes.py shows it with a fake GPU).
@@ -101,7 +107,7 @@ ENDINGS = {("00_hello_warp", "1/calls_os_exit"): "exited with status 3",
 
 
 @pytest.mark.nbval
-@pytest.mark.parametrize("lab, label", sorted(ENDINGS), ids=[f"{a}/{b}" for a, b in sorted(ENDINGS)])
+@each_fixture_of(ENDINGS)
 def test_a_process_or_kernel_that_never_returns_is_told_what_happened(lab, label):
     v = graded(lab)[label]
     assert ENDINGS[lab, label] in v.text and v.exercise in v.text, v.text
@@ -120,7 +126,7 @@ SAYS = {("03_permutation_and_quad_reduction", "3/no_swap"): "values wrong",
 
 
 @pytest.mark.nbval
-@pytest.mark.parametrize("lab, label", sorted(SAYS), ids=[f"{a}/{b}" for a, b in sorted(SAYS)])
+@each_fixture_of(SAYS)
 def test_a_wrong_answer_is_told_what_is_wrong(lab, label):
     v = graded(lab)[label]
     assert SAYS[lab, label] in v.text and "GradeError" in v.text, v.text
@@ -257,7 +263,7 @@ KINDS = {("00_hello_warp", "3/compile_syntax"): "does not compile",
 
 
 @pytest.mark.nbval
-@pytest.mark.parametrize("lab, label", sorted(KINDS), ids=[f"{a}/{b}" for a, b in sorted(KINDS)])
+@each_fixture_of(KINDS)
 def test_a_failure_says_what_kind_it_is(lab, label):
     v = graded(lab)[label]
     assert v.text.startswith(KINDS[lab, label] + ":"), v.text

@@ -262,6 +262,17 @@ def problems(body: str) -> list[str]:
 # The include path of a region
 # --------------------------------------------------------------------------------------------
 
+def _past_closing(text: str, i: int, pair: str) -> int:
+    """The index just past the bracket that closes the ``pair[0]`` at ``text[i]`` (or the end)."""
+    depth = 0
+    while i < len(text):
+        depth += {pair[0]: 1, pair[1]: -1}.get(text[i], 0)
+        i += 1
+        if depth == 0:
+            break
+    return i
+
+
 def strip_definitions(text: str, names: tuple[str, ...]) -> str:
     """``text`` with the body of every definition of a function named in ``names`` replaced by
     ``;`` (a declaration: a call still compiles, the program does not link)."""
@@ -271,22 +282,12 @@ def strip_definitions(text: str, names: tuple[str, ...]) -> str:
             m = re.compile(r"\b" + re.escape(name) + r"\s*\(").search(text, pos)
             if not m:
                 break
-            i, depth = m.end() - 1, 0
-            while i < len(text):
-                depth += {"(": 1, ")": -1}.get(text[i], 0)
-                i += 1
-                if depth == 0:
-                    break
+            i = _past_closing(text, m.end() - 1, "()")
             tail = re.compile(r"\s*(const\s*)?(noexcept\s*)?\{").match(text, i)
             if not tail:
                 pos = m.end()
                 continue
-            j, depth = tail.end() - 1, 0
-            while j < len(text):
-                depth += {"{": 1, "}": -1}.get(text[j], 0)
-                j += 1
-                if depth == 0:
-                    break
+            j = _past_closing(text, tail.end() - 1, "{}")
             text = (text[:i] + (" const" if tail.group(1) else "") + "; // (the lab's exercise: not in a "
                     "learner's include path)" + "\n" * text[i:j].count("\n") + text[j:])
             pos = i + 1
